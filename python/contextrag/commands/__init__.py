@@ -1,0 +1,1 @@
+"""Subcommands of the `contextrag` CLI, one module each."""

@@ -1,0 +1,78 @@
+"""Input coercion shared by every op: NumPy or torch in, the same kind (and device) out.
+
+Ops work on torch tensors internally (zero-copy for NumPy via ``torch.from_numpy``) so one code path
+serves CPU BLAS, the C++ extension (through ``.numpy()`` views) and CUDA tensors.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float64)
+GPU_EXTRA_DTYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """Remembers what the caller passed, so outputs come back as the same kind."""
+
+    numpy: bool
+
+    def out(self, t: torch.Tensor):
+        if self.numpy:
+            return t.detach().cpu().numpy()
+        return t
+
+
+def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool = True,
+              unit_interval: bool = False, allow_half: bool = False) -> tuple[torch.Tensor, Kind]:
+    """Validate ``x`` and return it as a torch tensor plus the caller's kind.
+
+    Raises ``TypeError`` for anything that is not a float array/tensor and ``ValueError`` for
+    wrong ndim, NaN/inf, or values outside [0, 1] when ``unit_interval`` is set.
+    """
+    if isinstance(x, torch.Tensor):
+        kind = Kind(numpy=False)
+        t = x
+    elif isinstance(x, np.ndarray):
+        kind = Kind(numpy=True)
+        if x.dtype not in (np.float32, np.float64):
+            raise TypeError(f"{name} must be float32 or float64, got numpy dtype {x.dtype}")
+        t = torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
+    else:
+        raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+    ok = FLOAT_DTYPES + (GPU_EXTRA_DTYPES if allow_half else ())
+    if t.dtype not in ok:
+        names = ", ".join(str(d).replace("torch.", "") for d in ok)
+        raise TypeError(f"{name} must have dtype in ({names}), got {str(t.dtype).replace('torch.', '')}")
+    if t.dim() not in ndim:
+        want = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(f"{name} must be {want}, got shape {tuple(t.shape)}")
+    if t.numel():
+        if check_finite and not bool(torch.isfinite(t).all()):
+            raise ValueError(f"{name} contains NaN or inf")
+        if unit_interval:
+            lo, hi = t.min().item(), t.max().item()
+            if lo < 0.0 or hi > 1.0:
+                raise ValueError(f"{name} must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
+    return t, kind
+
+
+def same_device(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    if a.device != b.device:
+        raise ValueError(f"{name_a} is on {a.device} but {name_b} is on {b.device}")
+
+
+def common_dtype(*ts: torch.Tensor) -> torch.dtype:
+    """float64 if any input is float64, else float32 (halves compute in float32)."""
+    return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
+
+
+def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)

@@ -1,0 +1,142 @@
+"""Fuzzy c-means memberships and fitting.
+
+u_ij = 1 / Σ_k (d_ij/d_ik)^(2/(m−1)), computed from the same blocked distance GEMM as
+kmeans_assign with a single-pass epilogue: w_ik = (D_min/D_ik)^p, u = w / Σw, p = 1/(m−1).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from .. import ref
+from ._backend import select
+from ._registry import IMPLS, register
+from ._tensor import as_tensor, check_positive_int, same_device
+
+ROW_BLOCK = 8192
+
+
+class FCMResult(NamedTuple):
+    centers: object          # (c, d)
+    memberships: object      # (n, c), rows sum to 1
+    n_iter: int
+    objective: float         # Σ u^m ‖x − c‖²
+    partition_coefficient: float  # Σ u² / n: 1 crisp, 1/c uniform
+
+
+def _check_m(m) -> float:
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not np.isfinite(m) or m <= 1.0:
+        raise ValueError(f"m must be a finite number > 1, got {m!r}")
+    return float(m)
+
+
+def _check_top_k(top_k, c):
+    if top_k is None:
+        return None
+    return min(check_positive_int(top_k, "top_k"), c)
+
+
+def fcm_memberships(X, C, m: float = 2.0, *, top_k: int | None = None, backend: str | None = None):
+    """Fuzzy c-means memberships of each row of X to each centre of C: (n, c), rows sum to 1.
+
+    A point on a centre gets a one-hot row. ``top_k`` keeps only the k largest memberships of each
+    row (the rest set to 0) and renormalises, for a sparse fuzzy context.
+    """
+    tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
+    tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
+    same_device("X", tX, "C", tC)
+    if tX.shape[1] != tC.shape[1]:
+        raise ValueError(f"X has {tX.shape[1]} columns but C has {tC.shape[1]}; both must be (·, d)")
+    if tC.shape[0] == 0:
+        raise ValueError("C must hold at least one centre")
+    m = _check_m(m)
+    k = _check_top_k(top_k, tC.shape[0])
+    _, impl = select("fcm_memberships", tX.device, backend, IMPLS["fcm_memberships"])
+    wd = torch.float64 if tX.dtype == torch.float64 else torch.float32
+    return kind.out(impl(tX, tC.to(wd), m, k))
+
+
+def _topk_renorm(U: torch.Tensor, k: int | None) -> torch.Tensor:
+    if k is None or k >= U.shape[1]:
+        return U
+    vals, idx = U.topk(k, dim=1)
+    out = torch.zeros_like(U)
+    out.scatter_(1, idx, vals / vals.sum(dim=1, keepdim=True))
+    return out
+
+
+def memberships_from_sqdist(D: torch.Tensor, m: float) -> torch.Tensor:
+    """The FCM epilogue on a tile of squared distances (shared by every torch path)."""
+    p = 1.0 / (m - 1.0)
+    D = D.clamp_min(0.0)
+    dmin, amin = D.min(dim=1, keepdim=True)
+    W = (dmin / D).pow(p) if p != 1.0 else dmin / D
+    on = dmin.squeeze(1) <= 0.0
+    if bool(on.any()):
+        W[on] = 0.0
+        W[on, amin[on, 0]] = 1.0
+    return W / W.sum(dim=1, keepdim=True)
+
+
+@register("fcm_memberships", "ref")
+def _ref_memberships(X, C, m, k):
+    U = ref.fcm_memberships(X.detach().cpu().double().numpy(), C.detach().cpu().double().numpy(), m, k)
+    return torch.from_numpy(U).to(device=X.device, dtype=C.dtype)
+
+
+@register("fcm_memberships", "cpu")
+def _torch_memberships(X, C, m, k):
+    n = X.shape[0]
+    U = torch.empty((n, C.shape[0]), dtype=C.dtype, device=X.device)
+    cn = (C * C).sum(dim=1)
+    Ct = C.t()
+    for i in range(0, n, ROW_BLOCK):
+        xb = X[i:i + ROW_BLOCK].to(C.dtype)
+        D = torch.addmm(cn, xb, Ct, alpha=-2.0).add_((xb * xb).sum(dim=1, keepdim=True))
+        U[i:i + ROW_BLOCK] = _topk_renorm(memberships_from_sqdist(D, m), k)
+    return U
+
+
+def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
+            init=None, backend: str | None = None) -> FCMResult:
+    """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.
+
+    ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
+    """
+    tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
+    c = check_positive_int(c, "c")
+    n_iter = check_positive_int(n_iter, "n_iter")
+    m = _check_m(m)
+    n = tX.shape[0]
+    if c > n:
+        raise ValueError(f"c={c} exceeds the number of points n={n}")
+    wd = torch.float64 if tX.dtype == torch.float64 else torch.float32
+    if init is None:
+        rng = np.random.default_rng(seed)
+        idx = torch.from_numpy(rng.choice(n, size=c, replace=False)).to(tX.device)
+        C = tX[idx].to(wd).clone()
+    else:
+        tC, _ = as_tensor(init, "init", ndim=(2,))
+        if tuple(tC.shape) != (c, tX.shape[1]):
+            raise ValueError(f"init must have shape ({c}, {tX.shape[1]}), got {tuple(tC.shape)}")
+        C = tC.to(device=tX.device, dtype=wd).clone()
+    _, impl = select("fcm_memberships", tX.device, backend, IMPLS["fcm_memberships"])
+    Xw = tX.to(wd)
+    U = impl(tX, C, m, None)
+    it = 0
+    for it in range(1, n_iter + 1):
+        W = U.pow(m) if m != 2.0 else U * U
+        C = (W.t() @ Xw) / W.sum(dim=0).clamp_min(1e-300 if wd == torch.float64 else 1e-30)[:, None]
+        U_new = impl(tX, C, m, None)
+        delta = float((U_new - U).abs().max()) if U.numel() else 0.0
+        U = U_new
+        if delta < tol:
+            break
+    # objective from one more blocked distance pass (cheap next to the iterations)
+    J = 0.0
+    for i in range(0, n, ROW_BLOCK):
+        J += float((U[i:i + ROW_BLOCK].pow(m) * torch.cdist(Xw[i:i + ROW_BLOCK], C).pow(2)).sum())
+    fpc = float((U * U).sum() / max(n, 1))
+    return FCMResult(kind.out(C), kind.out(U), it, J, fpc)

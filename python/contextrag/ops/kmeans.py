@@ -1,0 +1,267 @@
+"""K-means and residual-quantization k-means (paper §3.4, eq. 10-12).
+
+The Lloyd loop is written once in torch and runs on the inputs' device; the two heavy steps are
+looked up per backend: ``kmeans_assign`` (distance GEMM fused with the argmin: never an n×k matrix
+beyond one row block) and ``kmeans_update`` (per-cluster sums and counts).
+"""
+from __future__ import annotations
+
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from .. import ref
+from ._backend import select
+from ._registry import IMPLS, register
+from ._tensor import as_tensor, check_positive_int, same_device
+
+SPLIT_EPS = ref.kmeans.SPLIT_EPS
+ROW_BLOCK = 8192  # rows per distance tile on the CPU path: 8192×k floats stay in cache-sized chunks
+
+
+class KMeansResult(NamedTuple):
+    centroids: object   # (k, d), float32 (float64 for float64 input)
+    labels: object      # (n,) int64
+    inertia: float      # Σ ‖x − c(x)‖² over all points
+    n_iter: int         # Lloyd iterations run
+
+
+class RQResult(NamedTuple):
+    codebooks: list     # one (k_ℓ, d) centroid matrix per level
+    codes: object       # (n, L) int64: the cluster of each point at each level
+    sizes: tuple        # codebook sizes actually used (after clamping)
+    inertia: list       # per level, Σ of squared residual norms after that level
+
+
+def _check_X(X, name="X"):
+    return as_tensor(X, name, ndim=(2,), allow_half=True)
+
+
+def _work_dtype(t: torch.Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def kmeans_assign(X, C, *, backend: str | None = None):
+    """Nearest centroid of each row: (labels int64 (n,), squared distances (n,)). Ties -> lowest index."""
+    tX, kind = _check_X(X)
+    tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
+    same_device("X", tX, "C", tC)
+    if tX.shape[1] != tC.shape[1]:
+        raise ValueError(f"X has {tX.shape[1]} columns but C has {tC.shape[1]}; both must be (·, d)")
+    if tC.shape[0] == 0:
+        raise ValueError("C must hold at least one centroid")
+    _, impl = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
+    labels, d2 = impl(tX, tC.to(_work_dtype(tX)))
+    return kind.out(labels), kind.out(d2)
+
+
+# ---- implementations -----------------------------------------------------------------------
+
+@register("kmeans_assign", "ref")
+def _ref_assign(X, C):
+    labels, d2 = ref.kmeans_assign(X.detach().cpu().double().numpy(), C.detach().cpu().double().numpy())
+    return (torch.from_numpy(labels).to(X.device),
+            torch.from_numpy(d2).to(device=X.device, dtype=_work_dtype(X)))
+
+
+@register("kmeans_assign", "cpu")
+def _torch_assign(X, C):
+    """Blocked ‖c‖² − 2x·c GEMM + argmin; ‖x‖² added only for the returned distances."""
+    n = X.shape[0]
+    wd = _work_dtype(X)
+    C = C.to(wd)
+    labels = torch.empty(n, dtype=torch.int64, device=X.device)
+    d2 = torch.empty(n, dtype=wd, device=X.device)
+    cn = (C * C).sum(dim=1)
+    Ct = C.t()
+    for i in range(0, n, ROW_BLOCK):
+        xb = X[i:i + ROW_BLOCK].to(wd)
+        D = torch.addmm(cn, xb, Ct, alpha=-2.0)
+        dmin, lab = D.min(dim=1)
+        labels[i:i + ROW_BLOCK] = lab
+        d2[i:i + ROW_BLOCK] = (dmin + (xb * xb).sum(dim=1)).clamp_min_(0.0)
+    return labels, d2
+
+
+@register("kmeans_update", "ref")
+@register("kmeans_update", "cpu")
+def _torch_update(X, labels, k):
+    """Per-cluster sums (k, d) and counts (k,)."""
+    wd = _work_dtype(X)
+    sums = torch.zeros((k, X.shape[1]), dtype=wd, device=X.device)
+    sums.index_add_(0, labels, X.to(wd))
+    counts = torch.bincount(labels, minlength=k)
+    return sums, counts
+
+
+# ---- Lloyd's algorithm ---------------------------------------------------------------------
+
+def _split_empty(C: torch.Tensor, counts: torch.Tensor) -> int:
+    """FAISS's perturbation split of empty clusters, taking the largest cluster (see ref.kmeans)."""
+    empty = (counts == 0).nonzero().flatten().tolist()
+    if not empty:
+        return 0
+    d = C.shape[1]
+    sign = torch.where(torch.arange(d, device=C.device) % 2 == 0, 1.0, -1.0).to(C.dtype)
+    cnt = counts.tolist()
+    n_split = 0
+    for ci in empty:
+        cj = max(range(len(cnt)), key=lambda j: (cnt[j], -j))
+        if cnt[cj] <= 1:
+            break
+        C[ci] = C[cj] * (1.0 + sign * SPLIT_EPS)
+        C[cj] = C[cj] * (1.0 - sign * SPLIT_EPS)
+        cnt[ci] = cnt[cj] // 2
+        cnt[cj] -= cnt[ci]
+        n_split += 1
+    counts.copy_(torch.tensor(cnt, dtype=counts.dtype))
+    return n_split
+
+
+def _kmeans_plus_plus(X: torch.Tensor, k: int, seed: int) -> torch.Tensor:
+    """k-means++ seeding; distances on X's device, draws from a NumPy generator (device independent)."""
+    rng = np.random.default_rng(seed)
+    n = X.shape[0]
+    wd = _work_dtype(X)
+    C = torch.empty((k, X.shape[1]), dtype=wd, device=X.device)
+    C[0] = X[int(rng.integers(n))].to(wd)
+    d2 = ((X.to(wd) - C[0]) ** 2).sum(dim=1)
+    for j in range(1, k):
+        p = d2.double().cpu().numpy()
+        total = p.sum()
+        idx = int(rng.integers(n)) if total <= 0 else int(rng.choice(n, p=p / total))
+        C[j] = X[idx].to(wd)
+        d2 = torch.minimum(d2, ((X.to(wd) - C[j]) ** 2).sum(dim=1))
+    return C
+
+
+def _initial_centroids(X, k, init, seed, kind_name="init"):
+    wd = _work_dtype(X)
+    if isinstance(init, str):
+        if init == "k-means++":
+            return _kmeans_plus_plus(X, k, seed)
+        if init == "random":
+            rng = np.random.default_rng(seed)
+            idx = torch.from_numpy(rng.choice(X.shape[0], size=k, replace=False)).to(X.device)
+            return X[idx].to(wd).clone()
+        raise ValueError(f"{kind_name} must be 'k-means++', 'random' or a (k, d) array, got {init!r}")
+    tC, _ = as_tensor(init, kind_name, ndim=(2,))
+    if tuple(tC.shape) != (k, X.shape[1]):
+        raise ValueError(f"{kind_name} must have shape ({k}, {X.shape[1]}), got {tuple(tC.shape)}")
+    return tC.to(device=X.device, dtype=wd).clone()
+
+
+def _lloyd(X, C, n_iter, tol, assign, update):
+    prev = float("inf")
+    it = 0
+    k = C.shape[0]
+    for it in range(1, n_iter + 1):
+        labels, d2 = assign(X, C)
+        inertia = float(d2.sum())
+        sums, counts = update(X, labels, k)
+        nz = counts > 0
+        C = C.clone()
+        C[nz] = sums[nz] / counts[nz].to(C.dtype)[:, None]
+        _split_empty(C, counts)
+        if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
+            break
+        prev = inertia
+    return C, it
+
+
+def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
+               max_points_per_centroid: int | None = None, backend: str | None = None) -> KMeansResult:
+    """Lloyd's k-means. Returns KMeansResult(centroids, labels, inertia, n_iter).
+
+    ``init``: 'k-means++' (default), 'random', or a (k, d) array of initial centroids.
+    ``max_points_per_centroid``: train on a seeded subsample of at most k·cap points, then run one
+    full assignment pass (FAISS's default is 256). Empty clusters take half of the largest one.
+    Stops when inertia decreases by less than ``tol`` (relative).
+    """
+    tX, kind = _check_X(X)
+    k = check_positive_int(k, "k")
+    n_iter = check_positive_int(n_iter, "n_iter")
+    if not (isinstance(tol, (int, float)) and tol >= 0):
+        raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    n = tX.shape[0]
+    if k > n:
+        raise ValueError(f"k={k} exceeds the number of points n={n}")
+    _, assign = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
+    _, update = select("kmeans_update", tX.device, None if backend in ("triton", "cuda") else backend,
+                       IMPLS["kmeans_update"])
+    train = tX
+    if max_points_per_centroid is not None:
+        cap = check_positive_int(max_points_per_centroid, "max_points_per_centroid")
+        if n > k * cap:
+            rng = np.random.default_rng(seed + 1)
+            idx = np.sort(rng.choice(n, size=k * cap, replace=False))
+            train = tX[torch.from_numpy(idx).to(tX.device)]
+    C = _initial_centroids(train, k, init, seed)
+    C, it = _lloyd(train, C, n_iter, float(tol), assign, update)
+    labels, d2 = assign(tX, C)
+    return KMeansResult(kind.out(C), kind.out(labels), float(d2.sum()), it)
+
+
+def _clamp_sizes(sizes, n: int) -> tuple:
+    if isinstance(sizes, (int, np.integer)):
+        sizes = (int(sizes),)
+    sizes = tuple(check_positive_int(s, "sizes[i]") for s in sizes)
+    if not sizes:
+        raise ValueError("sizes must name at least one level")
+    used = tuple(min(s, n) for s in sizes)
+    if used != sizes and n > 0:
+        warnings.warn(f"rq_kmeans: codebook sizes {sizes} clamped to {used} for n={n} points",
+                      RuntimeWarning, stacklevel=3)
+    return used
+
+
+def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
+              init="k-means++", max_points_per_centroid: int | None = None,
+              backend: str | None = None) -> RQResult:
+    """Residual-quantization k-means (eq. 10-12): level ℓ clusters the residual r(ℓ) = x − Σ_{j<ℓ} c(j).
+
+    Sizes larger than the number of points are clamped with a warning. ``init`` may be a list of
+    per-level (k_ℓ, d) arrays. Returns RQResult(codebooks, codes, sizes, inertia per level).
+    """
+    tX, kind = _check_X(X)
+    n = tX.shape[0]
+    used = _clamp_sizes(sizes, n)
+    if n == 0:
+        books = [kind.out(torch.zeros((0, tX.shape[1]), dtype=_work_dtype(tX)))] * len(used)
+        return RQResult(books, kind.out(torch.zeros((0, len(used)), dtype=torch.int64)), used, [0.0] * len(used))
+    inits = list(init) if isinstance(init, (list, tuple)) else [init] * len(used)
+    if len(inits) != len(used):
+        raise ValueError(f"init must give one entry per level ({len(used)}), got {len(inits)}")
+    R = tX.to(_work_dtype(tX)).clone()
+    books, codes, inertia = [], [], []
+    for lvl, k in enumerate(used):
+        res = kmeans_fit(R, k, n_iter=n_iter, tol=tol, seed=seed + lvl, init=inits[lvl],
+                         max_points_per_centroid=max_points_per_centroid, backend=backend)
+        R -= res.centroids[res.labels]
+        books.append(res.centroids)
+        codes.append(res.labels)
+        inertia.append(float((R * R).sum()))
+    return RQResult([kind.out(b) for b in books], kind.out(torch.stack(codes, dim=1)), used, inertia)
+
+
+def rq_kmeans_batched(problems, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
+                      max_points_per_centroid: int | None = None, backend: str | None = None) -> list[RQResult]:
+    """RQ-KMeans over many independent problems (one per tenant or document set) of different sizes.
+
+    Each problem is clamped on its own. GPU backends may run all problems in one launch; the CPU
+    path runs them one after another with the same result.
+    """
+    if not isinstance(problems, (list, tuple)):
+        raise TypeError(f"problems must be a list of (n_i, d) arrays, got {type(problems).__name__}")
+    batched = IMPLS.get("rq_kmeans_batched", {})
+    if problems and batched:
+        t0, _ = _check_X(problems[0], "problems[0]")
+        if t0.device.type == "cuda" and (backend is None or backend in batched):
+            _, fn = select("rq_kmeans_batched", t0.device, backend, batched)
+            return fn(problems, sizes, n_iter=n_iter, tol=tol, seed=seed,
+                      max_points_per_centroid=max_points_per_centroid)
+    return [rq_kmeans(X, sizes, n_iter=n_iter, tol=tol, seed=seed,
+                      max_points_per_centroid=max_points_per_centroid, backend=backend)
+            for X in problems]
