@@ -1,9 +1,16 @@
 // contextrag._C: CPU kernels always, CUDA kernels when compiled with CONTEXTRAG_WITH_CUDA.
+// Each op family registers its own functions (csrc/cpu/bindings_cpu.cpp, csrc/cuda/bindings_cuda.cpp).
 #include <pybind11/pybind11.h>
-#include <pybind11/numpy.h>
 #include <omp.h>
 
 namespace py = pybind11;
+
+namespace contextrag {
+void register_cpu(py::module_& m);
+#ifdef CONTEXTRAG_WITH_CUDA
+void register_cuda(py::module_& m);
+#endif
+}  // namespace contextrag
 
 PYBIND11_MODULE(_C, m) {
   m.doc() = "contextrag native kernels";
@@ -15,4 +22,9 @@ PYBIND11_MODULE(_C, m) {
 #endif
   }, "True when the CUDA kernels were compiled into this module");
   m.def("omp_max_threads", []() { return omp_get_max_threads(); });
+  contextrag::register_cpu(m);
+#ifdef CONTEXTRAG_WITH_CUDA
+  py::module_ cu = m.def_submodule("cuda", "CUDA kernels taking raw device pointers and a stream");
+  contextrag::register_cuda(cu);
+#endif
 }
