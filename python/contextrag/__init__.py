@@ -9,8 +9,10 @@ __all__ = ["ContextRAG", "Config", "ops", "__version__"]
 def __getattr__(name):
     # Lazy: importing contextrag (or contextrag.ops) must not pull in the orchestrator's dependencies.
     import importlib
-    if name in ("ContextRAG", "Config"):
-        return getattr(importlib.import_module("contextrag.index"), name)
+    if name == "Config":
+        return importlib.import_module("contextrag.config").Config
+    if name == "ContextRAG":
+        return importlib.import_module("contextrag.rag").ContextRAG
     if name in ("ops", "ref"):
         return importlib.import_module(f"contextrag.{name}")
     raise AttributeError(f"module 'contextrag' has no attribute {name!r}")

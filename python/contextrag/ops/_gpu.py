@@ -1,0 +1,1 @@
+"""GPU registrations (Triton and CUDA implementations of the ops): added by the GPU kernels work."""
