@@ -41,23 +41,32 @@ class LLMClient(abc.ABC):
     def _generate(self, messages: list[Message], *, max_tokens: int, temperature: float) -> Completion:
         """One uncached call to the model."""
 
-    def complete(self, messages: list[Message], *, stage: str = "other", max_tokens: int = 256,
-                 temperature: float = 0.0) -> Completion:
+    def _check(self, messages, stage, max_tokens, temperature) -> dict:
         if stage not in STAGES:
             raise ValueError(f"stage must be one of {STAGES}, got {stage!r}")
-        if not isinstance(messages, list) or not messages:
-            raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
-        params = {"max_tokens": int(max_tokens), "temperature": float(temperature)}
-        if self.cache is not None:
-            hit = self.cache.get(self.model, messages, params)
-            if hit is not None:
-                c = Completion(hit["text"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0),
-                               0.0, True, self.model)
-                self.ledger.record(stage, c)
-                return c
-        t = time.perf_counter()
-        c = self._generate(messages, **params)
-        c.seconds = c.seconds or (time.perf_counter() - t)
+        if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+                for m in messages):
+            raise ValueError("messages must be a non-empty list of {'role': str, 'content': str} dicts")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        if not isinstance(temperature, (int, float)) or not 0.0 <= float(temperature) <= 2.0:
+            raise ValueError(f"temperature must be a number in [0, 2], got {temperature!r}")
+        return {"max_tokens": int(max_tokens), "temperature": float(temperature)}
+
+    def _cached(self, messages, params, stage) -> Completion | None:
+        if self.cache is None:
+            return None
+        hit = self.cache.get(self.model, messages, params)
+        if hit is None:
+            return None
+        c = Completion(hit["text"], hit.get("prompt_tokens", 0), hit.get("completion_tokens", 0),
+                       0.0, True, self.model)
+        self.ledger.record(stage, c)
+        return c
+
+    def _store(self, messages, params, stage, c: Completion, t0: float) -> Completion:
+        c.seconds = c.seconds or (time.perf_counter() - t0)
         c.model = c.model or self.model
         if self.cache is not None:
             self.cache.put(self.model, messages, params,
@@ -65,6 +74,33 @@ class LLMClient(abc.ABC):
         self.ledger.record(stage, c)
         return c
 
-    async def acomplete(self, messages: list[Message], **kw) -> Completion:
-        """Async variant; the default runs the blocking call in a worker thread."""
-        return await asyncio.to_thread(self.complete, messages, **kw)
+    def complete(self, messages: list[Message], *, stage: str = "other", max_tokens: int = 256,
+                 temperature: float = 0.0) -> Completion:
+        params = self._check(messages, stage, max_tokens, temperature)
+        hit = self._cached(messages, params, stage)
+        if hit is not None:
+            return hit
+        t = time.perf_counter()
+        c = self._generate(messages, **params)
+        return self._store(messages, params, stage, c, t)
+
+    async def _agenerate(self, messages: list[Message], *, max_tokens: int, temperature: float) -> Completion:
+        """Async uncached call; the default runs :meth:`_generate` in a worker thread.
+        Clients with a native async transport (HTTP) override this."""
+        return await asyncio.to_thread(self._generate, messages, max_tokens=max_tokens, temperature=temperature)
+
+    async def acomplete(self, messages: list[Message], *, stage: str = "other", max_tokens: int = 256,
+                        temperature: float = 0.0) -> Completion:
+        """Async variant of :meth:`complete` (same cache and ledger)."""
+        params = self._check(messages, stage, max_tokens, temperature)
+        hit = await asyncio.to_thread(self._cached, messages, params, stage) if self.cache is not None else None
+        if hit is not None:
+            return hit
+        t = time.perf_counter()
+        c = await self._agenerate(messages, **params)
+        if self.cache is not None:
+            return await asyncio.to_thread(self._store, messages, params, stage, c, t)
+        return self._store(messages, params, stage, c, t)
+
+    def close(self) -> None:
+        """Release resources (connections, model memory). Safe to call twice."""
