@@ -1,1 +1,359 @@
-"""GPU registrations (Triton and CUDA implementations of the ops): added by the GPU kernels work."""
+"""GPU registrations: Triton (``contextrag.kernels``) and CUDA (``contextrag._C.cuda``) implementations.
+
+Importing this module imports neither triton nor the CUDA extension: every wrapper imports its
+kernels on first call, so ``import contextrag.ops`` works on machines without them. The signatures
+are those of the "cpu" entries in the op modules. Under ``TRITON_INTERPRET=1`` the Triton wrappers
+also accept CPU tensors (the dispatcher lets ``backend="triton"`` through for them).
+
+The CUDA wrappers pass raw device pointers, shapes, dtype codes and the current stream to the
+extension, which is not built against torch (a CuPy caller would pass ``__cuda_array_interface__``
+pointers and ``cupy.cuda.get_current_stream().ptr`` the same way).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from ._registry import register
+
+# ---- lazy imports --------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _tk():
+    """The Triton kernel modules (imports triton)."""
+    from contextrag.kernels import fcm, kmeans, semiring
+    return kmeans, fcm, semiring
+
+
+@functools.lru_cache(maxsize=None)
+def _cu():
+    """The CUDA submodule of the extension."""
+    from contextrag import _C
+    if not getattr(_C, "cuda_compiled", lambda: False)():
+        raise RuntimeError("contextrag._C was built without CUDA")
+    return _C.cuda
+
+
+DTYPE_CODE = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
+
+
+def _stream(t: torch.Tensor) -> int:
+    return torch.cuda.current_stream(t.device).cuda_stream
+
+
+def _ptr(t: torch.Tensor) -> int:
+    return t.data_ptr()
+
+
+def _acc_dtype(t: torch.Tensor) -> torch.dtype:
+    return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _topk(U, k):
+    from .fcm import _topk_renorm
+    return _topk_renorm(U, k)
+
+
+# ---- Triton --------------------------------------------------------------------------------
+
+@register("kmeans_assign", "triton")
+def _triton_assign(X, C):
+    return _tk()[0].assign(X, C)
+
+
+@register("kmeans_update", "triton")
+def _triton_update(X, labels, k):
+    return _tk()[0].update(X, labels, k)
+
+
+@register("fcm_memberships", "triton")
+def _triton_fcm(X, C, m, k):
+    fcm = _tk()[1]
+    if C.shape[0] > fcm.MAX_C:
+        from .fcm import _torch_memberships
+        return _torch_memberships(X, C, m, k)
+    return _topk(fcm.memberships(X, C, m).to(C.dtype), k)
+
+
+@register("luk_up", "triton")
+def _triton_luk_up(A, I):
+    return _tk()[2].luk_up(A, I)
+
+
+@register("luk_down", "triton")
+def _triton_luk_down(B, I):
+    return _tk()[2].luk_down(B, I)
+
+
+@register("fuzzy_route", "triton")
+def _triton_route(mu, I):
+    return _tk()[2].fuzzy_route(mu, I)
+
+
+@register("meet_cardinality", "triton")
+def _triton_meet(A, B):
+    return _tk()[2].meet_cardinality(A, B)
+
+
+# ---- CUDA ----------------------------------------------------------------------------------
+
+def _cuda_semiring(op: int, A, B, *, split: int | None = None):
+    """out (M, N) from A (M, K), B (K, N) (any strides) in semiring op (0 min-plus, 1 max-plus, 2 min-sum)."""
+    cu = _cu()
+    M, K = A.shape
+    N = B.shape[1]
+    out = torch.empty((M, N), dtype=A.dtype, device=A.device)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.fill_(1.0 if op == 0 else 0.0)
+    if split is None:
+        split = cu.semiring_default_split(M, N, K, torch.cuda.get_device_properties(A.device).multi_processor_count)
+    split = max(1, min(int(split), K))
+    ws = torch.empty((split, M, N), dtype=A.dtype, device=A.device) if split > 1 else out
+    cu.semiring(op, DTYPE_CODE[A.dtype], _ptr(A), _ptr(B), _ptr(out), M, N, K,
+                A.stride(0), A.stride(1), B.stride(0), B.stride(1), split, _ptr(ws), _stream(A))
+    return out
+
+
+@register("luk_up", "cuda")
+def _cuda_luk_up(A, I):
+    return _cuda_semiring(0, A, I)
+
+
+@register("luk_down", "cuda")
+def _cuda_luk_down(B, I):
+    return _cuda_semiring(0, B, I.t())
+
+
+@register("fuzzy_route", "cuda")
+def _cuda_route(mu, I):
+    return _cuda_semiring(1, mu, I.t())
+
+
+@register("meet_cardinality", "cuda")
+def _cuda_meet(A, B):
+    return _cuda_semiring(2, A, B.t())
+
+
+def _cuda_centroids(X, C):
+    acc = _acc_dtype(X)
+    Cd = C.to(X.dtype).contiguous()
+    cn = (Cd.to(acc) ** 2).sum(dim=1).contiguous()
+    return Cd, cn, acc
+
+
+def cuda_assign_segmented(X, row_off, C, c_off, tables=None):
+    """Batched CUDA assignment; same contract as ``kernels.kmeans.assign_segmented``."""
+    cu = _cu()
+    X = X.contiguous()
+    n, d = X.shape
+    Cd, cn, acc = _cuda_centroids(X, C)
+    labels = torch.empty(n, dtype=torch.int64, device=X.device)
+    d2 = torch.empty(n, dtype=acc, device=X.device)
+    bm = cu.assign_rows_per_block()
+    if tables is None:
+        tables = _block_table(row_off, c_off, bm, X.device)
+    blk_prob, blk_row0, row1, coff, kp = tables
+    if n and blk_prob.numel():
+        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
+                         _ptr(blk_prob), _ptr(blk_row0), _ptr(row1), _ptr(coff), _ptr(kp), int(blk_prob.numel()),
+                         _stream(X))
+    return labels, d2
+
+
+def _block_table(row_off, c_off, BN, device):
+    ro = [int(v) for v in row_off]
+    co = [int(v) for v in c_off]
+    probs, starts = [], []
+    for p in range(len(ro) - 1):
+        for r in range(ro[p], ro[p + 1], BN):
+            probs.append(p)
+            starts.append(r)
+    i32 = dict(dtype=torch.int32, device=device)
+    return (torch.tensor(probs, **i32), torch.tensor(starts, **i32), torch.tensor(ro[1:], **i32),
+            torch.tensor(co[:-1], **i32), torch.tensor([co[p + 1] - co[p] for p in range(len(co) - 1)], **i32))
+
+
+@register("kmeans_assign", "cuda")
+def _cuda_assign(X, C):
+    cu = _cu()
+    X = X.contiguous()
+    n, d = X.shape
+    Cd, cn, acc = _cuda_centroids(X, C)
+    labels = torch.empty(n, dtype=torch.int64, device=X.device)
+    d2 = torch.empty(n, dtype=acc, device=X.device)
+    if n:
+        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
+                         0, 0, 0, 0, 0, 0, _stream(X))
+    return labels, d2
+
+
+@register("kmeans_update", "cuda")
+def _cuda_update(X, labels, k):
+    cu = _cu()
+    X = X.contiguous()
+    labels = labels.contiguous()
+    n, d = X.shape
+    sums = torch.zeros((k, d), dtype=_acc_dtype(X), device=X.device)
+    counts = torch.zeros(k, dtype=torch.int64, device=X.device)
+    if n:
+        cu.kmeans_update(DTYPE_CODE[X.dtype], _ptr(X), _ptr(labels), _ptr(sums), _ptr(counts), n, k, d, _stream(X))
+    return sums, counts
+
+
+@register("fcm_memberships", "cuda")
+def _cuda_fcm(X, C, m, k):
+    cu = _cu()
+    if C.shape[0] > cu.fcm_max_centres():
+        from .fcm import _torch_memberships
+        return _torch_memberships(X, C, m, k)
+    X = X.contiguous()
+    n, d = X.shape
+    Cd, cn, acc = _cuda_centroids(X, C)
+    U = torch.empty((n, C.shape[0]), dtype=acc, device=X.device)
+    if n:
+        snap = 8 * torch.finfo(acc).eps
+        cu.fcm_memberships(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(U), n, int(C.shape[0]), d,
+                           1.0 / (float(m) - 1.0), snap, _stream(X))
+    return _topk(U.to(C.dtype), k)
+
+
+# ---- batched RQ-KMeans ---------------------------------------------------------------------
+
+def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid,
+                           assign_seg, update=None):
+    """RQ-KMeans for many independent problems, every Lloyd step of a level in one launch.
+
+    Rows of all problems are concatenated; ``assign_seg`` assigns each problem's rows to its own
+    slice of the concatenated codebook (per-problem centroid offsets). Sums and counts for all
+    problems come from one scatter over global cluster ids. Each problem keeps its own stopping
+    rule, empty-cluster splits, subsample and seeds, exactly as :func:`contextrag.ops.rq_kmeans`
+    would run it alone; a problem that has converged keeps its centroids while the others go on.
+    """
+    from . import kmeans as K
+
+    tX = []
+    kinds = []
+    for i, X in enumerate(problems):
+        t, kind = K._check_X(X, f"problems[{i}]")
+        tX.append(t)
+        kinds.append(kind)
+    if not tX:
+        return []
+    dev, d = tX[0].device, tX[0].shape[1]
+    for i, t in enumerate(tX):
+        if t.device != dev or t.shape[1] != d:
+            raise ValueError(f"problems[{i}] must be on {dev} with {d} columns, got {t.device}, {tuple(t.shape)}")
+    wd = K._work_dtype(tX[0])
+    if any(K._work_dtype(t) != wd for t in tX):
+        raise ValueError("problems must all be float64 or all be float32/half")
+    P = len(tX)
+    used = [K._clamp_sizes(sizes, t.shape[0]) for t in tX]
+    L = len(used[0])
+    ns = [t.shape[0] for t in tX]
+    row_off = np.cumsum([0] + ns)
+    R = torch.cat([t.to(wd) for t in tX]) if P else None
+    row_prob = torch.repeat_interleave(torch.arange(P, device=dev), torch.tensor(ns, device=dev))
+    books = [[] for _ in range(P)]
+    codes = [[] for _ in range(P)]
+    inertia = [[] for _ in range(P)]
+    live = [p for p in range(P) if ns[p] > 0]
+    for lvl in range(L):
+        ks = [used[p][lvl] if ns[p] > 0 else 0 for p in range(P)]
+        c_off = np.cumsum([0] + ks)
+        # training rows of each problem (seeded subsample, as kmeans_fit draws it)
+        trains = []
+        for p in range(P):
+            Rp = R[row_off[p]:row_off[p + 1]]
+            if ns[p] and max_points_per_centroid is not None and ns[p] > ks[p] * max_points_per_centroid:
+                rng = np.random.default_rng(seed + lvl + 1)
+                idx = np.sort(rng.choice(ns[p], size=ks[p] * max_points_per_centroid, replace=False))
+                Rp = Rp[torch.from_numpy(idx).to(dev)]
+            trains.append(Rp)
+        T = torch.cat(trains)
+        t_off = np.cumsum([0] + [t.shape[0] for t in trains])
+        t_prob = torch.repeat_interleave(torch.arange(P, device=dev),
+                                         torch.tensor([t.shape[0] for t in trains], device=dev))
+        C = torch.cat([K._initial_centroids(trains[p], ks[p], "k-means++", seed + lvl) if ns[p]
+                       else torch.zeros((0, d), dtype=wd, device=dev) for p in range(P)])
+        c_off_t = torch.tensor(c_off[:-1], device=dev)
+        ktot = int(c_off[-1])
+        active = set(live)
+        prev = [float("inf")] * P
+        cache: dict = {}
+        for it in range(1, n_iter + 1):
+            labels, d2 = assign_seg(T, t_off, C, c_off, cache)
+            inert = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, t_prob, d2.double()).tolist()
+            glob = labels + c_off_t[t_prob]
+            if update is not None:
+                sums, counts = update(T, glob, ktot)
+            else:
+                sums = torch.zeros((ktot, d), dtype=wd, device=dev).index_add_(0, glob, T)
+                counts = torch.bincount(glob, minlength=ktot)
+            newC = C.clone()
+            nz = counts > 0
+            newC[nz] = sums[nz].to(wd) / counts[nz].to(wd)[:, None]
+            for p in range(P):
+                sl = slice(int(c_off[p]), int(c_off[p + 1]))
+                if p not in active:
+                    newC[sl] = C[sl]
+                    continue
+                cp = counts[sl].clone()
+                Cp = newC[sl].clone()
+                K._split_empty(Cp, cp)
+                newC[sl] = Cp
+            C = newC
+            for p in list(active):
+                if prev[p] < float("inf") and prev[p] - inert[p] <= tol * max(prev[p], 1e-300):
+                    active.discard(p)
+                else:
+                    prev[p] = inert[p]
+            if not active:
+                break
+        labels, _ = assign_seg(R, row_off, C, c_off, {})
+        glob = labels + c_off_t[row_prob]
+        R = R - C[glob]
+        res2 = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, row_prob, (R * R).sum(dim=1).double())
+        res2 = res2.tolist()
+        for p in range(P):
+            books[p].append(C[int(c_off[p]):int(c_off[p + 1])])
+            codes[p].append(labels[row_off[p]:row_off[p + 1]])
+            inertia[p].append(float(res2[p]))
+    out = []
+    for p in range(P):
+        kind = kinds[p]
+        cd = torch.stack(codes[p], dim=1) if ns[p] else torch.zeros((0, L), dtype=torch.int64)
+        bk = books[p] if ns[p] else [torch.zeros((0, d), dtype=wd)] * L
+        out.append(K.RQResult([kind.out(b) for b in bk], kind.out(cd), used[p], inertia[p]))
+    return out
+
+
+def _triton_assign_seg(T, row_off, C, c_off, cache):
+    km = _tk()[0]
+    if "tables" not in cache:
+        cache["tables"] = km.block_table(row_off, c_off, device=T.device, dtype=T.dtype)
+    return km.assign_segmented(T, row_off, C, c_off, tables=cache["tables"])
+
+
+def _cuda_assign_seg(T, row_off, C, c_off, cache):
+    if "tables" not in cache:
+        cache["tables"] = _block_table(row_off, c_off, _cu().assign_rows_per_block(), T.device)
+    return cuda_assign_segmented(T, row_off, C, c_off, cache["tables"])
+
+
+@register("rq_kmeans_batched", "triton")
+def _triton_rq_batched(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid):
+    return rq_kmeans_batched_impl(problems, sizes, n_iter=n_iter, tol=tol, seed=seed,
+                                  max_points_per_centroid=max_points_per_centroid,
+                                  assign_seg=_triton_assign_seg)
+
+
+@register("rq_kmeans_batched", "cuda")
+def _cuda_rq_batched(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid):
+    return rq_kmeans_batched_impl(problems, sizes, n_iter=n_iter, tol=tol, seed=seed,
+                                  max_points_per_centroid=max_points_per_centroid,
+                                  assign_seg=_cuda_assign_seg)

@@ -1,0 +1,123 @@
+"""Fuzzy c-means memberships: the k-means distance tile with a single-pass membership epilogue.
+
+Each program owns BN rows and *all* c centres (c padded to a power of two CP ≤ MAX_C), so the whole
+(BN × CP) squared-distance tile sits in registers after the feature loop (``tl.dot``, fp32
+accumulation; exact IEEE fp32 for fp32 inputs). The epilogue, in the same program:
+
+    D = ‖x‖² + ‖c‖² − 2x·c, set to 0 below 8 ulps of ‖x‖² + ‖c‖² (cancellation noise);  w = (D_min / D)^p with p = 1/(m−1);  u = w / Σw
+
+which never overflows (every ratio ≤ 1). A row whose D_min is 0 (a point on a centre) becomes
+one-hot on the first such centre, as the reference specifies. Memberships are written once: the
+only n×c traffic is the output itself.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MAX_C = 1024
+# relative threshold under which a GEMM-form squared distance is rounding noise (8 ulps)
+SNAP = {torch.float32: 8 * torch.finfo(torch.float32).eps, torch.float64: 8 * torch.finfo(torch.float64).eps}
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _fcm_kernel(x_ptr, c_ptr, cn_ptr, u_ptr, N, C, D, p, snap,
+                s_xn, s_xd, s_cn, s_cd, s_un, s_uc,
+                UPCAST: tl.constexpr, MODE: tl.constexpr, P_IS_ONE: tl.constexpr,
+                BN: tl.constexpr, CP: tl.constexpr, BD: tl.constexpr):
+    pid = tl.program_id(0)
+    rows = pid * BN + tl.arange(0, BN)
+    rmask = rows < N
+    rows64 = rows.to(tl.int64)
+    cols = tl.arange(0, CP)
+    cmask = cols < C
+    if MODE == 2:
+        acc = tl.zeros((BN, CP), dtype=tl.float64)
+        xn = tl.zeros((BN,), dtype=tl.float64)
+    else:
+        acc = tl.zeros((BN, CP), dtype=tl.float32)
+        xn = tl.zeros((BN,), dtype=tl.float32)
+    for d0 in range(0, D, BD):
+        dd = d0 + tl.arange(0, BD)
+        dmask = dd < D
+        x = tl.load(x_ptr + rows64[:, None] * s_xn + dd[None, :] * s_xd,
+                    mask=rmask[:, None] & dmask[None, :], other=0.0)
+        c = tl.load(c_ptr + cols[:, None] * s_cn + dd[None, :] * s_cd,
+                    mask=cmask[:, None] & dmask[None, :], other=0.0)
+        if UPCAST:
+            x = x.to(tl.float32)
+            c = c.to(tl.float32)
+        if MODE == 0:
+            acc = tl.dot(x, tl.trans(c), acc)
+        elif MODE == 1:
+            acc = tl.dot(x, tl.trans(c), acc, input_precision="ieee")
+        else:
+            acc += tl.sum(x[:, None, :] * c[None, :, :], axis=2)
+        xf = x.to(acc.dtype)
+        xn += tl.sum(xf * xf, axis=1)
+    cn = tl.load(cn_ptr + cols, mask=cmask, other=0.0)
+    dist = xn[:, None] + cn[None, :] - 2.0 * acc
+    # ‖x‖² + ‖c‖² − 2x·c carries an absolute error of a few ulps of ‖x‖² + ‖c‖²: anything below
+    # that is a point on the centre, which the reference makes one-hot.
+    dist = tl.where(dist <= snap * (xn[:, None] + cn[None, :]), 0.0, dist)
+    dist = tl.where(cmask[None, :], dist, float("inf"))
+    dmin = tl.min(dist, axis=1)
+    amin = tl.argmin(dist, axis=1)
+    on = dmin <= 0.0
+    # ratio in (0, 1]; padded columns give 0. Rows on a centre: avoid 0/0 with a safe denominator.
+    safe = tl.where(dist > 0.0, dist, 1.0)
+    r = tl.where(dist > 0.0, dmin[:, None] / safe, 1.0)
+    if P_IS_ONE:
+        w = r
+    else:
+        w = tl.where(r > 0.0, tl.exp2(p * tl.log2(tl.where(r > 0.0, r, 1.0))), 0.0)
+    w = tl.where(cmask[None, :], w, 0.0)
+    u = w / tl.sum(w, axis=1)[:, None]
+    onehot = tl.where(cols[None, :] == amin[:, None], 1.0, 0.0)
+    u = tl.where(on[:, None], onehot, u)
+    tl.store(u_ptr + rows64[:, None] * s_un + cols[None, :] * s_uc, u,
+             mask=rmask[:, None] & cmask[None, :])
+
+
+def memberships(X: torch.Tensor, C: torch.Tensor, m: float) -> torch.Tensor:
+    """(n, c) FCM memberships (float32; float64 for float64 input). Requires c ≤ MAX_C."""
+    n, d = X.shape
+    c = C.shape[0]
+    if c > MAX_C:
+        raise ValueError(f"triton fcm_memberships handles at most {MAX_C} centres, got {c}")
+    acc_dt = torch.float64 if X.dtype == torch.float64 else torch.float32
+    Cd = C.to(X.dtype).contiguous()
+    cn = (Cd.to(acc_dt) ** 2).sum(dim=1)
+    U = torch.empty((n, c), dtype=acc_dt, device=X.device)
+    if n == 0:
+        return U
+    if X.dtype in (torch.float16, torch.bfloat16):
+        mode = 0
+    elif X.dtype == torch.float32:
+        mode = 1
+    else:
+        mode = 2
+    interp = _interpret()
+    CP = max(16, triton.next_power_of_2(c))
+    if interp:
+        BN, BD, warps = 16, 32, 4
+    elif mode == 2:
+        BN, BD, warps = 16, 8, 4
+        CP = max(CP, 16)
+    else:
+        BN = max(16, min(128, 8192 // CP))
+        BD, warps = (64 if mode == 0 else 32), (4 if CP <= 64 else 8)
+    p = 1.0 / (float(m) - 1.0)
+    _fcm_kernel[(triton.cdiv(n, BN),)](
+        X, Cd, cn, U, n, c, d, p, SNAP[acc_dt],
+        X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1), U.stride(0), U.stride(1),
+        UPCAST=interp and mode == 0, MODE=mode, P_IS_ONE=(p == 1.0),
+        BN=BN, CP=CP, BD=BD, num_warps=warps)
+    return U

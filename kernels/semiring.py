@@ -1,0 +1,172 @@
+"""Semiring products for the fuzzy Galois connection, routing and meet cardinality.
+
+One kernel, three semirings, selected by a compile-time ``OP``:
+
+* ``MINPLUS`` (Łukasiewicz up/down):  out[i, j] = min(1, 1 + min_k (B[k, j] − A[i, k]))
+* ``MAXPLUS`` (fuzzy routing, eq. 16): out[i, j] = max(0, max_k (A[i, k] + B[k, j]) − 1)
+* ``MINSUM`` (meet cardinality):      out[i, j] = Σ_k min(A[i, k], B[k, j])
+
+Operands are addressed through strides, so transposed views (``I.t()``) cost nothing. Each program
+owns a BM×BN output tile held in registers and walks the reduction in BK-wide slabs: a BM×BK tile of
+A and a BK×BN tile of B are loaded once and combined as a BM×BK×BN register block, reduced over the
+middle axis. The clamp (the Łukasiewicz epilogue) is applied once, after the whole reduction.
+
+When the output is too small to fill the GPU (132 × 1,000,000 × 132: a 132×132 output with a
+million-long reduction), the reduction is split over a third grid axis; each split writes a partial
+tile to a workspace and ``semiring_mm`` combines the partials (min/max are exact in any order; the
+sum changes association, which meet_cardinality's tolerance covers) before the epilogue.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+MINPLUS, MAXPLUS, MINSUM = 0, 1, 2
+_OPS = {"minplus": MINPLUS, "maxplus": MAXPLUS, "minsum": MINSUM}
+
+
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
+                     s_am, s_ak, s_bk, s_bn, s_om, s_on, s_os,
+                     OP: tl.constexpr, EPILOGUE: tl.constexpr, ACC: tl.constexpr,
+                     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    pid_s = tl.program_id(2)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    mmask = offs_m < M
+    nmask = offs_n < N
+    k_lo = pid_s * k_per_split
+    k_hi = tl.minimum(K, k_lo + k_per_split)
+    if OP == 2:
+        acc = tl.zeros((BM, BN), dtype=ACC)
+    elif OP == 0:
+        acc = tl.full((BM, BN), float("inf"), dtype=ACC)
+    else:
+        acc = tl.full((BM, BN), float("-inf"), dtype=ACC)
+    for k0 in range(k_lo, k_hi, BK):
+        offs_k = k0 + tl.arange(0, BK)
+        kmask = offs_k < k_hi
+        a = tl.load(a_ptr + offs_m[:, None] * s_am + offs_k[None, :] * s_ak,
+                    mask=mmask[:, None] & kmask[None, :], other=0)
+        b = tl.load(b_ptr + offs_k[:, None] * s_bk + offs_n[None, :] * s_bn,
+                    mask=kmask[:, None] & nmask[None, :], other=0)
+        kk = kmask[None, :, None]
+        if OP == 0:
+            t = b[None, :, :] - a[:, :, None]
+            t = tl.where(kk, t, float("inf"))
+            acc = tl.minimum(acc, tl.min(t, axis=1))
+        elif OP == 1:
+            t = a[:, :, None] + b[None, :, :]
+            t = tl.where(kk, t, float("-inf"))
+            acc = tl.maximum(acc, tl.max(t, axis=1))
+        else:
+            # masked entries load as 0 on both sides, so min(0, 0) adds nothing
+            t = tl.minimum(a[:, :, None], b[None, :, :])
+            acc += tl.sum(t, axis=1)
+    if EPILOGUE:
+        if OP == 0:
+            acc = tl.minimum(acc + 1.0, 1.0)
+        elif OP == 1:
+            acc = tl.maximum(acc - 1.0, 0.0)
+    tl.store(out_ptr + pid_s * s_os + offs_m[:, None] * s_om + offs_n[None, :] * s_on, acc,
+             mask=mmask[:, None] & nmask[None, :])
+
+
+def _sm_count(device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 1
+
+
+def _blocks(dtype, interp: bool):
+    if interp:
+        return 32, 32, 16, 4
+    if dtype == torch.float64:
+        return 32, 32, 4, 4
+    return 64, 64, 4, 8
+
+
+def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None = None,
+                blocks: tuple | None = None) -> torch.Tensor:
+    """out (M, N) from A (M, K) and B (K, N) (any strides) in semiring ``op`` with its epilogue.
+
+    ``split``: number of reduction splits (default: enough programs to fill the GPU).
+    """
+    code = _OPS[op]
+    M, K = A.shape
+    K2, N = B.shape
+    assert K == K2, (A.shape, B.shape)
+    dt = A.dtype
+    assert B.dtype == dt and dt in (torch.float32, torch.float64), (A.dtype, B.dtype)
+    out = torch.empty((M, N), dtype=dt, device=A.device)
+    if M == 0 or N == 0:
+        return out
+    if K == 0:
+        return out.fill_(1.0 if code == MINPLUS else 0.0)
+    interp = _interpret()
+    BM, BN, BK, warps = blocks or _blocks(dt, interp)
+    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+    if split is None:
+        target = 1 if interp else 2 * _sm_count(A.device)
+        split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(K, 8 * BK)))
+    split = max(1, min(int(split), K))
+    kps = triton.cdiv(triton.cdiv(K, split), BK) * BK  # reduction length per split, a BK multiple
+    split = triton.cdiv(K, kps)
+    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), split)
+    acc = tl.float64 if dt == torch.float64 else tl.float32
+    if split == 1:
+        _semiring_kernel[grid](A, B, out, M, N, K, kps,
+                               A.stride(0), A.stride(1), B.stride(0), B.stride(1),
+                               out.stride(0), out.stride(1), 0,
+                               OP=code, EPILOGUE=True, ACC=acc, BM=BM, BN=BN, BK=BK, num_warps=warps)
+        return out
+    part = torch.empty((split, M, N), dtype=dt, device=A.device)
+    _semiring_kernel[grid](A, B, part, M, N, K, kps,
+                           A.stride(0), A.stride(1), B.stride(0), B.stride(1),
+                           part.stride(1), part.stride(2), part.stride(0),
+                           OP=code, EPILOGUE=False, ACC=acc, BM=BM, BN=BN, BK=BK, num_warps=warps)
+    if code == MINPLUS:
+        return torch.clamp_max(part.amin(dim=0) + 1.0, 1.0, out=out)
+    if code == MAXPLUS:
+        return torch.clamp_min(part.amax(dim=0) - 1.0, 0.0, out=out)
+    return torch.sum(part, dim=0, out=out)
+
+
+# ---- the four ops, in the shapes of contextrag.ops ------------------------------------------
+
+def luk_up(A: torch.Tensor, I: torch.Tensor, **kw) -> torch.Tensor:
+    """A (s, G), I (G, M) -> (s, M) = min(1, 1 + min_g (I[g, m] − A[s, g]))."""
+    return semiring_mm(A, I, "minplus", **kw)
+
+
+def luk_down(B: torch.Tensor, I: torch.Tensor, **kw) -> torch.Tensor:
+    """B (s, M), I (G, M) -> (s, G) = min(1, 1 + min_m (I[g, m] − B[s, m])): the up-product over Iᵀ."""
+    return semiring_mm(B, I.t(), "minplus", **kw)
+
+
+def fuzzy_route(mu: torch.Tensor, I: torch.Tensor, **kw) -> torch.Tensor:
+    """mu (Q, V), I (C, V) -> (Q, C) = max(0, max_v (mu[q, v] + I[c, v]) − 1)."""
+    return semiring_mm(mu, I.t(), "maxplus", **kw)
+
+
+def meet_cardinality(A: torch.Tensor, B: torch.Tensor, **kw) -> torch.Tensor:
+    """A (p, G), B (q, G) -> (p, q) = Σ_g min(A[i, g], B[j, g])."""
+    return semiring_mm(A, B.t(), "minsum", **kw)
+
+
+def terms(M: int, N: int, K: int) -> int:
+    """Semiring terms (one combine + one reduce each) of an (M, K) × (K, N) product."""
+    return int(M) * int(N) * int(K)
+
+
+__all__ = ["semiring_mm", "luk_up", "luk_down", "fuzzy_route", "meet_cardinality", "terms",
+           "MINPLUS", "MAXPLUS", "MINSUM"]
