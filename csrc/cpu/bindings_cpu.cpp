@@ -1,8 +1,16 @@
-// CPU op registrations (filled in per op family).
+// CPU op registrations, one function per op family (each defined in its own file).
 #include <pybind11/pybind11.h>
 
 namespace py = pybind11;
 
 namespace contextrag {
-void register_cpu(py::module_& m) { (void)m; }
+void register_semiring(py::module_& m);     // semiring.cpp: luk_up/luk_down/fuzzy_route/meet_cardinality
+void register_sparse(py::module_& m);       // sparse_semiring.cpp: the same with a CSR incidence
+void register_kmeans(py::module_& m);       // kmeans_cpu.cpp: fused argmin, centroid sums
+
+void register_cpu(py::module_& m) {
+  register_semiring(m);
+  register_sparse(m);
+  register_kmeans(m);
+}
 }  // namespace contextrag

@@ -76,3 +76,90 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+# ---- sparse incidences ---------------------------------------------------------------------
+
+def is_sparse(x) -> bool:
+    """True for scipy.sparse matrices/arrays and torch sparse (CSR or COO) tensors."""
+    if isinstance(x, torch.Tensor):
+        return x.layout in (torch.sparse_csr, torch.sparse_coo)
+    return hasattr(x, "tocoo") and hasattr(x, "nnz") and hasattr(x, "shape")
+
+
+@dataclass(frozen=True)
+class CSR:
+    """A canonical CSR matrix (sorted, unique column indices per row) held as NumPy arrays."""
+
+    indptr: np.ndarray   # (rows + 1,) int64
+    indices: np.ndarray  # (nnz,) int64
+    data: np.ndarray     # (nnz,) float32 or float64
+    shape: tuple
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return torch.float64 if self.data.dtype == np.float64 else torch.float32
+
+    def astype(self, dtype: torch.dtype) -> "CSR":
+        want = np.float64 if dtype == torch.float64 else np.float32
+        if self.data.dtype == want:
+            return self
+        return CSR(self.indptr, self.indices, self.data.astype(want), self.shape)
+
+    def transpose(self) -> "CSR":
+        """The CSR of the transpose (= this matrix's CSC), still canonical."""
+        rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+        return _coo_to_csr(self.indices, rows, self.data, (self.shape[1], self.shape[0]), summed=True)
+
+    def to_dense(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        out = np.zeros(self.shape, dtype=self.data.dtype)
+        rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
+        out[rows, self.indices] = self.data
+        t = torch.from_numpy(out)
+        return t if dtype is None else t.to(dtype)
+
+
+def _coo_to_csr(rows, cols, vals, shape, *, summed: bool = False) -> CSR:
+    """Sort by (row, col); duplicates are summed (scipy's convention) unless already unique."""
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    vals = np.asarray(vals)
+    order = np.lexsort((cols, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    if not summed and rows.size:
+        first = np.ones(rows.size, dtype=bool)
+        first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+        if not first.all():
+            starts = np.flatnonzero(first)
+            vals = np.add.reduceat(vals, starts)
+            rows, cols = rows[starts], cols[starts]
+    indptr = np.zeros(shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+    return CSR(indptr, np.ascontiguousarray(cols), np.ascontiguousarray(vals), (int(shape[0]), int(shape[1])))
+
+
+def as_csr(x, name: str, *, unit_interval: bool = True) -> CSR:
+    """Validate a sparse matrix (scipy.sparse or torch sparse) and return its canonical CSR."""
+    if isinstance(x, torch.Tensor):
+        if x.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
+        coo = x.detach().to_sparse_coo().coalesce().cpu()
+        idx = coo.indices().numpy()
+        rows, cols, vals = idx[0], idx[1], coo.values().numpy()
+        shape = tuple(x.shape)
+    else:
+        if len(x.shape) != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
+        coo = x.tocoo()
+        rows, cols, vals, shape = coo.row, coo.col, coo.data, tuple(x.shape)
+    if vals.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got dtype {vals.dtype}")
+    csr = _coo_to_csr(rows, cols, vals, shape)
+    if csr.data.size:
+        if not np.isfinite(csr.data).all():
+            raise ValueError(f"{name} contains NaN or inf")
+        if unit_interval:
+            lo, hi = float(csr.data.min()), float(csr.data.max())
+            if lo < 0.0 or hi > 1.0:
+                raise ValueError(f"{name} must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
+    return csr

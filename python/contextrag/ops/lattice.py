@@ -52,8 +52,10 @@ register("meet_cardinality", "ref")(from_ref(ref.meet_cardinality))
 @register("meet_cardinality", "cpu")
 def _cpu_meet_cardinality(A, B):
     C = native()
-    if C is not None and hasattr(C, "meet_cardinality"):
-        return torch.from_numpy(C.meet_cardinality(A.contiguous().numpy(), B.contiguous().numpy()))
+    if C is not None and hasattr(C, "semiring"):
+        # Σ_g min(A[i, g], Bᵀ[g, j]): the reduction axis g becomes the rows of the second operand.
+        Bt = B.detach().t().contiguous().numpy()
+        return torch.from_numpy(C.semiring("meet", A.detach().contiguous().numpy(), Bt))
     p, G = A.shape
     q = B.shape[0]
     out = torch.zeros((p, q), dtype=A.dtype)

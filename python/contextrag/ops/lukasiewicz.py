@@ -11,7 +11,7 @@ import torch
 from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, from_ref, register
-from ._tensor import as_tensor, common_dtype, same_device
+from ._tensor import CSR, as_csr, as_tensor, common_dtype, is_sparse, same_device
 
 # Largest temporary (elements) the torch fallbacks materialise at once.
 _BLOCK_ELEMS = 1 << 22
@@ -48,25 +48,44 @@ def neg(a):
     return kind.out(1.0 - ta)
 
 
-def _prep(S, I, sname, axis_name, op, backend, *, s_axis_of_I: int):
-    """Shared validation of (sets, incidence) pairs; returns (impl, S2, I, vec, kind)."""
+def _prep_sets(S, sname):
     tS, kind = as_tensor(S, sname, ndim=(1, 2), unit_interval=True)
-    tI, _ = as_tensor(I, "I", ndim=(2,), unit_interval=True)
-    same_device(sname, tS, "I", tI)
     vec = tS.dim() == 1
-    S2 = tS[None, :] if vec else tS
-    if S2.shape[1] != tI.shape[s_axis_of_I]:
-        raise ValueError(f"{sname} has {S2.shape[1]} {axis_name} but I has {tI.shape[s_axis_of_I]} "
+    return (tS[None, :] if vec else tS), vec, kind
+
+
+def _prep(S, I, sname, axis_name, op, backend, *, s_axis_of_I: int):
+    """Shared validation of (sets, incidence) pairs; returns (impl, S2, I, vec, kind).
+
+    A sparse incidence (scipy.sparse or torch sparse) selects the op's ``*_csr`` implementation and
+    is passed on as a canonical :class:`CSR`.
+    """
+    S2, vec, kind = _prep_sets(S, sname)
+    if is_sparse(I):
+        csr = as_csr(I, "I")
+        n_I = csr.shape[s_axis_of_I]
+        dt = common_dtype(S2, torch.empty(0, dtype=csr.dtype))
+        tI = csr.astype(dt)
+        key = op + "_csr"
+    else:
+        tI, _ = as_tensor(I, "I", ndim=(2,), unit_interval=True)
+        same_device(sname, S2, "I", tI)
+        n_I = tI.shape[s_axis_of_I]
+        dt = common_dtype(S2, tI)
+        tI = tI.to(dt)
+        key = op
+    if S2.shape[1] != n_I:
+        raise ValueError(f"{sname} has {S2.shape[1]} {axis_name} but I has {n_I} "
                          f"(I must be objects × attributes)")
-    dt = common_dtype(S2, tI)
-    _, impl = select(op, S2.device, backend, IMPLS[op])
-    return impl, S2.to(dt), tI.to(dt), vec, kind
+    _, impl = select(op, S2.device, backend, IMPLS[key])
+    return impl, S2.to(dt), tI, vec, kind
 
 
 def luk_up(A, I, *, backend: str | None = None):
     """A↑(m) = inf_g (A(g) → I(g, m)) (eq. 6) for a batch of fuzzy object sets.
 
-    A: (s, G) or (G,) degrees in [0, 1]; I: (G, M) incidence. Returns (s, M) or (M,).
+    A: (s, G) or (G,) degrees in [0, 1]; I: (G, M) incidence, dense or sparse (scipy.sparse or
+    torch sparse; a missing entry is degree 0). Returns (s, M) or (M,), dense, of A's kind.
     """
     impl, A2, tI, vec, kind = _prep(A, I, "A", "objects", "luk_up", backend, s_axis_of_I=0)
     out = impl(A2, tI)
@@ -76,7 +95,7 @@ def luk_up(A, I, *, backend: str | None = None):
 def luk_down(B, I, *, backend: str | None = None):
     """B↓(g) = inf_m (B(m) → I(g, m)) (eq. 7) for a batch of fuzzy attribute sets.
 
-    B: (s, M) or (M,); I: (G, M). Returns (s, G) or (G,).
+    B: (s, M) or (M,); I: (G, M), dense or sparse. Returns (s, G) or (G,).
     """
     impl, B2, tI, vec, kind = _prep(B, I, "B", "attributes", "luk_down", backend, s_axis_of_I=1)
     out = impl(B2, tI)
@@ -95,6 +114,16 @@ register("luk_up", "ref")(from_ref(ref.luk_up))
 register("luk_down", "ref")(from_ref(ref.luk_down))
 
 
+@register("luk_up_csr", "ref")
+def _ref_luk_up_csr(A, csr):
+    return from_ref(ref.luk_up)(A, csr.to_dense(A.dtype))
+
+
+@register("luk_down_csr", "ref")
+def _ref_luk_down_csr(B, csr):
+    return from_ref(ref.luk_down)(B, csr.to_dense(B.dtype))
+
+
 def _torch_minplus_up(A, I):
     """min(1, 1 + min_g (I[g, m] − A[s, g])) in blocks of sets (torch broadcasting fallback)."""
     s, G = A.shape
@@ -109,18 +138,49 @@ def _torch_minplus_up(A, I):
     return out
 
 
+def _np(t: torch.Tensor):
+    """A C-contiguous NumPy view (a copy only when t is strided) for the C++ kernels."""
+    return t.detach().contiguous().numpy()
+
+
+def _has(name: str):
+    C = native()
+    return C if C is not None and hasattr(C, name) else None
+
+
 @register("luk_up", "cpu")
 def _cpu_luk_up(A, I):
-    C = native()
-    if C is not None and hasattr(C, "luk_up"):
-        return torch.from_numpy(C.luk_up(A.contiguous().numpy(), I.contiguous().numpy()))
+    C = _has("semiring")
+    if C is not None:
+        return torch.from_numpy(C.semiring("luk", _np(A), _np(I)))
     return _torch_minplus_up(A, I)
 
 
 @register("luk_down", "cpu")
 def _cpu_luk_down(B, I):
-    C = native()
-    if C is not None and hasattr(C, "luk_down"):
-        return torch.from_numpy(C.luk_down(B.contiguous().numpy(), I.contiguous().numpy()))
-    # B↓ over I (G, M) is B "up" over Iᵀ (M, G).
+    # B↓ over I (G, M) is B "up" over Iᵀ (M, G); the kernel wants the reduction axis as rows.
+    C = _has("semiring")
+    if C is not None:
+        return torch.from_numpy(C.semiring("luk", _np(B), _np(I.t())))
     return _torch_minplus_up(B, I.t())
+
+
+def _sparse_luk(Bc: torch.Tensor, lines: CSR) -> torch.Tensor:
+    """(S, L) from the C++ sparse kernel over the lines (rows) of ``lines``."""
+    C = _has("sparse_semiring")
+    out = C.sparse_semiring("luk", lines.indptr, lines.indices, lines.data, _np(Bc))
+    return torch.from_numpy(out).t().contiguous()
+
+
+@register("luk_up_csr", "cpu")
+def _cpu_luk_up_csr(A, csr):
+    if _has("sparse_semiring") is None:
+        return _torch_minplus_up(A, csr.to_dense(A.dtype))
+    return _sparse_luk(A, csr.transpose())   # lines = columns m of I, entries indexed by g
+
+
+@register("luk_down_csr", "cpu")
+def _cpu_luk_down_csr(B, csr):
+    if _has("sparse_semiring") is None:
+        return _torch_minplus_up(B, csr.to_dense(B.dtype).t())
+    return _sparse_luk(B, csr)               # lines = rows g of I, entries indexed by m

@@ -1,0 +1,29 @@
+// Run-time instruction-set selection for the CPU kernels (the wheel is built without -march).
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace contextrag {
+
+enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
+
+Isa cpu_isa();                        // the ISA in use (best supported, or CONTEXTRAG_CPU_ISA)
+bool isa_supported(Isa isa);          // whether this machine (and OS) can run it
+void set_cpu_isa(const std::string& name);  // "avx512" | "avx2" | "generic" | "auto"; raises if unsupported
+const char* isa_name(Isa isa);
+
+#define CR_DECLARE_ISA(ns)                                                                          \
+  namespace ns {                                                                                   \
+  void semiring_f32(int op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G,  \
+                    ptrdiff_t M, int skip_zeros);                                                  \
+  void semiring_f64(int op, const double* Bc, const double* V, double* out, ptrdiff_t S,          \
+                    ptrdiff_t G, ptrdiff_t M, int skip_zeros);                                     \
+  }
+CR_DECLARE_ISA(generic)
+#if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_ISA(avx2)
+CR_DECLARE_ISA(avx512)
+#endif
+#undef CR_DECLARE_ISA
+
+}  // namespace contextrag

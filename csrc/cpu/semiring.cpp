@@ -1,0 +1,161 @@
+// Dense semiring products (luk_up / luk_down / fuzzy_route / meet_cardinality): Python entry point,
+// run-time ISA dispatch and the scalar epilogues.
+//
+// Every op is out[s, m] = R_g op(Bc[s, g], V[g, m]) with Bc (S, G) and V (G, M), both C-contiguous
+// and of one dtype; the Python side lays the operands out (luk_down passes Iᵀ, fuzzy_route Iᵀ,
+// meet_cardinality Bᵀ). Epilogues follow the reference's association exactly:
+//   "luk"   : min(1, 1 + min_g (V − Bc))        a zero in Bc gives V − 0 ≥ 0, i.e. a term ≥ 1: skippable
+//   "route" : max(0, max_g (Bc + V) − 1)        a zero in Bc gives V − 1 ≤ 0 after the clamp: skippable
+//   "meet"  : Σ_g min(Bc, V)                    a zero in Bc adds exactly +0: skippable
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "isa.h"
+
+namespace py = pybind11;
+
+namespace contextrag {
+
+// ---- ISA selection -----------------------------------------------------------------------------
+bool isa_supported(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();  // libgcc also checks that the OS saves the wider registers (XCR0)
+  if (isa == Isa::avx512) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2");
+  if (isa == Isa::avx2) return __builtin_cpu_supports("avx2");
+#else
+  if (isa != Isa::generic) return false;
+#endif
+  return true;
+}
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512: return "avx512";
+    case Isa::avx2: return "avx2";
+    default: return "generic";
+  }
+}
+
+static Isa best_isa() {
+  if (isa_supported(Isa::avx512)) return Isa::avx512;
+  if (isa_supported(Isa::avx2)) return Isa::avx2;
+  return Isa::generic;
+}
+
+static Isa parse_isa(const std::string& name) {
+  if (name == "avx512") return Isa::avx512;
+  if (name == "avx2") return Isa::avx2;
+  if (name == "generic") return Isa::generic;
+  if (name == "auto" || name.empty()) return best_isa();
+  throw std::invalid_argument("isa must be one of 'avx512', 'avx2', 'generic', 'auto', got '" + name + "'");
+}
+
+static Isa g_isa = [] {
+  const char* env = std::getenv("CONTEXTRAG_CPU_ISA");
+  if (env && *env) {
+    try {
+      Isa want = parse_isa(env);
+      if (isa_supported(want)) return want;
+    } catch (...) {
+    }
+  }
+  return best_isa();
+}();
+
+Isa cpu_isa() { return g_isa; }
+
+void set_cpu_isa(const std::string& name) {
+  Isa want = parse_isa(name);
+  if (!isa_supported(want))
+    throw std::invalid_argument(std::string("isa '") + name + "' is not supported by this CPU");
+  g_isa = want;
+}
+
+// ---- dispatch ----------------------------------------------------------------------------------
+template <class T>
+static void semiring_dispatch(int op, const T* Bc, const T* V, T* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
+                              int skip) {
+  constexpr bool f32 = std::is_same<T, float>::value;
+  switch (g_isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    case Isa::avx512:
+      if constexpr (f32) avx512::semiring_f32(op, Bc, V, out, S, G, M, skip);
+      else avx512::semiring_f64(op, Bc, V, out, S, G, M, skip);
+      return;
+    case Isa::avx2:
+      if constexpr (f32) avx2::semiring_f32(op, Bc, V, out, S, G, M, skip);
+      else avx2::semiring_f64(op, Bc, V, out, S, G, M, skip);
+      return;
+#endif
+    default:
+      if constexpr (f32) generic::semiring_f32(op, Bc, V, out, S, G, M, skip);
+      else generic::semiring_f64(op, Bc, V, out, S, G, M, skip);
+  }
+}
+
+static void check_matrix(const py::array& a, const char* name) {
+  if (a.ndim() != 2)
+    throw std::invalid_argument(std::string(name) + " must be 2-D, got " + std::to_string(a.ndim()) + "-D");
+  if (!(a.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(name) + " must be C-contiguous");
+}
+
+template <class T>
+static py::array_t<T> semiring_typed(int op, const py::array& Bc_, const py::array& V_, bool skip) {
+  const ptrdiff_t S = Bc_.shape(0), G = Bc_.shape(1), M = V_.shape(1);
+  py::array_t<T> out({S, M});
+  const T* Bc = static_cast<const T*>(Bc_.data());
+  const T* V = static_cast<const T*>(V_.data());
+  T* o = out.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+    const T init = op == 0 ? std::numeric_limits<T>::infinity()
+                 : op == 1 ? -std::numeric_limits<T>::infinity() : T(0);
+    const ptrdiff_t n = S * M;
+    for (ptrdiff_t i = 0; i < n; ++i) o[i] = init;
+    semiring_dispatch<T>(op, Bc, V, o, S, G, M, skip ? 1 : 0);
+    if (op == 0) {
+      for (ptrdiff_t i = 0; i < n; ++i) { T t = T(1) + o[i]; o[i] = t < T(1) ? t : T(1); }
+    } else if (op == 1) {
+      for (ptrdiff_t i = 0; i < n; ++i) { T t = o[i] - T(1); o[i] = t > T(0) ? t : T(0); }
+    }
+  }
+  return out;
+}
+
+// Python: semiring(op, Bc, V, skip_zeros=True) with op in {"luk", "route", "meet"}.
+static py::array semiring(const std::string& opname, const py::array& Bc, const py::array& V, bool skip) {
+  int op;
+  if (opname == "luk") op = 0;
+  else if (opname == "route") op = 1;
+  else if (opname == "meet") op = 2;
+  else throw std::invalid_argument("op must be 'luk', 'route' or 'meet', got '" + opname + "'");
+  check_matrix(Bc, "Bc");
+  check_matrix(V, "V");
+  if (Bc.shape(1) != V.shape(0))
+    throw std::invalid_argument("Bc is (S, G) and V is (G, M): got G=" + std::to_string(Bc.shape(1)) +
+                                " and " + std::to_string(V.shape(0)));
+  if (!Bc.dtype().is(V.dtype())) throw py::type_error("Bc and V must have the same dtype");
+  if (Bc.dtype().is(py::dtype::of<float>())) return semiring_typed<float>(op, Bc, V, skip);
+  if (Bc.dtype().is(py::dtype::of<double>())) return semiring_typed<double>(op, Bc, V, skip);
+  throw py::type_error("Bc and V must be float32 or float64");
+}
+
+void register_semiring(py::module_& m) {
+  m.def("semiring", &semiring, py::arg("op"), py::arg("Bc"), py::arg("V"), py::arg("skip_zeros") = true,
+        "out[s, m] = R_g op(Bc[s, g], V[g, m]) with the op's epilogue ('luk', 'route' or 'meet').");
+  m.def("cpu_isa", [] { return std::string(isa_name(cpu_isa())); }, "Instruction set the CPU kernels use");
+  m.def("set_cpu_isa", &set_cpu_isa, py::arg("isa"),
+        "Force 'avx512', 'avx2' or 'generic' (tests), or 'auto'; raises ValueError if unsupported");
+  m.def("cpu_isa_supported", [](const std::string& name) { return isa_supported(parse_isa(name)); },
+        py::arg("isa"));
+}
+
+}  // namespace contextrag

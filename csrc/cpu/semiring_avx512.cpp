@@ -1,0 +1,15 @@
+// Semiring kernels compiled for one instruction set (avx512); selected at run time by semiring.cpp.
+// Only C headers and intrinsics are included, all before the target pragma (see semiring_kernels.h).
+#include <cstddef>
+#include <cstdlib>
+#include <omp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx2")
+#define CR_ISA_AVX512 1
+#define CR_NS avx512
+#include "semiring_kernels.h"
+#pragma GCC pop_options
+#define CR_HAVE_ISA 1
+#endif

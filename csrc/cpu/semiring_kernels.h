@@ -1,0 +1,269 @@
+// Dense semiring products on the CPU, written once and compiled per instruction set.
+//
+//   out[s, m] = R_g op(Bc[s, g], V[g, m])       Bc: (S, G) row-major, V: (G, M) row-major
+//
+//   MinSub  (Łukasiewicz up/down):  acc = min(acc, V − b)   init +inf
+//   MaxAdd  (fuzzy routing):        acc = max(acc, V + b)   init −inf
+//   SumMin  (meet cardinality):     acc = acc + min(V, b)   init 0
+//
+// This header is included by semiring_{avx512,avx2,generic}.cpp inside `#pragma GCC target(...)`
+// with CR_NS naming a per-ISA namespace, so every template instantiated here gets a distinct mangled
+// name: no AVX-512 code can leak into the baseline build through a shared COMDAT symbol. For the same
+// reason nothing from the C++ standard library is used below (only C functions and intrinsics).
+//
+// Blocking: a tile of RS sets × RW vectors of output lives in registers while the kernel walks a
+// chunk of GC rows of V (sized to stay in L2 together with the matching columns of Bc). Each g costs
+// RW vector loads and RS broadcasts for 2·RS·RW vector ops. Rows g where every set of the tile has
+// Bc = 0 are skipped: for all three ops such a term cannot change the result (see semiring.cpp).
+// min and max are exact, so the order of the reduction never changes MinSub/MaxAdd results.
+
+namespace contextrag {
+namespace CR_NS {
+
+// ---- vector traits -------------------------------------------------------------------------
+#if defined(CR_ISA_AVX512)
+struct F32 {
+  typedef float T; typedef __m512 V; typedef __mmask16 M;
+  enum { W = 16, RS = 6, RW = 4 };
+  static inline V ld(const T* p) { return _mm512_loadu_ps(p); }
+  static inline V ldm(const T* p, M m) { return _mm512_maskz_loadu_ps(m, p); }
+  static inline void stm(T* p, M m, V v) { _mm512_mask_storeu_ps(p, m, v); }
+  static inline V bc(T x) { return _mm512_set1_ps(x); }
+  static inline V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static inline V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static inline V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static inline M mask(int n) { return n >= W ? (M)0xFFFF : (M)((1u << n) - 1u); }
+};
+struct F64 {
+  typedef double T; typedef __m512d V; typedef __mmask8 M;
+  enum { W = 8, RS = 6, RW = 4 };
+  static inline V ld(const T* p) { return _mm512_loadu_pd(p); }
+  static inline V ldm(const T* p, M m) { return _mm512_maskz_loadu_pd(m, p); }
+  static inline void stm(T* p, M m, V v) { _mm512_mask_storeu_pd(p, m, v); }
+  static inline V bc(T x) { return _mm512_set1_pd(x); }
+  static inline V add(V a, V b) { return _mm512_add_pd(a, b); }
+  static inline V sub(V a, V b) { return _mm512_sub_pd(a, b); }
+  static inline V min(V a, V b) { return _mm512_min_pd(a, b); }
+  static inline V max(V a, V b) { return _mm512_max_pd(a, b); }
+  static inline M mask(int n) { return n >= W ? (M)0xFF : (M)((1u << n) - 1u); }
+};
+#elif defined(CR_ISA_AVX2)
+// 16 ymm registers: 4×3 accumulators + 3 loaded vectors + 1 broadcast.
+struct F32 {
+  typedef float T; typedef __m256 V; typedef __m256i M;
+  enum { W = 8, RS = 4, RW = 3 };
+  static inline V ld(const T* p) { return _mm256_loadu_ps(p); }
+  static inline V ldm(const T* p, M m) { return _mm256_maskload_ps(p, m); }
+  static inline void stm(T* p, M m, V v) { _mm256_maskstore_ps(p, m, v); }
+  static inline V bc(T x) { return _mm256_set1_ps(x); }
+  static inline V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static inline V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static inline V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static inline M mask(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+};
+struct F64 {
+  typedef double T; typedef __m256d V; typedef __m256i M;
+  enum { W = 4, RS = 4, RW = 3 };
+  static inline V ld(const T* p) { return _mm256_loadu_pd(p); }
+  static inline V ldm(const T* p, M m) { return _mm256_maskload_pd(p, m); }
+  static inline void stm(T* p, M m, V v) { _mm256_maskstore_pd(p, m, v); }
+  static inline V bc(T x) { return _mm256_set1_pd(x); }
+  static inline V add(V a, V b) { return _mm256_add_pd(a, b); }
+  static inline V sub(V a, V b) { return _mm256_sub_pd(a, b); }
+  static inline V min(V a, V b) { return _mm256_min_pd(a, b); }
+  static inline V max(V a, V b) { return _mm256_max_pd(a, b); }
+  static inline M mask(int n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+  }
+};
+#else
+// Baseline: scalar "vectors" of one lane; the compiler may still SLP-vectorize the RS×RW block.
+template <class TT>
+struct Scalar {
+  typedef TT T; typedef TT V; typedef bool M;
+  enum { W = 1, RS = 4, RW = 4 };
+  static inline V ld(const T* p) { return *p; }
+  static inline V ldm(const T* p, M m) { return m ? *p : T(0); }
+  static inline void stm(T* p, M m, V v) { if (m) *p = v; }
+  static inline V bc(T x) { return x; }
+  static inline V add(V a, V b) { return a + b; }
+  static inline V sub(V a, V b) { return a - b; }
+  static inline V min(V a, V b) { return b < a ? b : a; }
+  static inline V max(V a, V b) { return b > a ? b : a; }
+  static inline M mask(int n) { return n > 0; }
+};
+typedef Scalar<float> F32;
+typedef Scalar<double> F64;
+#endif
+
+// ---- the three semirings -------------------------------------------------------------------
+struct MinSub {
+  template <class VT> static inline typename VT::V step(typename VT::V acc, typename VT::V v, typename VT::V b) {
+    return VT::min(acc, VT::sub(v, b));
+  }
+};
+struct MaxAdd {
+  template <class VT> static inline typename VT::V step(typename VT::V acc, typename VT::V v, typename VT::V b) {
+    return VT::max(acc, VT::add(v, b));
+  }
+};
+struct SumMin {
+  template <class VT> static inline typename VT::V step(typename VT::V acc, typename VT::V v, typename VT::V b) {
+    return VT::add(acc, VT::min(v, b));
+  }
+};
+
+// ---- register tile ---------------------------------------------------------------------------
+// acc[RS][RW] += over the rows g in [g0, g0+ng) (or the listed rows gl[0..ng) when gl != nullptr).
+// `out` holds the running accumulators of this tile (read at entry, written at exit); the last of
+// the RW vectors is masked to `ncols_last` lanes.
+template <class VT, class Op, int RS, int RW>
+static void tile(const typename VT::T* __restrict V_, ptrdiff_t ldv, const typename VT::T* __restrict B_,
+                 ptrdiff_t ldb, const int* __restrict gl, ptrdiff_t g0, ptrdiff_t ng,
+                 typename VT::T* __restrict out, ptrdiff_t ldo, int ncols_last) {
+  typedef typename VT::V Vec;
+  const typename VT::M ml = VT::mask(ncols_last);
+  Vec acc[RS][RW];
+#pragma GCC unroll 8
+  for (int r = 0; r < RS; ++r)
+#pragma GCC unroll 8
+    for (int w = 0; w < RW; ++w)
+      acc[r][w] = (w < RW - 1) ? VT::ld(out + r * ldo + w * VT::W) : VT::ldm(out + r * ldo + w * VT::W, ml);
+  for (ptrdiff_t i = 0; i < ng; ++i) {
+    const ptrdiff_t g = gl ? (ptrdiff_t)gl[i] : g0 + i;
+    const typename VT::T* vr = V_ + g * ldv;
+    Vec v[RW];
+#pragma GCC unroll 8
+    for (int w = 0; w < RW; ++w) v[w] = (w < RW - 1) ? VT::ld(vr + w * VT::W) : VT::ldm(vr + w * VT::W, ml);
+#pragma GCC unroll 8
+    for (int r = 0; r < RS; ++r) {
+      const Vec b = VT::bc(B_[r * ldb + g]);
+#pragma GCC unroll 8
+      for (int w = 0; w < RW; ++w) acc[r][w] = Op::template step<VT>(acc[r][w], v[w], b);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < RS; ++r)
+#pragma GCC unroll 8
+    for (int w = 0; w < RW; ++w) {
+      if (w < RW - 1) VT::stm(out + r * ldo + w * VT::W, VT::mask(VT::W), acc[r][w]);
+      else VT::stm(out + r * ldo + w * VT::W, ml, acc[r][w]);
+    }
+}
+
+template <class VT>
+struct TileFn {
+  typedef void (*type)(const typename VT::T*, ptrdiff_t, const typename VT::T*, ptrdiff_t, const int*,
+                       ptrdiff_t, ptrdiff_t, typename VT::T*, ptrdiff_t, int);
+};
+
+// Pick tile<RS, RW> for runtime rs ∈ [1, VT::RS], rw ∈ [1, VT::RW] (both ≤ 6 and ≤ 4).
+template <class VT, class Op, int RS>
+static typename TileFn<VT>::type pick_rw(int rw) {
+  if constexpr (RS > VT::RS) {
+    return nullptr;
+  } else {
+    switch (rw) {
+      case 1: return &tile<VT, Op, RS, 1>;
+      case 2: if constexpr (VT::RW >= 2) return &tile<VT, Op, RS, 2>; else return nullptr;
+      case 3: if constexpr (VT::RW >= 3) return &tile<VT, Op, RS, 3>; else return nullptr;
+      case 4: if constexpr (VT::RW >= 4) return &tile<VT, Op, RS, 4>; else return nullptr;
+      default: return nullptr;
+    }
+  }
+}
+template <class VT, class Op>
+static typename TileFn<VT>::type pick(int rs, int rw) {
+  switch (rs) {
+    case 1: return pick_rw<VT, Op, 1>(rw);
+    case 2: return pick_rw<VT, Op, 2>(rw);
+    case 3: return pick_rw<VT, Op, 3>(rw);
+    case 4: return pick_rw<VT, Op, 4>(rw);
+    case 5: return pick_rw<VT, Op, 5>(rw);
+    case 6: return pick_rw<VT, Op, 6>(rw);
+    default: return nullptr;
+  }
+}
+
+// ---- driver: L2 blocking, zero-row skipping, OpenMP over (set block, column tile) ----------
+// `out` (S, M) must hold the reduction's identity on entry; it receives the raw reduction.
+template <class VT, class Op>
+static void run(const typename VT::T* Bc, const typename VT::T* V_, typename VT::T* out, ptrdiff_t S,
+                ptrdiff_t G, ptrdiff_t M, int skip_zeros) {
+  typedef typename VT::T T;
+  if (S == 0 || G == 0 || M == 0) return;
+  const ptrdiff_t TW = (ptrdiff_t)VT::W * VT::RW;  // widest tile, in columns
+  // Column panel and row chunk: a GC×MC slab of V plus the S×GC slab of Bc fit about half of L2.
+  const ptrdiff_t target = (256 * 1024) / (ptrdiff_t)sizeof(T);
+  ptrdiff_t MC = M;
+  if (MC * 128 > target) MC = ((target / 128) / TW > 0 ? (target / 128) / TW : 1) * TW;
+  ptrdiff_t GC = target / (MC + S);
+  if (GC < 32) GC = 32;
+  if (GC > G) GC = G;
+  const ptrdiff_t n_sblk = (S + VT::RS - 1) / VT::RS;
+#pragma omp parallel
+  {
+    int* gl = (int*)malloc(sizeof(int) * (size_t)GC);
+    for (ptrdiff_t m0 = 0; m0 < M; m0 += MC) {
+      const ptrdiff_t mc = (M - m0 < MC) ? M - m0 : MC;
+      // Balanced column tiles: nvec vectors split into ntile tiles of at most VT::RW vectors.
+      const ptrdiff_t nvec = (mc + VT::W - 1) / VT::W;
+      const ptrdiff_t ntile = (nvec + VT::RW - 1) / VT::RW;
+      const ptrdiff_t per = (nvec + ntile - 1) / ntile;
+      const ptrdiff_t n_items = n_sblk * ntile;
+      for (ptrdiff_t g0 = 0; g0 < G; g0 += GC) {
+        const ptrdiff_t gc = (G - g0 < GC) ? G - g0 : GC;
+        // Same static split every chunk: each thread keeps its own output tiles (no races).
+#pragma omp for schedule(static) nowait
+        for (ptrdiff_t it = 0; it < n_items; ++it) {
+          const ptrdiff_t sb = it / ntile, tb = it % ntile;
+          const ptrdiff_t s0 = sb * VT::RS;
+          const int rs = (int)((S - s0 < VT::RS) ? S - s0 : VT::RS);
+          const ptrdiff_t v0 = tb * per;
+          const ptrdiff_t v1 = (v0 + per < nvec) ? v0 + per : nvec;
+          const ptrdiff_t c0 = m0 + v0 * VT::W;
+          const ptrdiff_t c1 = (m0 + v1 * VT::W < m0 + mc) ? m0 + v1 * VT::W : m0 + mc;
+          const int rw = (int)(v1 - v0);
+          const int last = (int)((c1 - c0) - (ptrdiff_t)(rw - 1) * VT::W);
+          const T* B0 = Bc + s0 * G;
+          ptrdiff_t ng = gc;
+          const int* lst = nullptr;
+          if (skip_zeros) {
+            ptrdiff_t n = 0;
+            for (ptrdiff_t g = g0; g < g0 + gc; ++g) {
+              int nz = 0;
+              for (int r = 0; r < rs; ++r) nz |= (B0[r * G + g] != T(0));
+              gl[n] = (int)g;
+              n += nz;
+            }
+            if (n < gc) { ng = n; lst = gl; }
+          }
+          if (ng == 0) continue;
+          pick<VT, Op>(rs, rw)(V_ + c0, M, B0, G, lst, g0, ng, out + s0 * M + c0, M, last);
+        }
+      }
+    }
+    free(gl);
+  }
+}
+
+// ---- exported entry points (one per dtype; op: 0 MinSub, 1 MaxAdd, 2 SumMin) ----------------
+void semiring_f32(int op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
+                  int skip_zeros) {
+  if (op == 0) run<F32, MinSub>(Bc, V, out, S, G, M, skip_zeros);
+  else if (op == 1) run<F32, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
+  else run<F32, SumMin>(Bc, V, out, S, G, M, skip_zeros);
+}
+void semiring_f64(int op, const double* Bc, const double* V, double* out, ptrdiff_t S, ptrdiff_t G,
+                  ptrdiff_t M, int skip_zeros) {
+  if (op == 0) run<F64, MinSub>(Bc, V, out, S, G, M, skip_zeros);
+  else if (op == 1) run<F64, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
+  else run<F64, SumMin>(Bc, V, out, S, G, M, skip_zeros);
+}
+
+}  // namespace CR_NS
+}  // namespace contextrag
