@@ -1,0 +1,325 @@
+"""Run the systems over a QA set: index once (cached by content hash), query, score, resume, report.
+
+Per-question results are appended to ``OUT/questions.jsonl`` as they are produced (one row per system
+and question, flushed); a rerun with the same data, systems and config skips the (system, question)
+pairs already there, so an interrupted run resumes where it stopped. Rows written under another
+configuration (a different fingerprint) are ignored, never mixed in.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from contextrag.config import Config
+
+from . import datasets as ds
+from . import metrics as M
+from .systems import System, index_key, make_systems, query_fields
+
+RESULTS_FILE = "questions.jsonl"
+RETRIEVE_K = 20          # hits requested per query: enough distinct documents for recall@10 and the curve
+HITS_KEPT = 10           # hits stored per row (kind, doc_id, score, parts) for diagnostics
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("CONTEXTRAG_EVAL_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "contextrag" / "eval-indexes"
+
+
+def _backend():
+    """ContextRAG when the index/query code is installed, else the flat fallback (said in the report)."""
+    try:
+        from contextrag.rag import ContextRAG
+        return ContextRAG, "contextrag"
+    except ImportError as e:
+        warnings.warn(f"contextrag.rag is not importable ({e}); evaluating flat baselines with the fallback "
+                      "retriever", RuntimeWarning, stacklevel=3)
+        from ._flat import FlatIndex
+        return FlatIndex, "flat-fallback"
+
+
+def _to_config(config) -> Config:
+    if config is None:
+        return Config()
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, dict):
+        return Config.from_dict(config)
+    if isinstance(config, (str, os.PathLike)):
+        p = Path(config)
+        if not p.exists():
+            raise FileNotFoundError(f"config: no such file: {p}")
+        try:
+            d = json.loads(p.read_text())
+        except json.JSONDecodeError as e:
+            raise ValueError(f"config: {p} is not valid JSON ({e.msg})") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"config: {p} must hold a JSON object of Config fields")
+        return Config.from_dict(d)
+    raise TypeError(f"config must be a Config, a dict, a path to a JSON file or None, got {type(config).__name__}")
+
+
+def _to_llm(llm):
+    if llm is None or llm is False:
+        return None
+    from contextrag.llm import LLMClient, make_client
+    if isinstance(llm, LLMClient):
+        return llm
+    if isinstance(llm, str):
+        return make_client(llm)
+    raise TypeError(f"llm must be None, an LLMClient or a spec string, got {type(llm).__name__}")
+
+
+def jsonable(x: Any) -> Any:
+    """numpy scalars/arrays, dataclasses, tuples, paths → plain JSON values."""
+    import dataclasses
+    try:
+        import numpy as np
+        if isinstance(x, np.generic):
+            return x.item()
+        if isinstance(x, np.ndarray):
+            return x.tolist() if x.size <= 10000 else f"<array {x.shape} {x.dtype}>"
+    except ImportError:  # pragma: no cover
+        pass
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        return jsonable(dataclasses.asdict(x))
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple, set)):
+        return [jsonable(v) for v in x]
+    if isinstance(x, Path):
+        return str(x)
+    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
+        return None
+    if x is None or isinstance(x, (str, int, float, bool)):
+        return x
+    if hasattr(x, "to_dict"):
+        return jsonable(x.to_dict())
+    return str(x)
+
+
+def _field(h, name, default=None):
+    return h.get(name, default) if isinstance(h, dict) else getattr(h, name, default)
+
+
+# ---------------------------------------------------------------------------------------------------
+# indexes
+
+class IndexCache:
+    """Indexes under ``cache_dir/<content hash>``, built once and reused across runs and systems."""
+
+    def __init__(self, cache_dir, backend, backend_name: str, llm=None, rebuild: bool = False, progress=True):
+        self.dir = Path(cache_dir)
+        self.backend, self.backend_name, self.llm = backend, backend_name, llm
+        self.rebuild, self.progress = rebuild, progress
+        self.open: dict[str, Any] = {}
+        self.info: dict[str, dict] = {}
+
+    def key(self, config: Config, qa: ds.QASet) -> str:
+        summ = getattr(self.llm, "model", None) if (self.llm is not None and config.n_summaries) else None
+        return index_key(config, qa.corpus_hash(), {"backend": self.backend_name, "summaries_llm": summ})
+
+    def get(self, config: Config, qa: ds.QASet, systems: list[str]):
+        key = self.key(config, qa)
+        if key in self.open:
+            self.info[key]["systems"] += systems
+            return key, self.open[key]
+        path = self.dir / key[:24]
+        rag, from_cache, t = None, False, time.perf_counter()
+        if path.exists() and not self.rebuild:
+            try:
+                rag = self.backend.load(path)
+                from_cache = True
+            except Exception as e:   # corrupt or foreign: rebuild it
+                warnings.warn(f"cached index {path} does not load ({e}); rebuilding", RuntimeWarning)
+        if rag is None:
+            if path.exists():
+                shutil.rmtree(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._log(f"building index {path.name} over {len(qa.corpus)} documents ({', '.join(systems)})")
+            kw = {}
+            params = inspect.signature(self.backend.build).parameters
+            if "llm" in params:
+                kw["llm"] = self.llm
+            if "progress" in params:
+                kw["progress"] = self.progress
+            rag = self.backend.build(qa.docs_for_index(), path, config=config, **kw)
+        seconds = time.perf_counter() - t
+        try:
+            stats = jsonable(rag.stats())
+        except Exception as e:  # stats are diagnostics: never fail the run on them
+            stats = {"error": f"{type(e).__name__}: {e}"}
+        self.open[key] = rag
+        self.info[key] = {"path": str(path), "from_cache": from_cache, "seconds": round(seconds, 3),
+                          "systems": list(systems), "config": config.to_dict(), "stats": stats}
+        return key, rag
+
+    def _log(self, msg):
+        if self.progress:
+            print(f"[eval] {msg}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# one system over the questions
+
+def _overrides_for(system: System, rag) -> dict:
+    """The system's explicit overrides plus every query field where its config differs from the index's."""
+    ov = dict(system.overrides)
+    stored = getattr(rag, "config", None)
+    if isinstance(stored, Config):
+        qf = query_fields()
+        mine, theirs = system.config.to_dict(), stored.to_dict()
+        for k in qf:
+            if k in mine and k not in ov and mine[k] != theirs.get(k) and k not in ("device", "embed_batch_size"):
+                ov[k] = tuple(mine[k]) if isinstance(mine[k], list) else mine[k]
+    return ov
+
+
+def _hit_row(h) -> list:
+    parts = _field(h, "parts", None) or {}
+    return [_field(h, "kind", "chunk"), _field(h, "doc_id"), round(float(_field(h, "score", 0.0) or 0.0), 6),
+            {k: round(float(v), 6) for k, v in parts.items() if isinstance(v, (int, float))}]
+
+
+def score_retrieval(hits, gold: list[str]) -> dict:
+    ranked = M.ranked_doc_ids(hits)
+    row: dict[str, Any] = {"ranked": ranked[:RETRIEVE_K], "hits": [_hit_row(h) for h in hits[:HITS_KEPT]],
+                           "virtual_top5": sum(1 for h in hits[:5] if M.is_virtual(h))}
+    for k in M.K_VALUES:
+        row[f"recall@{k}"] = M.recall_at_k(ranked, gold, k)
+        row[f"complete@{k}"] = M.complete_at_k(ranked, gold, k)
+        row[f"strict_recall@{k}"] = M.strict_recall_at_k(hits, gold, k)
+    return row
+
+
+def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, retrieve_k: int,
+                progress: bool) -> int:
+    ov = _overrides_for(system, rag)
+    todo = [q for q in qa.questions if (system.name, q.id) not in done]
+    if not todo:
+        return 0
+    drop = set(system.drop_kinds)
+
+    def retrieve(text):
+        hits = rag.retrieve(text, k=retrieve_k, **ov)
+        return [h for h in hits if _field(h, "kind", "chunk") not in drop] if drop else list(hits)
+
+    try:   # warm-up (model load, caches) outside the timed queries; also checks the overrides
+        retrieve(todo[0].text)
+    except TypeError as e:
+        raise TypeError(f"system {system.name}: rag.retrieve rejected overrides {sorted(ov)}: {e}") from e
+    answer_kw = {}
+    if llm is not None:
+        params = inspect.signature(rag.answer).parameters
+        answer_kw = {k: v for k, v in ov.items()} if any(p.kind == p.VAR_KEYWORD for p in params.values()) else {}
+    try:
+        from tqdm import tqdm
+        it = tqdm(todo, desc=f"{system.name:>24}", disable=not progress, file=sys.stderr, leave=True)
+    except ImportError:  # pragma: no cover
+        it = todo
+    n = 0
+    for q in it:
+        t = time.perf_counter()
+        hits = retrieve(q.text)
+        lat = (time.perf_counter() - t) * 1000.0
+        row = {"system": system.name, "fp": fp, "qid": q.id, "type": q.type, "gold": q.gold_ids,
+               "latency_ms": round(lat, 3)}
+        row.update(score_retrieval(hits, q.gold_ids))
+        if llm is not None:
+            before = llm.ledger.snapshot()
+            t = time.perf_counter()
+            ans = rag.answer(q.text, llm=llm, **answer_kw)
+            row["answer_latency_ms"] = round((time.perf_counter() - t) * 1000.0, 3)
+            text = _field(ans, "text", "") or ""
+            row["answer"] = text
+            row["em"] = M.exact_match(text, q.answers)
+            row["f1"] = M.token_f1(text, q.answers)
+            ahits = list(_field(ans, "hits", []) or [])
+            row["answer_context_recall"] = M.recall_at_k(M.ranked_doc_ids(ahits), q.gold_ids, max(1, len(ahits)))
+            row["answer_virtual_top5"] = sum(1 for h in ahits[:5] if M.is_virtual(h))
+            row["llm"] = jsonable(llm.ledger.since(before))
+        fh.write(json.dumps(jsonable(row), ensure_ascii=False) + "\n")
+        fh.flush()
+        n += 1
+    return n
+
+
+def load_rows(path: Path) -> list[dict]:
+    rows = []
+    if path.exists():
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError:   # a line cut by an interruption: drop it
+                    continue
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------------
+# the public entry point
+
+def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, corpus=None,
+        limit: int | None = None, llm=None, config=None, systems=None, cache_dir=None, seed: int = ds.DEFAULT_SEED,
+        retrieve_k: int = RETRIEVE_K, rebuild: bool = False, progress: bool = True, plots: bool = True) -> dict:
+    """Evaluate ``systems`` on a QA set; write ``out/report.md``, ``out/results.json``, the per-question
+    ``out/questions.jsonl`` and plots; return the results dict. ``data`` is a path or a loaded QASet."""
+    if out is None or not isinstance(out, (str, os.PathLike)):
+        raise TypeError(f"out must be a directory path, got {out!r}")
+    if isinstance(retrieve_k, bool) or not isinstance(retrieve_k, int) or retrieve_k < max(M.K_VALUES):
+        raise ValueError(f"retrieve_k must be an int >= {max(M.K_VALUES)}, got {retrieve_k!r}")
+    t0 = time.perf_counter()
+    qa = data if isinstance(data, ds.QASet) else ds.load(data, format, corpus=corpus, limit=limit, seed=seed)
+    if isinstance(data, ds.QASet) and limit:
+        raise ValueError("limit: pass it to datasets.load when data is already a QASet")
+    cfg = _to_config(config)
+    client = _to_llm(llm)
+    syss = make_systems(cfg, systems)
+    outdir = Path(out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    backend, backend_name = _backend()
+    if backend_name != "contextrag":
+        syss = [s for s in syss if s.flat]
+    cache = IndexCache(cache_dir or default_cache_dir(), backend, backend_name, client, rebuild, progress)
+
+    # one index per distinct index-relevant config
+    groups: dict[str, list[System]] = {}
+    for s in syss:
+        groups.setdefault(cache.key(s.config, qa), []).append(s)
+    rags: dict[str, Any] = {}
+    for key, members in groups.items():
+        build_cfg = next((m.config for m in members if not m.flat), members[0].config)
+        k, rag = cache.get(build_cfg, qa, [m.name for m in members])
+        rags[key] = rag
+
+    rpath = outdir / RESULTS_FILE
+    extra = {"retrieve_k": retrieve_k, "questions": qa.questions_hash()[:16],
+             "llm": getattr(client, "model", None) if client else None}
+    fps = {s.name: s.fingerprint(k, extra) for k, members in groups.items() for s in members}
+    done = {(r.get("system"), r.get("qid")) for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")}
+    resumed = len(done)
+    new = 0
+    with open(rpath, "a", encoding="utf-8") as fh:
+        for key, members in groups.items():
+            for s in members:
+                new += _run_system(s, rags[key], qa, fps[s.name], done, fh, client, retrieve_k, progress)
+
+    from .report import build_results, write_report
+    rows = [r for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")]
+    results = build_results(qa, syss, rows, cache.info, client, cfg, backend_name,
+                            {"resumed_rows": resumed, "new_rows": new, "retrieve_k": retrieve_k,
+                             "seconds": round(time.perf_counter() - t0, 2), "out": str(outdir)})
+    write_report(results, outdir, plots=plots)
+    return results
