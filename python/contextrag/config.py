@@ -35,6 +35,15 @@ class Config:
     n_meet: int = 64
     cooc_window: int = 3
     cooc_threshold: int = 2
+    # index details the paper leaves open (docs/ALGORITHM.md)
+    chunk_tokenizer: str = "model"       # "model": the embedder's tokenizer; "regex": words/punctuation
+    embed_title: bool = True             # embed and BM25-index "title\ntext" for chunks with a title
+    rq_max_points_per_centroid: int | None = 256  # k-means training subsample (FAISS default), full assign after
+    fcm_normalize: str = "none"          # "none" (paper) or "max": divide each level's row by its max
+    member_ratio: float = 0.9            # crisp members: I(g,m) >= ratio · max over m's group (row-relative)
+    min_support: int = 2                 # seed/meet nodes need at least this many member chunks
+    node_text_chunks: int = 2            # chunks quoted in a join/meet node's text
+    summary_chunks: int = 8              # member chunks shown to the LLM per cluster summary
     # ---- stage 4: cluster-summary virtual chunks
     n_summaries: int = 30
     # ---- stage 5-7: queries (§4.2, §4.4, §4.5)

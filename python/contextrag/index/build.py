@@ -1,0 +1,348 @@
+"""The index pipeline: build (stages 1-4), add, delete, rebuild. See core.Index for the fields."""
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..llm.ledger import CostLedger
+from . import summaries as summ
+from .chunking import Chunker, Document
+from .context import ChunkView, build_context, extend_context
+from .core import CHUNK, ITEM_KINDS, JOIN_ITEM, MEET_ITEM, SUMMARY, Index
+from .graph import JOIN, MEET, build_graph, compute_intents, node_members, set_edges
+
+log = logging.getLogger("contextrag.index")
+
+
+class _Timer:
+    def __init__(self, timings: dict, stage: str):
+        self.timings, self.stage = timings, stage
+
+    def __enter__(self):
+        self.t = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.timings[self.stage] = self.timings.get(self.stage, 0.0) + time.perf_counter() - self.t
+
+
+def make_chunker(config, embedder) -> Chunker:
+    tok = None
+    if getattr(config, "chunk_tokenizer", "model") == "model" and embedder is not None:
+        tok = getattr(embedder, "tokenizer", None)
+        limit = getattr(embedder, "max_tokens", None)
+        if limit is not None and config.chunk_tokens > limit:
+            warnings.warn(f"Config.chunk_tokens={config.chunk_tokens} exceeds the embedder's window of "
+                          f"{limit} tokens: chunk ends will be truncated at embedding time", RuntimeWarning)
+    return Chunker(config.chunk_tokens, config.chunk_overlap, tok)
+
+
+def embed_inputs(titles, texts, config) -> list[str]:
+    if getattr(config, "embed_title", True):
+        return [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(titles, texts)]
+    return list(texts)
+
+
+def _view(ix_or_lists) -> ChunkView:
+    ix = ix_or_lists
+    return ChunkView(ix.chunk_texts, ix.chunk_titles, ix.chunk_doc_ids, ix.chunk_positions)
+
+
+def _unit_rows(X: np.ndarray) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float32)
+    return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+
+
+def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
+    mem = ix.context.members().T.tocsr().astype(np.float32)     # (M, n)
+    return _unit_rows(mem @ E)
+
+
+# ---- virtual items -------------------------------------------------------------------------
+
+def _join_sources(ix, v, ext, k):
+    """Bridge text: from each parent, its member chunk closest to the other parent."""
+    g = ix.graph
+    a, b = (int(p) for p in g.parents[v])
+    ea, eb = ext[a], ext[b]
+    out = []
+    for own, other in ((a, eb), (b, ea)):
+        mem = np.setdiff1d(g.members[own].indices, out)
+        if len(mem):
+            out.append(int(mem[np.lexsort((mem, -other[mem]))[0]]))
+    return np.asarray(sorted(out)[:max(k, 1)], dtype=np.int64)
+
+
+def _meet_sources(ix, v, ext, k):
+    """Meet text: the node's member chunks with the highest meet degree min(A_a, A_b)."""
+    g = ix.graph
+    mem = g.members[v].indices
+    if not len(mem):
+        return mem
+    deg = ext[v][mem]
+    return np.sort(mem[np.lexsort((mem, -deg))[:k]])
+
+
+def _render(ix, sources) -> str:
+    parts = []
+    for c in sources:
+        t = ix.chunk_titles[c]
+        parts.append(f"{t}: {ix.chunk_texts[c]}" if t else ix.chunk_texts[c])
+    return "\n\n".join(parts)
+
+
+def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
+    indptr = np.zeros(len(rows) + 1, np.int64)
+    indptr[1:] = np.cumsum([len(r) for r in rows])
+    idx = np.concatenate([np.asarray(r, np.int64) for r in rows]) if rows else np.zeros(0, np.int64)
+    return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(len(rows), n))
+
+
+def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict]) -> None:
+    """items = chunks, then summaries (kept as given), then one item per join/meet node."""
+    n = ix.n_chunks
+    k = int(getattr(ix.config, "node_text_chunks", 2))
+    ext = ix.node_extents()
+    ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
+                                                        [-1] * n, [[i] for i in range(n)],
+                                                        [[i] for i in range(n)], [chunk_E])
+    for s in summary_items:
+        v = int(s["node"])
+        ids.append(f"summary:{v}")
+        kinds.append(SUMMARY)
+        texts.append(s["text"])
+        node.append(v)
+        members.append(ix.graph.members[v].indices)
+        sources.append(s["sources"])
+        embs.append(s["embedding"][None, :].astype(np.float32))
+    for v in np.flatnonzero((ix.graph.kind == JOIN) | (ix.graph.kind == MEET)):
+        src = _join_sources(ix, v, ext, k) if ix.graph.kind[v] == JOIN else _meet_sources(ix, v, ext, k)
+        if not len(src):
+            continue  # a meet emptied by deletes: no text to show until rebuild
+        kind = JOIN_ITEM if ix.graph.kind[v] == JOIN else MEET_ITEM
+        ids.append(f"{ITEM_KINDS[kind]}:{v}")
+        kinds.append(kind)
+        texts.append(_render(ix, src))
+        node.append(int(v))
+        members.append(ix.graph.members[v].indices)
+        sources.append(src)
+        embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
+    ix.item_ids, ix.item_texts = ids, texts
+    ix.item_kinds = np.asarray(kinds, np.int8)
+    ix.item_node = np.asarray(node, np.int32)
+    ix.item_members = _csr_rows(members, n)
+    ix.item_sources = _csr_rows(sources, n)
+    ix.embeddings = np.ascontiguousarray(np.concatenate(embs, axis=0), dtype=np.float32)
+
+
+def summary_items_of(ix: Index) -> list[dict]:
+    out = []
+    for i in np.flatnonzero(ix.item_kinds == SUMMARY):
+        out.append({"node": int(ix.item_node[i]), "text": ix.item_texts[i],
+                    "sources": ix.item_sources[i].indices.astype(np.int64), "embedding": ix.embeddings[i]})
+    return out
+
+
+def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
+    n = int(ix.config.n_summaries)
+    if n == 0:
+        ix.info["summaries"] = "disabled (Config.n_summaries = 0)"
+        return []
+    if llm is None:
+        ix.info["summaries"] = f"skipped: no LLM configured (Config.n_summaries = {n} requested)"
+        log.warning("contextrag: building without cluster summaries: no LLM configured")
+        return []
+    I = ix.context.dense()
+    nodes = summ.select_concepts(ix.graph, ix.context.attr_group, n)
+    k = int(getattr(ix.config, "summary_chunks", 8))
+    out, texts = [], []
+    for v in nodes:
+        src = summ.central_chunks(ix.graph, I, v, k)
+        if not len(src):
+            continue
+        text = summ.summarize(llm, [_render(ix, [c]) for c in src], ix.ledger)
+        if text:
+            out.append({"node": v, "text": text, "sources": np.sort(src)})
+            texts.append(text)
+    if out:
+        E = ix.embedder.embed_passages(texts)
+        for s, e in zip(out, E):
+            s["embedding"] = e
+    ix.info["summaries"] = f"{len(out)} summaries from {len(nodes)} selected concepts"
+    return out
+
+
+def build_bm25(ix: Index):
+    import bm25s
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize(ix.search_texts(), stopwords="en", show_progress=False), show_progress=False)
+    ix.bm25 = retriever
+
+
+# ---- build ---------------------------------------------------------------------------------
+
+def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed=None) -> Index:
+    """Stages 1-4. ``precomputed``: optional (chunks, embeddings) to skip chunking and embedding
+    (rebuild and benchmarks)."""
+    timings: dict = {}
+    if precomputed is None:
+        with _Timer(timings, "chunk"):
+            chunks = make_chunker(config, embedder).split_all(docs)
+        with _Timer(timings, "embed"):
+            E = embedder.embed_passages(embed_inputs([c.title for c in chunks], [c.text for c in chunks], config))
+    else:
+        chunks, E = precomputed
+    if not chunks:
+        raise ValueError("docs produced no chunks")
+    ix = Index(config=config, docs={d.doc_id: {"title": d.title, "metadata": d.metadata} for d in docs},
+               chunk_ids=[c.chunk_id for c in chunks], chunk_doc_ids=[c.doc_id for c in chunks],
+               chunk_titles=[c.title for c in chunks], chunk_texts=[c.text for c in chunks],
+               chunk_positions=np.asarray([c.position for c in chunks], np.int32),
+               chunk_spans=np.asarray([[c.start_char, c.end_char] for c in chunks], np.int64).reshape(-1, 2),
+               chunk_fitted=np.ones(len(chunks), bool), context=None, graph=None,
+               attr_centroids=None, item_ids=[], item_kinds=None, item_texts=[], item_node=None,
+               item_members=None, item_sources=None, embeddings=None, embedder=embedder,
+               ledger=CostLedger(), timings=timings)
+    _cluster_and_graph(ix, E)
+    with _Timer(timings, "summaries"):
+        s_items = make_summaries(ix, llm, E)
+    with _Timer(timings, "items"):
+        compose_items(ix, E, s_items)
+    with _Timer(timings, "bm25"):
+        build_bm25(ix)
+    return ix
+
+
+def _cluster_and_graph(ix: Index, E: np.ndarray) -> None:
+    t = ix.timings
+    with _Timer(t, "context"):
+        ix.context = build_context(_view(ix), E, ix.config)
+    rq = ix.context.block("rq")
+    ix.info["fit"] = {"chunks": int(len(E)), "residual_sq_mean": float(rq.rows["residual_sq"].mean()),
+                      "rq_sizes": [int(C.shape[0]) for C in ix.codebooks], **rq.info}
+    with _Timer(t, "graph"):
+        ix.graph = build_graph(ix.context.dense(), ix.context.members(), ix.context.attr_group,
+                               ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+        ix.attr_centroids = attr_centroids(ix, E)
+    ix.chunk_fitted = np.ones(len(E), bool)
+    ix._extents = None
+
+
+def rebuild(ix: Index, llm=None) -> Index:
+    """Re-cluster and rebuild the graph from the stored chunk embeddings (no re-embedding)."""
+    E = ix.chunk_embeddings.copy()
+    ix.timings = {}
+    ix.invalidate()
+    _cluster_and_graph(ix, E)
+    with _Timer(ix.timings, "summaries"):
+        s_items = make_summaries(ix, llm, E)
+    with _Timer(ix.timings, "items"):
+        compose_items(ix, E, s_items)
+    with _Timer(ix.timings, "bm25"):
+        build_bm25(ix)
+    return ix
+
+
+# ---- incremental updates -------------------------------------------------------------------
+
+def _refresh_nodes(ix: Index, affected: np.ndarray | None) -> None:
+    """Members of every node, intents of the affected ones, co-occurrence edges, centroids."""
+    g = ix.graph
+    g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
+    ix._extents = None
+    I = ix.context.dense()
+    nodes = np.arange(g.n_nodes) if affected is None else affected
+    if len(nodes):
+        g.intent[nodes] = compute_intents(g, I, nodes)
+    set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+
+
+def add_docs(ix: Index, docs: list[Document]) -> dict:
+    """Embed only the new chunks, assign them to the existing codebooks, extend the context and
+    refresh the nodes they touch; node selection is kept (``rebuild`` re-selects)."""
+    dup = [d.doc_id for d in docs if d.doc_id in ix.docs]
+    if dup:
+        raise ValueError(f"docs: ids already in the index: {dup[:5]} (delete them first to replace)")
+    t: dict = {}
+    with _Timer(t, "chunk"):
+        chunks = make_chunker(ix.config, ix.embedder).split_all(docs)
+    with _Timer(t, "embed"):
+        E_new = ix.embedder.embed_passages(embed_inputs([c.title for c in chunks], [c.text for c in chunks],
+                                                        ix.config))
+    n_old = ix.n_chunks
+    s_items = summary_items_of(ix)
+    chunk_E = np.concatenate([ix.chunk_embeddings, E_new], axis=0)
+    for d in docs:
+        ix.docs[d.doc_id] = {"title": d.title, "metadata": d.metadata}
+    ix.chunk_ids += [c.chunk_id for c in chunks]
+    ix.chunk_doc_ids += [c.doc_id for c in chunks]
+    ix.chunk_titles += [c.title for c in chunks]
+    ix.chunk_texts += [c.text for c in chunks]
+    ix.chunk_positions = np.concatenate([ix.chunk_positions, [c.position for c in chunks]]).astype(np.int32)
+    ix.chunk_spans = np.concatenate([ix.chunk_spans, np.asarray([[c.start_char, c.end_char] for c in chunks],
+                                                                  np.int64).reshape(-1, 2)])
+    ix.chunk_fitted = np.concatenate([ix.chunk_fitted, np.zeros(len(chunks), bool)])
+    new_rows = np.arange(n_old, ix.n_chunks)
+    with _Timer(t, "context"):
+        extend_context(ix.context, _view(ix), new_rows, chunk_E, ix.config)
+    with _Timer(t, "graph"):
+        I_new = ix.context.dense()[new_rows]
+        # a node is affected when its extent is non-zero on a new chunk (its intent can only shrink)
+        ext_new = ix.graph.extents(ix.context.dense(), None)[:, new_rows] if len(new_rows) else None
+        affected = np.flatnonzero((ext_new > 0).any(axis=1)) if ext_new is not None else np.zeros(0, int)
+        del I_new
+        _refresh_nodes(ix, affected)
+        ix.attr_centroids = attr_centroids(ix, chunk_E)
+    with _Timer(t, "items"):
+        compose_items(ix, chunk_E, s_items)
+    with _Timer(t, "bm25"):
+        build_bm25(ix)
+    ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
+                                              "affected_nodes": int(len(affected)),
+                                              "seconds": {k: round(v, 4) for k, v in t.items()}})
+    return {"docs": len(docs), "chunks": len(chunks), "affected_nodes": int(len(affected)), "timings": t}
+
+
+def delete_docs(ix: Index, doc_ids) -> dict:
+    """Remove the documents' chunks from every table, the context, node members, item texts and
+    BM25. A summary written from any deleted chunk is dropped (its text derives from it)."""
+    from .core import _doc_set
+    ids = _doc_set(doc_ids)
+    missing = sorted(ids - set(ix.docs))
+    if missing:
+        raise ValueError(f"doc_ids not in the index: {missing[:5]}")
+    drop = ix.chunk_mask(ids)
+    if drop.all():
+        raise ValueError("doc_ids would delete every document; build a new index instead")
+    keep = np.flatnonzero(~drop)
+    remap = np.full(ix.n_chunks, -1, np.int64)
+    remap[keep] = np.arange(len(keep))
+    t: dict = {}
+    s_items = []
+    for s in summary_items_of(ix):
+        if not drop[s["sources"]].any():
+            s["sources"] = remap[s["sources"]]
+            s_items.append(s)
+    chunk_E = ix.chunk_embeddings[keep].copy()
+    for d in ids:
+        del ix.docs[d]
+    for name in ("chunk_ids", "chunk_doc_ids", "chunk_titles", "chunk_texts"):
+        lst = getattr(ix, name)
+        setattr(ix, name, [lst[i] for i in keep])
+    ix.chunk_positions, ix.chunk_spans = ix.chunk_positions[keep], ix.chunk_spans[keep]
+    ix.chunk_fitted = ix.chunk_fitted[keep]
+    with _Timer(t, "context"):
+        ix.context.keep_rows(keep)
+    with _Timer(t, "graph"):
+        _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: refresh all
+        ix.attr_centroids = attr_centroids(ix, chunk_E)
+    with _Timer(t, "items"):
+        compose_items(ix, chunk_E, s_items)
+    with _Timer(t, "bm25"):
+        build_bm25(ix)
+    ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
+                                              "seconds": {k: round(v, 4) for k, v in t.items()}})
+    return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

@@ -1,0 +1,138 @@
+"""Stage 1a: documents -> chunks (token windows with overlap), keeping doc_id, title and position.
+
+Tokens are counted with the *embedder's own tokenizer* when one is given (a Hugging Face fast
+tokenizer with character offsets), so a chunk of ``Config.chunk_tokens`` tokens fits the embedder's
+window exactly and is never silently truncated at embedding time. Without one (tests, custom
+embedders) a regular-expression tokenizer (words and single punctuation marks) is used. Either way
+the chunk text is an exact slice of the document text (cut at token boundaries, widened to the
+whitespace around them), so nothing is rewritten. See docs/ALGORITHM.md, "Chunking".
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+_TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+@dataclass
+class Document:
+    doc_id: str
+    text: str
+    title: str = ""
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class Chunk:
+    doc_id: str
+    position: int          # index of the chunk within its document (0, 1, ...)
+    text: str
+    title: str = ""
+    start_char: int = 0    # [start_char, end_char) of the text inside the document
+    end_char: int = 0
+
+    @property
+    def chunk_id(self) -> str:
+        return f"{self.doc_id}#{self.position}"
+
+
+def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 0) -> list[Document]:
+    """Accept str or dict(id, text, title=..., metadata=...) items; reject anything else naming ``docs``.
+
+    Strings get ids ``{id_prefix}{i}``. Duplicate ids and empty texts are rejected: a duplicate
+    would make ``delete(doc_ids)`` ambiguous, an empty text yields no chunk to retrieve.
+    """
+    if docs is None or isinstance(docs, (str, bytes, dict)):
+        raise TypeError(f"docs must be an iterable of str or dict(id, text, ...), got {type(docs).__name__}")
+    try:
+        items = list(docs)
+    except TypeError:
+        raise TypeError(f"docs must be an iterable of str or dict(id, text, ...), got {type(docs).__name__}") from None
+    out: list[Document] = []
+    seen: set[str] = set()
+    for i, d in enumerate(items):
+        if isinstance(d, str):
+            doc = Document(f"{id_prefix}{start + i}", d)
+        elif isinstance(d, dict):
+            if "text" not in d:
+                raise ValueError(f"docs[{i}] has no 'text' field (keys: {sorted(d)})")
+            text = d["text"]
+            if not isinstance(text, str):
+                raise TypeError(f"docs[{i}]['text'] must be a str, got {type(text).__name__}")
+            did = d.get("id", d.get("doc_id", f"{id_prefix}{start + i}"))
+            if not isinstance(did, (str, int)) or isinstance(did, bool):
+                raise TypeError(f"docs[{i}]['id'] must be a str or int, got {type(did).__name__}")
+            title = d.get("title") or ""
+            if not isinstance(title, str):
+                raise TypeError(f"docs[{i}]['title'] must be a str, got {type(title).__name__}")
+            meta = d.get("metadata") or {}
+            if not isinstance(meta, dict):
+                raise TypeError(f"docs[{i}]['metadata'] must be a dict, got {type(meta).__name__}")
+            doc = Document(str(did), text, title, dict(meta))
+        else:
+            raise TypeError(f"docs[{i}] must be a str or a dict(id, text, ...), got {type(d).__name__}")
+        if not doc.text.strip():
+            raise ValueError(f"docs[{i}] (id {doc.doc_id!r}) has an empty text")
+        if "#" in doc.doc_id:
+            raise ValueError(f"docs[{i}] id {doc.doc_id!r} must not contain '#' (chunk ids are doc_id#position)")
+        if doc.doc_id in seen:
+            raise ValueError(f"docs[{i}] repeats the id {doc.doc_id!r}; document ids must be unique")
+        seen.add(doc.doc_id)
+        out.append(doc)
+    return out
+
+
+def _regex_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in _TOKEN_RE.finditer(text)]
+
+
+def _tokenizer_spans(tokenizer, text: str) -> list[tuple[int, int]]:
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
+                    verbose=False)
+    return [(int(a), int(b)) for a, b in enc["offset_mapping"] if b > a]
+
+
+class Chunker:
+    """Token windows of ``size`` tokens advancing by ``size - overlap``.
+
+    ``tokenizer``: a Hugging Face *fast* tokenizer (needs offsets) or None for the regex tokenizer.
+    A window starts only where it adds at least one token the previous window lacks, so a
+    document of n <= size tokens is one chunk and no window is a pure repeat.
+    """
+
+    def __init__(self, size: int = 200, overlap: int = 40, tokenizer=None):
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"size must be an int >= 1, got {size!r}")
+        if isinstance(overlap, bool) or not isinstance(overlap, int) or not 0 <= overlap < size:
+            raise ValueError(f"overlap must be an int in [0, size), got {overlap!r}")
+        if tokenizer is not None and not getattr(tokenizer, "is_fast", False):
+            tokenizer = None  # slow tokenizers give no offsets; fall back to the regex tokenizer
+        self.size, self.overlap, self.tokenizer = size, overlap, tokenizer
+
+    @property
+    def kind(self) -> str:
+        return "model" if self.tokenizer is not None else "regex"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        return _tokenizer_spans(self.tokenizer, text) if self.tokenizer is not None else _regex_spans(text)
+
+    def split(self, doc: Document) -> list[Chunk]:
+        toks = self.spans(doc.text)
+        if not toks:  # text of only whitespace/control characters: keep it whole
+            return [Chunk(doc.doc_id, 0, doc.text.strip(), doc.title, 0, len(doc.text))]
+        n, step = len(toks), self.size - self.overlap
+        starts = range(0, max(n - self.overlap, 1), step)
+        out = []
+        for pos, s in enumerate(starts):
+            e = min(s + self.size, n)
+            a, b = toks[s][0], toks[e - 1][1]
+            out.append(Chunk(doc.doc_id, pos, doc.text[a:b], doc.title, a, b))
+        return out
+
+    def split_all(self, docs: list[Document]) -> list[Chunk]:
+        out: list[Chunk] = []
+        for d in docs:
+            out.extend(self.split(d))
+        return out

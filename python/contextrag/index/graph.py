@@ -1,0 +1,207 @@
+"""Stage 3b: the concept graph (paper §3.3, §4.3). No LLM touches it.
+
+Nodes (V = V_seed ∪ V_join ∪ V_meet):
+
+* **seed**: the attribute concept of attribute m: extent {m}↓ (which equals the column I(·, m), and
+  is closed: {m}↓↑↓ = {m}↓), intent {m}↓↑. Kept when its crisp support has >= Config.min_support chunks.
+* **join** (bridge, eq. 8 as the paper instantiates it): extent max(A_i, A_j) of two seeds of the
+  *same* group (two clusters of one RQ level), for the Config.n_join pairs whose cores share the
+  largest fraction of the smaller core (meet_cardinality / min size): adjacent clusters, bridged
+  through their boundary chunks.
+* **meet** (eq. 9): extent min(A_i, A_j) of two seeds of *different* groups (a level-0 topic and a
+  level-1 residual cluster, or a topic and a lexical attribute), for the Config.n_meet pairs with the
+  largest core meet cardinality whose crisp intersection has >= min_support chunks and is strictly
+  smaller than both parents (a real specialisation).
+
+"Core" of a seed = its extent restricted to its crisp members (context.default_members): FCM degrees
+over ~100 clusters are nearly uniform, so meet cardinalities of the full extents rank every pair alike.
+
+Edges: lattice edges child -> parent ("up") and parent -> child ("down") between each join/meet node
+and its two seeds; co-occurrence edges (§4.3) between nodes whose member chunks co-appear in
+>= Config.cooc_threshold windows of Config.cooc_window consecutive chunks of one document (a window
+never crosses a document boundary). See docs/ALGORITHM.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import ops
+
+SEED, JOIN, MEET = 0, 1, 2
+NODE_KINDS = ("seed", "join", "meet")
+UP, DOWN, COOC = 0, 1, 2
+EDGE_KINDS = ("up", "down", "cooc")
+
+
+@dataclass
+class ConceptGraph:
+    kind: np.ndarray        # (V,) int8: SEED / JOIN / MEET
+    parents: np.ndarray     # (V, 2) int32 node indices of the two seeds of a join/meet; -1 for seeds
+    attr: np.ndarray        # (V,) int32 attribute index of a seed; -1 otherwise
+    intent: np.ndarray      # (V, M) float32: extent↑ (eq. 6)
+    members: sp.csr_matrix  # (V, n) bool: crisp member chunks
+    score: np.ndarray       # (V,) float32: the selection score (seeds: crisp support size)
+    edge_src: np.ndarray    # (E,) int32
+    edge_dst: np.ndarray    # (E,) int32
+    edge_kind: np.ndarray   # (E,) int8: UP / DOWN / COOC
+    edge_weight: np.ndarray  # (E,) float32: overlap score (lattice) or window count (cooc)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.kind)
+
+    def extents(self, I: np.ndarray, nodes=None) -> np.ndarray:
+        """(len(nodes), n) fuzzy extents, derived from I: seeds are columns, joins max, meets min."""
+        nodes = np.arange(self.n_nodes) if nodes is None else np.asarray(nodes, dtype=np.int64)
+        out = np.empty((len(nodes), I.shape[0]), dtype=np.float32)
+        for r, v in enumerate(nodes):
+            out[r] = self._extent(I, int(v))
+        return out
+
+    def _extent(self, I, v):
+        k = self.kind[v]
+        if k == SEED:
+            return I[:, self.attr[v]]
+        a, b = (self._extent(I, int(p)) for p in self.parents[v])
+        return ops.soft_join(a, b) if k == JOIN else ops.soft_meet(a, b)
+
+
+def _pair_candidates(mask: np.ndarray, score: np.ndarray, limit: int):
+    """Top ``limit`` (i, j), i < j, by score where mask holds; ties broken by (i, j) for determinism."""
+    iu, ju = np.triu_indices(mask.shape[0], k=1)
+    ok = mask[iu, ju]
+    iu, ju, s = iu[ok], ju[ok], score[iu[ok], ju[ok]]
+    order = np.lexsort((ju, iu, -s))[:limit]
+    return iu[order], ju[order], s[order]
+
+
+def select_nodes(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndarray, config):
+    """Seeds, joins and meets by the rules in the module docstring.
+
+    Returns (kind, parents, attr, score, seed_extents); node order: seeds, joins, meets.
+    """
+    min_support = int(getattr(config, "min_support", 2))
+    memT = attr_members.T.tocsr()                                   # (M, n)
+    support = np.asarray(memT.sum(axis=1)).ravel()
+    seeds = np.flatnonzero(support >= min_support)
+    S = len(seeds)
+    ext = np.ascontiguousarray(I[:, seeds].T, dtype=np.float32)     # (S, n) = {m}↓ for each seed
+    core = ext * memT[seeds].toarray()                              # extent on crisp members only
+    K = np.asarray(ops.meet_cardinality(core, core), dtype=np.float64) if S else np.zeros((0, 0))
+    size = np.diag(K).copy()
+    inter = (memT[seeds].astype(np.int32) @ memT[seeds].T.astype(np.int32)).toarray() if S else np.zeros((0, 0))
+    grp = attr_group[seeds]
+    same = grp[:, None] == grp[None, :]
+
+    frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
+    ji, jj, js = _pair_candidates(same & (K > 0), frac, config.n_join)
+    csize = np.diag(inter)
+    strict = (inter < np.minimum(csize[:, None], csize[None, :]))
+    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, K, config.n_meet)
+
+    nJ, nM = len(ji), len(mi)
+    kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)
+    parents = np.full((S + nJ + nM, 2), -1, np.int32)
+    parents[S:S + nJ] = np.stack([ji, jj], 1) if nJ else parents[S:S + nJ]
+    parents[S + nJ:] = np.stack([mi, mj], 1) if nM else parents[S + nJ:]
+    attr = np.full(S + nJ + nM, -1, np.int32)
+    attr[:S] = seeds
+    score = np.concatenate([support[seeds].astype(np.float32), js.astype(np.float32), ms.astype(np.float32)])
+    return kind, parents, attr, score, ext
+
+
+def node_members(kind, parents, attr, attr_members: sp.csr_matrix) -> sp.csr_matrix:
+    """Seeds: the attribute's crisp support; joins: union of the parents'; meets: intersection."""
+    memT = attr_members.T.tocsr()
+    rows = []
+    for v in range(len(kind)):
+        if kind[v] == SEED:
+            rows.append(memT[attr[v]])
+        else:
+            a, b = rows[parents[v, 0]], rows[parents[v, 1]]
+            rows.append(a.maximum(b) if kind[v] == JOIN else a.minimum(b))
+    if not rows:
+        return sp.csr_matrix((0, attr_members.shape[0]), dtype=bool)
+    return sp.vstack(rows, format="csr").astype(bool)
+
+
+def windows(doc_ids: list, positions: np.ndarray, w: int) -> sp.csr_matrix:
+    """(n_windows, n) bool: every run of ``w`` consecutive chunks of one document (stride 1).
+
+    A document with fewer than w chunks forms one window. Windows never cross documents.
+    """
+    order = np.lexsort((positions, np.asarray(doc_ids, dtype=object).astype(str)))
+    rows, cols = [], []
+    r = 0
+    start = 0
+    n = len(order)
+    while start < n:
+        end = start
+        d = doc_ids[order[start]]
+        while end < n and doc_ids[order[end]] == d:
+            end += 1
+        idx = order[start:end]
+        for s in range(max(1, len(idx) - w + 1)):
+            part = idx[s:s + w]
+            rows += [r] * len(part)
+            cols += part.tolist()
+            r += 1
+        start = end
+    return sp.csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(r, n))
+
+
+def cooc_edges(members: sp.csr_matrix, win: sp.csr_matrix, threshold: int):
+    """Undirected node pairs co-appearing in >= threshold windows, as two directed edges each."""
+    if members.shape[0] == 0 or win.shape[0] == 0:
+        z = np.zeros(0, np.int32)
+        return z, z, np.zeros(0, np.float32)
+    NW = (members.astype(np.int32) @ win.T.astype(np.int32)) > 0          # (V, windows)
+    C = (NW.astype(np.int32) @ NW.T.astype(np.int32)).tocoo()             # (V, V) window counts
+    keep = (C.row != C.col) & (C.data >= max(int(threshold), 1))
+    return C.row[keep].astype(np.int32), C.col[keep].astype(np.int32), C.data[keep].astype(np.float32)
+
+
+def lattice_edges(kind, parents, score):
+    src, dst, knd, wt = [], [], [], []
+    for v in np.flatnonzero(kind != SEED):
+        for p in parents[v]:
+            child, parent = (p, v) if kind[v] == JOIN else (v, p)
+            src += [child, parent]
+            dst += [parent, child]
+            knd += [UP, DOWN]
+            wt += [score[v], score[v]]
+    return (np.asarray(src, np.int32), np.asarray(dst, np.int32), np.asarray(knd, np.int8),
+            np.asarray(wt, np.float32))
+
+
+def build_graph(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndarray,
+                doc_ids: list, positions: np.ndarray, config) -> ConceptGraph:
+    kind, parents, attr, score, _ = select_nodes(I, attr_members, attr_group, config)
+    members = node_members(kind, parents, attr, attr_members)
+    g = ConceptGraph(kind, parents, attr, np.zeros((len(kind), I.shape[1]), np.float32), members, score,
+                     *[np.zeros(0, t) for t in (np.int32, np.int32, np.int8, np.float32)])
+    g.intent = compute_intents(g, I)
+    set_edges(g, doc_ids, positions, config)
+    return g
+
+
+def compute_intents(g: ConceptGraph, I: np.ndarray, nodes=None, batch: int = 64) -> np.ndarray:
+    """extent↑ for the given nodes (all by default), in batches to bound memory."""
+    nodes = np.arange(g.n_nodes) if nodes is None else np.asarray(nodes)
+    out = np.empty((len(nodes), I.shape[1]), np.float32)
+    for s in range(0, len(nodes), batch):
+        E = g.extents(I, nodes[s:s + batch])
+        out[s:s + batch] = np.asarray(ops.luk_up(E, I), dtype=np.float32)
+    return out
+
+
+def set_edges(g: ConceptGraph, doc_ids: list, positions: np.ndarray, config) -> None:
+    ls, ld, lk, lw = lattice_edges(g.kind, g.parents, g.score)
+    cs, cd, cw = cooc_edges(g.members, windows(doc_ids, positions, config.cooc_window), config.cooc_threshold)
+    g.edge_src = np.concatenate([ls, cs]).astype(np.int32)
+    g.edge_dst = np.concatenate([ld, cd]).astype(np.int32)
+    g.edge_kind = np.concatenate([lk, np.full(len(cs), COOC, np.int8)]).astype(np.int8)
+    g.edge_weight = np.concatenate([lw, cw]).astype(np.float32)

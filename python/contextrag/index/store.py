@@ -1,0 +1,360 @@
+"""On-disk index: one directory, no pickle, atomic replacement, verified on load.
+
+Layout::
+
+    DIR/CURRENT                   the name of the live snapshot (one line)
+    DIR/snap-<ns>-<id>/manifest.json      format + version, library version, config, embedding model,
+                                          dims, counts, sha256 + size of every other file
+    DIR/snap-<ns>-<id>/arrays.safetensors every array (embeddings, context, graph, items, codebooks)
+    DIR/snap-<ns>-<id>/meta.sqlite        texts and metadata (docs, chunks, virtual items, attributes)
+    DIR/snap-<ns>-<id>/bm25/...           bm25s's own files (.npy saved with allow_pickle=False, JSON)
+
+Why a pointer file: replacing a directory by rename takes two renames (old away, new in), and a
+kill between them leaves no index at DIR. Instead a save writes DIR/.tmp-<id>/ completely (each file
+fsynced), renames it to a fresh snapshot name, then atomically replaces DIR/CURRENT (write a temp
+file, fsync, os.replace). At every instant CURRENT names a complete snapshot, so a killed save leaves
+the previous index loadable; leftovers are removed by the next successful save.
+A directory holding manifest.json directly (a snapshot copied elsewhere) also loads.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+FORMAT = "contextrag-index"
+FORMAT_VERSION = 1
+ARRAYS = "arrays.safetensors"
+META = "meta.sqlite"
+MANIFEST = "manifest.json"
+CURRENT = "CURRENT"
+_SNAP_RE = re.compile(r"^snap-\d+-[0-9a-f]{8}$")
+
+
+class IndexFormatError(ValueError):
+    """The directory is not a loadable contextrag index (foreign, corrupt, truncated or too new)."""
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _fsync_file(p: Path) -> None:
+    fd = os.open(p, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(p: Path) -> None:
+    try:
+        fd = os.open(p, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _put_csr(arrs: dict, key: str, M) -> None:
+    M = sp.csr_matrix(M)
+    arrs[f"{key}.indptr"] = M.indptr.astype(np.int64)
+    arrs[f"{key}.indices"] = M.indices.astype(np.int32)
+    arrs[f"{key}.shape"] = np.asarray(M.shape, np.int64)
+    if M.dtype != bool:
+        arrs[f"{key}.data"] = M.data.astype(np.float32)
+
+
+def _get_csr(arrs: dict, key: str, *, boolean: bool) -> sp.csr_matrix:
+    indptr, indices = arrs[f"{key}.indptr"], arrs[f"{key}.indices"]
+    shape = tuple(int(x) for x in arrs[f"{key}.shape"])
+    data = np.ones(len(indices), bool) if boolean else arrs[f"{key}.data"]
+    return sp.csr_matrix((data, indices, indptr), shape=shape)
+
+
+def _np(x) -> np.ndarray:
+    a = np.ascontiguousarray(x)
+    return a.astype(np.uint8) if a.dtype == bool else a
+
+
+# ---- save ----------------------------------------------------------------------------------
+
+def _arrays(ix) -> dict:
+    a: dict = {
+        "embeddings": ix.embeddings, "chunk_positions": ix.chunk_positions, "chunk_spans": ix.chunk_spans,
+        "chunk_fitted": ix.chunk_fitted, "attr_centroids": ix.attr_centroids,
+        "item_kinds": ix.item_kinds, "item_node": ix.item_node,
+        "node_kind": ix.graph.kind, "node_parents": ix.graph.parents, "node_attr": ix.graph.attr,
+        "node_intent": ix.graph.intent, "node_score": ix.graph.score,
+        "edge_src": ix.graph.edge_src, "edge_dst": ix.graph.edge_dst, "edge_kind": ix.graph.edge_kind,
+        "edge_weight": ix.graph.edge_weight,
+    }
+    _put_csr(a, "item_members", ix.item_members)
+    _put_csr(a, "item_sources", ix.item_sources)
+    _put_csr(a, "node_members", ix.graph.members)
+    for i, b in enumerate(ix.context.blocks):
+        if sp.issparse(b.matrix):
+            _put_csr(a, f"ctx.{i}.csr", b.matrix)
+        else:
+            a[f"ctx.{i}.dense"] = b.matrix
+        _put_csr(a, f"ctx.{i}.members", b.members)
+        a[f"ctx.{i}.groups"] = b.groups
+        for k, v in b.state.items():
+            a[f"ctx.{i}.state.{k}"] = v
+        for k, v in b.rows.items():
+            a[f"ctx.{i}.rows.{k}"] = v
+    return {k: _np(v) for k, v in a.items()}
+
+
+def _write_sqlite(ix, p: Path) -> None:
+    con = sqlite3.connect(p)
+    try:
+        con.executescript("""
+            CREATE TABLE docs(ord INTEGER PRIMARY KEY, doc_id TEXT UNIQUE NOT NULL, title TEXT, metadata TEXT);
+            CREATE TABLE chunks(idx INTEGER PRIMARY KEY, chunk_id TEXT NOT NULL, doc_id TEXT NOT NULL,
+                                title TEXT, text TEXT NOT NULL);
+            CREATE TABLE items(idx INTEGER PRIMARY KEY, item_id TEXT NOT NULL, text TEXT NOT NULL);
+            CREATE TABLE families(idx INTEGER PRIMARY KEY, name TEXT NOT NULL, weight REAL NOT NULL,
+                                  attr_names TEXT NOT NULL, info TEXT NOT NULL, state_keys TEXT NOT NULL);
+            CREATE TABLE kv(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        """)
+        con.executemany("INSERT INTO docs VALUES (?,?,?,?)",
+                        [(i, d, v["title"], json.dumps(v["metadata"], default=str))
+                         for i, (d, v) in enumerate(ix.docs.items())])
+        con.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)",
+                        zip(range(ix.n_chunks), ix.chunk_ids, ix.chunk_doc_ids, ix.chunk_titles, ix.chunk_texts))
+        n = ix.n_chunks
+        con.executemany("INSERT INTO items VALUES (?,?,?)",
+                        [(i, ix.item_ids[i], ix.item_texts[i]) for i in range(n, ix.n_items)])
+        con.executemany("INSERT INTO families VALUES (?,?,?,?,?,?)",
+                        [(i, b.name, b.weight, json.dumps(b.names), json.dumps(b.info, default=str),
+                          json.dumps({"state": sorted(b.state), "rows": sorted(b.rows),
+                                      "sparse": bool(sp.issparse(b.matrix))}))
+                         for i, b in enumerate(ix.context.blocks)])
+        con.executemany("INSERT INTO kv VALUES (?,?)", [
+            ("info", json.dumps(ix.info, default=str)), ("timings", json.dumps(ix.timings)),
+            ("ledger", json.dumps(ix.ledger.to_dict()))])
+        con.commit()
+    finally:
+        con.close()
+
+
+def _counts(ix) -> dict:
+    from .core import ITEM_KINDS
+    from .graph import EDGE_KINDS, NODE_KINDS
+    return {"docs": len(ix.docs), "chunks": ix.n_chunks, "items": ix.n_items,
+            "items_by_kind": {k: int((ix.item_kinds == i).sum()) for i, k in enumerate(ITEM_KINDS)},
+            "attributes": ix.context.n_attributes, "nodes": int(ix.graph.n_nodes),
+            "nodes_by_kind": {k: int((ix.graph.kind == i).sum()) for i, k in enumerate(NODE_KINDS)},
+            "edges": int(len(ix.graph.edge_src)),
+            "edges_by_kind": {k: int((ix.graph.edge_kind == i).sum()) for i, k in enumerate(EDGE_KINDS)}}
+
+
+def write_snapshot(ix, d: Path) -> dict:
+    """All files of one snapshot into the (empty) directory d; returns the manifest."""
+    from safetensors.numpy import save_file
+
+    from .. import __version__
+    save_file(_arrays(ix), str(d / ARRAYS))
+    _write_sqlite(ix, d / META)
+    (d / "bm25").mkdir()
+    ix.bm25.save(str(d / "bm25"), allow_pickle=False)
+    files = {}
+    for p in sorted(d.rglob("*")):
+        if p.is_file():
+            _fsync_file(p)
+            files[p.relative_to(d).as_posix()] = {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    emb = ix.embedder
+    manifest = {
+        "format": FORMAT, "format_version": FORMAT_VERSION, "library_version": __version__,
+        "created_unix": time.time(), "config": ix.config.to_dict(),
+        "embedding": {"model": ix.config.embedding_model, "dim": ix.dim,
+                      "query_prefix": getattr(emb, "query_prefix", None),
+                      "passage_prefix": getattr(emb, "passage_prefix", None)},
+        "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
+        "files": files,
+    }
+    (d / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    _fsync_file(d / MANIFEST)
+    _fsync_dir(d)
+    return manifest
+
+
+def save(ix, path) -> Path:
+    """Write ``ix`` to the index directory ``path`` atomically (see module docstring)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    root = Path(path)
+    if root.exists() and not root.is_dir():
+        raise ValueError(f"path {str(root)!r} exists and is not a directory")
+    if root.is_dir() and any(root.iterdir()) and not (root / CURRENT).exists():
+        raise ValueError(f"path {str(root)!r} is a non-empty directory that is not a contextrag index; "
+                         "refusing to write into it")
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = root / f".tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write_snapshot(ix, tmp)
+        snap = root / f"snap-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
+        os.rename(tmp, snap)
+        _fsync_dir(root)
+        ptr = root / f".CURRENT-{uuid.uuid4().hex[:8]}"
+        ptr.write_text(snap.name + "\n")
+        _fsync_file(ptr)
+        os.replace(ptr, root / CURRENT)       # the commit point
+        _fsync_dir(root)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    for p in root.iterdir():                  # old snapshots and leftovers of killed saves
+        if p.name != snap.name and p.name != CURRENT and (p.name.startswith((".tmp-", ".CURRENT-"))
+                                                         or _SNAP_RE.match(p.name)):
+            shutil.rmtree(p, ignore_errors=True) if p.is_dir() else p.unlink(missing_ok=True)
+    return snap
+
+
+# ---- load ----------------------------------------------------------------------------------
+
+def snapshot_dir(path) -> Path:
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    root = Path(path)
+    if not root.exists():
+        raise FileNotFoundError(f"no index at {str(root)!r}")
+    if not root.is_dir():
+        raise IndexFormatError(f"{str(root)!r} is not a directory, so not a contextrag index")
+    if (root / CURRENT).is_file():
+        name = (root / CURRENT).read_text(errors="replace").strip()
+        if not _SNAP_RE.match(name) or not (root / name).is_dir():
+            raise IndexFormatError(f"{str(root)!r}: CURRENT names {name!r}, which is not a snapshot directory "
+                                   "here (corrupt index)")
+        return root / name
+    if (root / MANIFEST).is_file():
+        return root
+    raise IndexFormatError(f"{str(root)!r} is not a contextrag index (no CURRENT or {MANIFEST})")
+
+
+def read_manifest(snap: Path) -> dict:
+    try:
+        m = json.loads((snap / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise IndexFormatError(f"{str(snap)!r}: {MANIFEST} is missing") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise IndexFormatError(f"{str(snap / MANIFEST)!r} is corrupt (not valid JSON: {e})") from None
+    if not isinstance(m, dict) or m.get("format") != FORMAT:
+        raise IndexFormatError(f"{str(snap / MANIFEST)!r} is not a contextrag index manifest "
+                               f"(format {m.get('format') if isinstance(m, dict) else None!r})")
+    v = m.get("format_version")
+    if not isinstance(v, int) or v < 1:
+        raise IndexFormatError(f"{str(snap / MANIFEST)!r}: invalid format_version {v!r}")
+    if v > FORMAT_VERSION:
+        raise IndexFormatError(f"index format version {v} was written by a newer contextrag "
+                               f"({m.get('library_version')}); this one reads up to {FORMAT_VERSION}")
+    for key in ("config", "files", "embedding", "counts"):
+        if key not in m:
+            raise IndexFormatError(f"{str(snap / MANIFEST)!r} lacks {key!r} (corrupt manifest)")
+    return m
+
+
+def verify(snap: Path, manifest: dict) -> None:
+    files = manifest["files"]
+    for req in (ARRAYS, META):
+        if req not in files:
+            raise IndexFormatError(f"manifest lists no {req} (corrupt manifest)")
+    for rel, meta in files.items():
+        p = snap / rel
+        if not p.is_file():
+            raise IndexFormatError(f"index file {rel} is missing from {str(snap)!r}")
+        size = p.stat().st_size
+        if size != meta.get("bytes"):
+            raise IndexFormatError(f"index file {rel} has {size} bytes, manifest says {meta.get('bytes')} "
+                                   "(truncated or modified)")
+        if _sha256(p) != meta.get("sha256"):
+            raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
+
+
+def load(path, *, embedder=None):
+    """Load the index at ``path`` (verifying format, version and checksums)."""
+    import bm25s
+    from safetensors.numpy import load_file
+
+    from ..config import Config
+    from ..llm.ledger import CostLedger
+    from .context import FamilyBlock, FuzzyContext
+    from .core import Index
+    from .embedding import Embedder
+    from .graph import ConceptGraph
+
+    snap = snapshot_dir(path)
+    m = read_manifest(snap)
+    verify(snap, m)
+    try:
+        config = Config.from_dict(_config_dict(m["config"]))
+    except (TypeError, ValueError) as e:
+        raise IndexFormatError(f"manifest config is invalid: {e}") from None
+    try:
+        a = load_file(str(snap / ARRAYS))
+    except Exception as e:  # safetensors raises its own error types
+        raise IndexFormatError(f"{ARRAYS} cannot be read: {e}") from None
+    con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
+    try:
+        docs = {d: {"title": t, "metadata": json.loads(md)}
+                for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
+        rows = con.execute("SELECT chunk_id, doc_id, title, text FROM chunks ORDER BY idx").fetchall()
+        vitems = con.execute("SELECT item_id, text FROM items ORDER BY idx").fetchall()
+        fams = con.execute("SELECT idx, name, weight, attr_names, info, state_keys FROM families ORDER BY idx").fetchall()
+        kv = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM kv")}
+    except sqlite3.DatabaseError as e:
+        raise IndexFormatError(f"{META} cannot be read: {e}") from None
+    finally:
+        con.close()
+    blocks = []
+    for i, name, w, names, info, keys in fams:
+        keys = json.loads(keys)
+        M = _get_csr(a, f"ctx.{i}.csr", boolean=False) if keys["sparse"] else a[f"ctx.{i}.dense"]
+        blocks.append(FamilyBlock(name, float(w), M, _get_csr(a, f"ctx.{i}.members", boolean=True),
+                                  json.loads(names), a[f"ctx.{i}.groups"],
+                                  {k: a[f"ctx.{i}.state.{k}"] for k in keys["state"]},
+                                  {k: a[f"ctx.{i}.rows.{k}"] for k in keys["rows"]}, json.loads(info)))
+    g = ConceptGraph(a["node_kind"], a["node_parents"], a["node_attr"], a["node_intent"],
+                     _get_csr(a, "node_members", boolean=True), a["node_score"],
+                     a["edge_src"], a["edge_dst"], a["edge_kind"], a["edge_weight"])
+    emb = embedder if embedder is not None else Embedder.from_config(config)
+    ix = Index(config=config, docs=docs, chunk_ids=[r[0] for r in rows], chunk_doc_ids=[r[1] for r in rows],
+               chunk_titles=[r[2] or "" for r in rows], chunk_texts=[r[3] for r in rows],
+               chunk_positions=a["chunk_positions"], chunk_spans=a["chunk_spans"],
+               chunk_fitted=a["chunk_fitted"].astype(bool), context=FuzzyContext(blocks), graph=g,
+               attr_centroids=a["attr_centroids"], item_ids=[r[0] for r in rows] + [v[0] for v in vitems],
+               item_kinds=a["item_kinds"], item_texts=[r[3] for r in rows] + [v[1] for v in vitems],
+               item_node=a["item_node"], item_members=_get_csr(a, "item_members", boolean=True),
+               item_sources=_get_csr(a, "item_sources", boolean=True), embeddings=a["embeddings"],
+               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False), embedder=emb,
+               ledger=CostLedger({k: v for k, v in kv.get("ledger", {}).items() if k != "total"}),
+               timings=kv.get("timings", {}), info=kv.get("info", {}))
+    if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):
+        raise IndexFormatError("index tables disagree in length (corrupt index)")
+    ix.info["path"] = str(snap)
+    return ix
+
+
+def _config_dict(d: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
