@@ -1,0 +1,87 @@
+"""Shard layout and the row-exact distance pass (no Ray here: importable and testable anywhere).
+
+Why row-exactness needs care: the single-process Lloyd loop (ops/kmeans.py) computes distances in
+row blocks of ``ROW_BLOCK`` with one GEMM per block. A BLAS GEMM gives every row the same bits
+whatever the block's height *as long as the block is not tiny*: measured on MKL, blocks of 1, 2, 3,
+5 or 7 rows take a different (gemv-like) kernel and round differently, blocks of 8+ rows agree
+bitwise with any larger block. So a shard computes each run of its rows that falls into one of the
+single-process blocks (the *global* block grid) as one GEMM, padding runs shorter than
+``MIN_GEMM_ROWS`` with zero rows, unless the run is the whole global block (then the single process
+used the same small height). Shard boundaries never split a global block shorter than
+``MIN_GEMM_ROWS`` (only the last block of the grid can be that short).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+import torch
+
+from ..ops.kmeans import ROW_BLOCK
+
+MIN_GEMM_ROWS = 16
+
+
+def shard_bounds(n: int, n_shards: int, *, block: int = ROW_BLOCK) -> list[tuple[int, int]]:
+    """Split rows [0, n) into ``n_shards`` contiguous, near-equal [start, stop) ranges.
+
+    Never cuts the last global block when it is shorter than MIN_GEMM_ROWS (see module doc).
+    Shards may be empty when n < n_shards.
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n must be an int >= 0, got {n!r}")
+    if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
+        raise ValueError(f"n_shards must be an int >= 1, got {n_shards!r}")
+    n, n_shards = int(n), int(n_shards)
+    cuts = [round(i * n / n_shards) for i in range(n_shards + 1)]
+    tail = n % block
+    if n > block and 0 < tail < MIN_GEMM_ROWS:
+        last_start = n - tail
+        cuts = [c if c <= last_start or c == n else last_start for c in cuts]
+    return [(cuts[i], cuts[i + 1]) for i in range(n_shards)]
+
+
+def global_segments(offset: int, n_local: int, n_total: int, block: int = ROW_BLOCK):
+    """Yield (a, b, global_block_rows): local row runs [a, b) that each lie inside one global block."""
+    a = 0
+    while a < n_local:
+        g = (offset + a) // block
+        g_end = min((g + 1) * block, n_total)
+        b = min(n_local, g_end - offset)
+        yield a, b, g_end - g * block
+        a = b
+
+
+def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, block: int = ROW_BLOCK):
+    """Run a row-wise blocked op ``fn(X_rows, *args) -> tensor or tuple of tensors`` over a shard.
+
+    ``X`` holds global rows [offset, offset + len(X)) of an ``n_total``-row matrix; each run of rows
+    inside one global block goes to ``fn`` as one call, so every row sees the same GEMM as in the
+    single-process loop. Returns the outputs concatenated along rows.
+    """
+    n = X.shape[0]
+    if n == 0:
+        out = fn(X, *args)
+        return out
+    parts = []
+    for a, b, g_rows in global_segments(offset, n, n_total, block):
+        xs = X[a:b]
+        m = b - a
+        if m < MIN_GEMM_ROWS and m != g_rows:
+            pad = torch.zeros((MIN_GEMM_ROWS - m, X.shape[1]), dtype=X.dtype, device=X.device)
+            out = fn(torch.cat([xs, pad]), *args)
+            out = tuple(o[:m] for o in out) if isinstance(out, tuple) else out[:m]
+        else:
+            out = fn(xs, *args)
+        parts.append(out)
+    if isinstance(parts[0], tuple):
+        return tuple(torch.cat([p[i] for p in parts]) for i in range(len(parts[0])))
+    return torch.cat(parts)
+
+
+def train_subsample(n: int, k: int, cap: int | None, seed: int) -> np.ndarray | None:
+    """The sorted training rows ops.kmeans_fit draws for ``max_points_per_centroid`` (None: all rows)."""
+    if cap is None or n <= k * cap:
+        return None
+    rng = np.random.default_rng(seed + 1)
+    return np.sort(rng.choice(n, size=k * cap, replace=False))
