@@ -1,9 +1,96 @@
-// CUDA op registrations: functions take device pointers (ints), shapes and a cudaStream_t handle,
-// so the extension is not built against torch. Filled in per op family.
+// CUDA op registrations: functions take device pointers (ints), shapes, dtype codes and a
+// cudaStream_t handle (an int), so the extension is not built against torch. From torch:
+// t.data_ptr() and torch.cuda.current_stream().cuda_stream; from CuPy:
+// a.__cuda_array_interface__["data"][0] and cupy.cuda.get_current_stream().ptr.
+// Errors (bad arguments, launch failures) raise RuntimeError with the CUDA message.
 #include <pybind11/pybind11.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "launch.h"
 
 namespace py = pybind11;
 
 namespace contextrag {
-void register_cuda(py::module_& m) { (void)m; }
+namespace {
+void ok(const std::string& err) {
+  if (!err.empty()) throw std::runtime_error(err);
+}
+}  // namespace
+
+void register_cuda(py::module_& m) {
+  namespace cu = contextrag::cuda;
+  m.attr("DTYPE_CODES") = py::dict(py::arg("float32") = 0, py::arg("float64") = 1, py::arg("float16") = 2,
+                                   py::arg("bfloat16") = 3);
+  m.def(
+      "semiring",
+      [](int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
+         int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::semiring(op, dtype, a, b, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, stream);
+        }
+        ok(err);
+      },
+      py::arg("op"), py::arg("dtype"), py::arg("a"), py::arg("b"), py::arg("out"), py::arg("M"), py::arg("N"),
+      py::arg("K"), py::arg("s_am"), py::arg("s_ak"), py::arg("s_bk"), py::arg("s_bn"), py::arg("split"),
+      py::arg("ws"), py::arg("stream"),
+      "out (M,N) row-major = semiring product of A (M,K) and B (K,N) given by element strides. op: 0 min-plus "
+      "min(1, 1+min_k(B-A)), 1 max-plus max(0, max_k(A+B)-1), 2 min-sum sum_k min(A,B). dtype 0 float32, 1 float64. "
+      "split > 1 splits the reduction and needs a workspace ws of split*M*N elements.");
+  m.def("semiring_default_split", &cu::semiring_default_split, py::arg("M"), py::arg("N"), py::arg("K"),
+        py::arg("sms"), "Reduction splits that fill `sms` multiprocessors for an (M,K)x(K,N) product.");
+  m.def(
+      "kmeans_assign",
+      [](int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t labels, uintptr_t d2, int64_t n, int64_t k,
+         int64_t d, uintptr_t blk_prob, uintptr_t blk_row0, uintptr_t prob_row1, uintptr_t prob_coff,
+         uintptr_t prob_k, int64_t n_blocks, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::kmeans_assign(dtype, x, c, cn, labels, d2, n, k, d, blk_prob, blk_row0, prob_row1, prob_coff,
+                                  prob_k, n_blocks, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("x"), py::arg("c"), py::arg("cn"), py::arg("labels"), py::arg("d2"), py::arg("n"),
+      py::arg("k"), py::arg("d"), py::arg("blk_prob"), py::arg("blk_row0"), py::arg("prob_row1"),
+      py::arg("prob_coff"), py::arg("prob_k"), py::arg("n_blocks"), py::arg("stream"),
+      "Nearest centroid per row of row-major X (n,d) in dtype; C (k,d) in X's dtype, cn = |c|^2 (float32, "
+      "float64 for float64 X); writes labels int64 (n,) and squared distances (n,). With a block table "
+      "(blk_prob != 0) runs many problems in one launch; labels are problem-local.");
+  m.def("assign_rows_per_block", &cu::assign_rows_per_block, "Rows per block of kmeans_assign (block-table granularity)");
+  m.def(
+      "kmeans_update",
+      [](int dtype, uintptr_t x, uintptr_t labels, uintptr_t sums, uintptr_t counts, int64_t n, int64_t k,
+         int64_t d, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::kmeans_update(dtype, x, labels, sums, counts, n, k, d, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("x"), py::arg("labels"), py::arg("sums"), py::arg("counts"), py::arg("n"),
+      py::arg("k"), py::arg("d"), py::arg("stream"),
+      "Adds per-cluster sums into zeroed sums (k,d) (float32; float64 for float64 X) and counts into zeroed int64 (k,).");
+  m.def(
+      "fcm_memberships",
+      [](int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int64_t n, int64_t n_centres, int64_t d,
+         double p, double snap, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::fcm_memberships(dtype, x, c, cn, u, n, n_centres, d, p, snap, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("x"), py::arg("c"), py::arg("cn"), py::arg("u"), py::arg("n"), py::arg("n_centres"),
+      py::arg("d"), py::arg("p"), py::arg("snap"), py::arg("stream"),
+      "FCM memberships u (n,c) (float32; float64 for float64 X), p = 1/(m-1); distances below snap*(|x|^2+|c|^2) "
+      "count as zero (one-hot row).");
+  m.def("fcm_max_centres", &cu::fcm_max_centres, py::arg("dtype"), "Largest c fcm_memberships handles for a dtype code");
+}
 }  // namespace contextrag

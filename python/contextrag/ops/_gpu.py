@@ -208,7 +208,7 @@ def _cuda_update(X, labels, k):
 @register("fcm_memberships", "cuda")
 def _cuda_fcm(X, C, m, k):
     cu = _cu()
-    if C.shape[0] > cu.fcm_max_centres():
+    if C.shape[0] > cu.fcm_max_centres(DTYPE_CODE[X.dtype]):
         from .fcm import _torch_memberships
         return _torch_memberships(X, C, m, k)
     X = X.contiguous()

@@ -1,0 +1,36 @@
+// Host-side launchers of the CUDA kernels. Plain C++ types only (no CUDA or torch headers), so the
+// pybind11 bindings compile with the host compiler. Pointers are device addresses passed as
+// integers; `stream` is a cudaStream_t as an integer (0 = legacy default stream). Each launcher
+// returns an empty string on success, or the CUDA error / argument error as a message.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace contextrag {
+namespace cuda {
+
+// dtype codes shared with python/contextrag/ops/_gpu.py
+enum DType : int { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
+// semiring codes: 0 min-plus (Łukasiewicz up/down), 1 max-plus (routing), 2 min-sum (meet cardinality)
+
+std::string semiring(int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K,
+                     int64_t s_am, int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws,
+                     uintptr_t stream);
+int semiring_default_split(int64_t M, int64_t N, int64_t K, int sms);
+
+std::string kmeans_assign(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t labels, uintptr_t d2,
+                          int64_t n, int64_t k, int64_t d, uintptr_t blk_prob, uintptr_t blk_row0,
+                          uintptr_t prob_row1, uintptr_t prob_coff, uintptr_t prob_k, int64_t n_blocks,
+                          uintptr_t stream);
+int assign_rows_per_block();
+
+std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t sums, uintptr_t counts,
+                          int64_t n, int64_t k, int64_t d, uintptr_t stream);
+
+std::string fcm_memberships(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int64_t n,
+                            int64_t n_centres, int64_t d, double p, double snap, uintptr_t stream);
+int fcm_max_centres(int dtype);
+
+
+}  // namespace cuda
+}  // namespace contextrag
