@@ -65,7 +65,12 @@ def machine() -> dict:
     except OSError:
         pass
     try:
+        out["load_average_1m"] = round(os.getloadavg()[0], 2)   # a shared machine skews latency: say how busy
+    except OSError:
+        pass
+    try:
         import torch
+        out["torch_threads"] = torch.get_num_threads()
         out["cuda"] = torch.cuda.is_available()
         if out["cuda"]:
             out["gpu"] = torch.cuda.get_device_name(0)

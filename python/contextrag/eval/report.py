@@ -94,7 +94,7 @@ def render_markdown(res: dict) -> str:
          f"Embedder: {res['config'].get('embedding_model')}. Created {res['created']}.", ""]
     if ds.get("types"):
         L += ["Question types: " + ", ".join(f"{k} {v}" for k, v in ds["types"].items()), ""]
-    if res["backend"] != "contextrag":
+    if res["backend"] == "flat-fallback":
         L += ["**contextrag.rag was not importable: only the flat baselines ran, on the fallback retriever.**", ""]
     L += ["## Retrieval", "",
           "recall@k: gold passages among the first k distinct documents of the chunk hits (virtual items skipped); "
@@ -195,7 +195,8 @@ def render_markdown(res: dict) -> str:
     ver, mac = res["versions"], res["machine"]
     L += ["## Environment", "",
           f"Machine: {mac.get('cpu_model', mac.get('processor'))}, {mac.get('cpus')} CPUs, "
-          f"{mac.get('memory_gb', '?')} GB, CUDA: {mac.get('cuda')}. "
+          f"{mac.get('memory_gb', '?')} GB, CUDA: {mac.get('cuda')}, load average at the end "
+          f"{mac.get('load_average_1m', '?')} (latencies are wall time on this machine as shared). "
           + ", ".join(f"{k} {v}" for k, v in ver.items()) + ".",
           "", f"Run: {res['run'].get('new_rows')} new rows, {res['run'].get('resumed_rows')} resumed, "
           f"{res['run'].get('seconds')} s.", ""]

@@ -215,8 +215,8 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
 
     try:   # warm-up (model load, caches) outside the timed queries; also checks the overrides
         retrieve(todo[0].text)
-    except TypeError as e:
-        raise TypeError(f"system {system.name}: rag.retrieve rejected overrides {sorted(ov)}: {e}") from e
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"system {system.name}: rag.retrieve rejected overrides {sorted(ov)}: {e}") from e
     answer_kw = {}
     if llm is not None:
         params = inspect.signature(rag.answer).parameters
@@ -273,14 +273,21 @@ def load_rows(path: Path) -> list[dict]:
 
 def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, corpus=None,
         limit: int | None = None, llm=None, config=None, systems=None, cache_dir=None, seed: int = ds.DEFAULT_SEED,
-        retrieve_k: int = RETRIEVE_K, rebuild: bool = False, progress: bool = True, plots: bool = True) -> dict:
+        retrieve_k: int = RETRIEVE_K, rebuild: bool = False, progress: bool = True, plots: bool = True,
+        backend=None) -> dict:
     """Evaluate ``systems`` on a QA set; write ``out/report.md``, ``out/results.json``, the per-question
-    ``out/questions.jsonl`` and plots; return the results dict. ``data`` is a path or a loaded QASet."""
+    ``out/questions.jsonl`` and plots; return the results dict. ``data`` is a path or a loaded QASet.
+    ``backend``: a class with ContextRAG's ``build(docs, path, config=)``/``load(path)``/``retrieve``/
+    ``stats`` (default: ContextRAG itself), to evaluate another retriever with the same harness."""
     if out is None or not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a directory path, got {out!r}")
     if isinstance(retrieve_k, bool) or not isinstance(retrieve_k, int) or retrieve_k < max(M.K_VALUES):
         raise ValueError(f"retrieve_k must be an int >= {max(M.K_VALUES)}, got {retrieve_k!r}")
     t0 = time.perf_counter()
+    try:
+        load_start = round(os.getloadavg()[0], 2)
+    except OSError:  # pragma: no cover
+        load_start = None
     qa = data if isinstance(data, ds.QASet) else ds.load(data, format, corpus=corpus, limit=limit, seed=seed)
     if isinstance(data, ds.QASet) and limit:
         raise ValueError("limit: pass it to datasets.load when data is already a QASet")
@@ -289,8 +296,13 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
     syss = make_systems(cfg, systems)
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
-    backend, backend_name = _backend()
-    if backend_name != "contextrag":
+    if backend is not None:
+        if not (hasattr(backend, "build") and hasattr(backend, "load")):
+            raise TypeError("backend must be a class with build(docs, path, config=) and load(path)")
+        backend_name = getattr(backend, "__name__", type(backend).__name__)
+    else:
+        backend, backend_name = _backend()
+    if backend_name == "flat-fallback":
         syss = [s for s in syss if s.flat]
     cache = IndexCache(cache_dir or default_cache_dir(), backend, backend_name, client, rebuild, progress)
 
@@ -319,7 +331,7 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
     from .report import build_results, write_report
     rows = [r for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")]
     results = build_results(qa, syss, rows, cache.info, client, cfg, backend_name,
-                            {"resumed_rows": resumed, "new_rows": new, "retrieve_k": retrieve_k,
+                            {"resumed_rows": resumed, "new_rows": new, "retrieve_k": retrieve_k, "load_average_start": load_start,
                              "seconds": round(time.perf_counter() - t0, 2), "out": str(outdir)})
     write_report(results, outdir, plots=plots)
     return results

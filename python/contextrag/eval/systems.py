@@ -40,7 +40,13 @@ FLAT_SYSTEMS = ("bm25", "dense", "hybrid", "hybrid_renorm")
 
 
 def query_fields() -> set[str]:
-    """Query-only Config fields: the Config's own declaration when it has one, else the known list."""
+    """Query-only Config fields: what ``contextrag.query`` accepts as overrides (its QUERY_FIELDS), or the
+    Config's own declaration, else the known list."""
+    try:
+        from contextrag.query import QUERY_FIELDS
+        return set(QUERY_FIELDS)
+    except ImportError:
+        pass
     for attr in ("QUERY_FIELDS", "query_fields"):
         v = getattr(Config, attr, None)
         if callable(v):
@@ -100,7 +106,8 @@ def _graph_off(c: Config) -> dict:
             out[f.name] = 1.0
         elif isinstance(v, bool) and v and any(s in f.name for s in ("graph", "spread", "expand", "use_", "hop")):
             out[f.name] = False
-    return out
+    q = query_fields()
+    return {k: v for k, v in out.items() if k in q}
 
 
 def make_systems(config: Config | None = None, names=None) -> list[System]:

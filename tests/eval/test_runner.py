@@ -1,0 +1,194 @@
+"""Runner: one index for all systems, report files, resume after an interruption, CLI.
+
+These use a small lexical backend defined here (real retrieval by word overlap on real HotpotQA
+text, with one virtual 'summary' item per query) so the runner's logic is tested in seconds; the
+end-to-end test with ContextRAG is in test_end_to_end.py.
+"""
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from contextrag.eval import datasets as D
+from contextrag.eval import runner as R
+from contextrag.eval.systems import FLAT_SYSTEMS, make_systems
+
+
+@dataclass
+class _Hit:
+    id: str
+    doc_id: str
+    kind: str
+    text: str
+    score: float
+    parts: dict = field(default_factory=dict)
+
+
+def _words(s):
+    return set(re.findall(r"[a-z0-9]+", s.lower())) - {"the", "a", "of", "in", "is", "was", "what", "which", "who"}
+
+
+class OverlapRAG:
+    builds = 0
+    calls = 0
+    fail_after = None           # raise KeyboardInterrupt after this many retrieve calls
+
+    def __init__(self, docs, config):
+        from contextrag.config import Config
+        self.docs, self.config = docs, Config.from_dict(config)
+        self.words = [_words(d["title"] + " " + d["text"]) for d in docs]
+
+    @classmethod
+    def build(cls, docs, path, config=None):
+        cls.builds += 1
+        Path(path).mkdir(parents=True)
+        (Path(path) / "ix.json").write_text(json.dumps({"docs": docs, "config": config.to_dict()}))
+        return cls.load(path)
+
+    @classmethod
+    def load(cls, path):
+        d = json.loads((Path(path) / "ix.json").read_text())
+        return cls(d["docs"], d["config"])
+
+    def retrieve(self, question, k=12, doc_ids=None, **overrides):
+        from contextrag.query import QUERY_FIELDS
+        assert set(overrides) <= set(QUERY_FIELDS), overrides
+        cls = type(self)
+        cls.calls += 1
+        if cls.fail_after is not None and cls.calls > cls.fail_after:
+            raise KeyboardInterrupt
+        q = _words(question)
+        w_cos = overrides.get("w_cos", self.config.w_cos)
+        scores = [len(q & w) / (1 + (0.0 if w_cos else 0.1) * len(w)) for w in self.words]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:k - 1]
+        hits = [_Hit("summary:0", None, "summary", "a cluster summary", 9.0, {"boost": 1.2})]
+        hits += [_Hit(self.docs[i]["id"], self.docs[i]["id"], "chunk", self.docs[i]["text"], scores[i],
+                      {"bm25": scores[i]}) for i in order]
+        return hits
+
+    def stats(self):
+        return {"docs": len(self.docs), "chunks": len(self.docs),
+                "occupancy": [{"level": 0, "clusters": 4, "occupancy": 0.75}],
+                "llm_cost": {"total": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}}}
+
+
+@pytest.fixture
+def fresh_backend():
+    OverlapRAG.builds = OverlapRAG.calls = 0
+    OverlapRAG.fail_after = None
+    yield OverlapRAG
+    OverlapRAG.fail_after = None
+
+
+def _run(data, out, cache, backend, limit=8, **kw):
+    return R.run(data / "hotpotqa_500.json", format="hotpotqa", out=out, limit=limit, cache_dir=cache,
+                 backend=backend, progress=False, **kw)
+
+
+def test_run_writes_report_and_shares_one_index(tmp_path, data, fresh_backend):
+    res = _run(data, tmp_path / "out", tmp_path / "cache", fresh_backend)
+    assert fresh_backend.builds == 1                       # one index for every system
+    out = tmp_path / "out"
+    for f in ("report.md", "results.json", "questions.jsonl", "recall_at_k.png", "cost.png"):
+        assert (out / f).stat().st_size > 0, f
+    assert (out / "recall_at_k.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    on_disk = json.loads((out / "results.json").read_text())
+    assert on_disk["systems"].keys() == res["systems"].keys()
+    names = set(on_disk["systems"])
+    assert {"bm25", "dense", "hybrid", "hybrid_renorm", "contextrag", "contextrag_no_summaries"} <= names
+    for name, m in on_disk["systems"].items():
+        for key in ("recall@2", "recall@5", "recall@10", "latency_p50_ms", "latency_p95_ms"):
+            assert isinstance(m[key], (int, float)), (name, key)
+        assert 0 <= m["recall@2"] <= m["recall@5"] <= m["recall@10"] <= 100
+        assert m["n"] == 8
+    # virtual items: dropped by the flat systems and by no_summaries, kept (and activated) by contextrag
+    assert on_disk["systems"]["contextrag"]["virtual_top5_share"] == 100.0
+    assert on_disk["systems"]["hybrid"]["virtual_top5_share"] == 0.0
+    assert on_disk["systems"]["contextrag_no_summaries"]["virtual_top5_share"] == 0.0
+    # strict recall charges the summary a slot; plain recall skips it
+    c = on_disk["systems"]["contextrag"]
+    assert c["strict_recall@2"] <= c["recall@2"]
+    assert on_disk["diagnostics"]["contextrag"]["activation"]["activated_share"] == 100.0
+    assert on_disk["occupancy"] and list(on_disk["occupancy"].values())[0][0]["occupancy"] == 0.75
+    assert on_disk["dataset"]["questions"] == 8 and on_disk["machine"]["cpus"] >= 1
+    md = (out / "report.md").read_text()
+    assert "| hybrid |" in md and "Activation analysis" in md and "Table 4" in md
+    rows = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
+    assert len(rows) == 8 * len(names)
+    # per-question recall agrees with the documents recorded for it
+    for r in rows:
+        got = len(set(r["gold"]) & set(r["ranked"][:5])) / len(r["gold"])
+        assert r["recall@5"] == pytest.approx(got)
+
+
+def test_resume_skips_done_questions(tmp_path, data, fresh_backend):
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    systems = ["bm25", "contextrag"]
+    fresh_backend.fail_after = 1 + 8 + 1 + 3     # warm-up + 8 bm25 questions, warm-up + 3 contextrag ones
+    with pytest.raises(KeyboardInterrupt):
+        _run(data, out, cache, fresh_backend, systems=systems)
+    rows = (out / "questions.jsonl").read_text().splitlines()
+    assert len(rows) == 8 + 3
+    fresh_backend.fail_after = None
+    fresh_backend.calls = 0
+    res = _run(data, out, cache, fresh_backend, systems=systems)
+    assert fresh_backend.builds == 1                        # the cached index was reused
+    assert fresh_backend.calls == 1 + 5                      # warm-up + the 5 missing questions only
+    assert res["run"]["resumed_rows"] == 11 and res["run"]["new_rows"] == 5
+    rows = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
+    assert sorted((r["system"], r["qid"]) for r in rows) == sorted({(r["system"], r["qid"]) for r in rows})
+    assert res["systems"]["contextrag"]["n"] == 8
+    # a third run has nothing left to do
+    fresh_backend.calls = 0
+    _run(data, out, cache, fresh_backend, systems=systems)
+    assert fresh_backend.calls == 0
+
+
+def test_changed_config_does_not_reuse_rows(tmp_path, data, fresh_backend):
+    from contextrag.config import Config
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    _run(data, out, cache, fresh_backend, systems=["contextrag"], limit=4)
+    fresh_backend.calls = 0
+    res = _run(data, out, cache, fresh_backend, systems=["contextrag"], limit=4, config=Config(w_fuzzy=0.1))
+    assert fresh_backend.calls == 1 + 4 and res["run"]["resumed_rows"] == 0
+    assert fresh_backend.builds == 1                         # a query-only change keeps the index
+    _run(data, out, cache, fresh_backend, systems=["contextrag"], limit=4, config=Config(n_join=5))
+    assert fresh_backend.builds == 2                         # an index-time change rebuilds it
+
+
+def test_flat_systems_switch_the_graph_off():
+    from contextrag.config import Config
+    for s in make_systems(Config()):
+        if s.name in FLAT_SYSTEMS:
+            assert s.overrides.get("w_fuzzy") == 0.0 and s.overrides.get("boost_bridge") == 1.0
+            assert {"summary", "meet"} <= set(s.drop_kinds)
+    w = {s.name: (s.overrides["w_bm25"], s.overrides["w_cos"]) for s in make_systems(Config()) if s.flat}
+    assert w == {"bm25": (1.0, 0.0), "dense": (0.0, 1.0), "hybrid": (0.3, 0.5), "hybrid_renorm": (0.375, 0.625)}
+    with pytest.raises(ValueError, match="systems"):
+        make_systems(Config(), ["bm25", "colbert"])
+    with pytest.raises(TypeError, match="config"):
+        make_systems({"w_bm25": 1})
+
+
+def test_run_rejects_bad_arguments(tmp_path, data, fresh_backend):
+    with pytest.raises(ValueError, match="format"):
+        R.run(data / "hotpotqa_500.json", format="nq", out=tmp_path, backend=fresh_backend)
+    with pytest.raises(TypeError, match="config"):
+        _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, config=42)
+    with pytest.raises(TypeError, match="llm"):
+        _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, llm=3.5)
+    with pytest.raises(ValueError, match="retrieve_k"):
+        _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, retrieve_k=5)
+
+
+def test_cli_parses_and_reports_errors(tmp_path, data, capsys):
+    from contextrag.cli import main
+    with pytest.raises(SystemExit):
+        main(["eval", str(data / "hotpotqa_500.json"), "--format", "squad", "--out", str(tmp_path)])
+    rc = main(["eval", str(tmp_path / "missing.json"), "--format", "hotpotqa", "--out", str(tmp_path / "o")])
+    assert rc == 2 and "missing.json" in capsys.readouterr().err
+    rc = main(["eval", str(data / "hotpotqa_500.json"), "--format", "hotpotqa", "--out", str(tmp_path / "o"),
+               "--limit", "0"])
+    assert rc == 2
