@@ -1,5 +1,11 @@
 // K-means helpers that torch's CPU ops do serially or with an extra pass.
 //
+// kmeans_epilogue / fcm_epilogue: the row-wise step after one distance GEMM tile
+// G = ‖c‖² − 2 x·c (b, k). torch's min(dim=1) over short rows is slow on the CPU and its tie order
+// is unspecified; here each row takes the first minimum, then the distance to that centre is
+// recomputed directly as Σ (x − c)² (exact up to one rounding per term, no cancellation), so
+// inertia is accurate and a point on a centre is recognised exactly (FCM's one-hot row).
+//
 // centroid_sums(X, labels, k): per-cluster sums (k, d) and counts (k,) in one parallel pass. Each
 // thread accumulates a private (k, d) block over a contiguous slice of rows, then the blocks are
 // added in thread order (deterministic for a fixed thread count). torch's index_add_ on the CPU
@@ -8,6 +14,7 @@
 #include <pybind11/pybind11.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -65,6 +72,123 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
   return py::make_tuple(sums, counts);
 }
 
+
+template <class T>
+static inline T exact_sq(const T* x, const T* c, ptrdiff_t d) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (ptrdiff_t j = 0; j < d; ++j) {
+    const T t = x[j] - c[j];
+    acc += t * t;
+  }
+  return acc;
+}
+
+template <class T>
+static inline ptrdiff_t row_argmin(const T* g, ptrdiff_t k) {
+  T m = g[0];
+#pragma omp simd reduction(min : m)
+  for (ptrdiff_t j = 0; j < k; ++j) m = g[j] < m ? g[j] : m;
+  ptrdiff_t j = 0;
+  while (g[j] != m) ++j;  // first index attaining the minimum
+  return j;
+}
+
+template <class T>
+static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_,
+                                  py::array_t<int64_t>& lab_, py::array& d2_) {
+  const ptrdiff_t b = G_.shape(0), k = G_.shape(1), d = X_.shape(1);
+  const T* Gm = static_cast<const T*>(G_.data());
+  const T* X = static_cast<const T*>(X_.data());
+  const T* C = static_cast<const T*>(C_.data());
+  int64_t* lab = lab_.mutable_data();
+  T* d2 = static_cast<T*>(d2_.mutable_data());
+  py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t i = 0; i < b; ++i) {
+    const ptrdiff_t j = row_argmin(Gm + i * k, k);
+    lab[i] = j;
+    d2[i] = exact_sq(X + i * d, C + j * d, d);
+  }
+}
+
+template <class T>
+static void fcm_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_, const py::array& xn_,
+                               double m, py::array& U_) {
+  const ptrdiff_t b = G_.shape(0), c = G_.shape(1), d = X_.shape(1);
+  const T* Gm = static_cast<const T*>(G_.data());
+  const T* X = static_cast<const T*>(X_.data());
+  const T* C = static_cast<const T*>(C_.data());
+  const T* xn = static_cast<const T*>(xn_.data());
+  T* U = static_cast<T*>(U_.mutable_data());
+  const T p = T(1.0 / (m - 1.0));
+  py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t i = 0; i < b; ++i) {
+    const T* g = Gm + i * c;
+    T* u = U + i * c;
+    const T* x = X + i * d;
+    // u holds the squared distances first: clamp the GEMM form at 0, exact for the nearest centre
+    // and for any other the cancellation drove to 0.
+    for (ptrdiff_t j = 0; j < c; ++j) { const T t = g[j] + xn[i]; u[j] = t > T(0) ? t : T(0); }
+    const ptrdiff_t js = row_argmin(g, c);
+    u[js] = exact_sq(x, C + js * d, d);
+    for (ptrdiff_t j = 0; j < c; ++j)
+      if (j != js && u[j] <= T(0)) u[j] = exact_sq(x, C + j * d, d);
+    const ptrdiff_t jm = row_argmin(u, c);
+    const T dmin = u[jm];
+    if (dmin <= T(0)) {  // the point sits on a centre: one-hot on the first such centre
+      for (ptrdiff_t j = 0; j < c; ++j) u[j] = T(0);
+      u[jm] = T(1);
+      continue;
+    }
+    T sum = T(0);
+    if (p == T(1)) {
+      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = dmin / u[j]; sum += u[j]; }
+    } else {
+      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = std::pow(dmin / u[j], p); sum += u[j]; }
+    }
+    const T inv = T(1) / sum;
+    for (ptrdiff_t j = 0; j < c; ++j) u[j] *= inv;
+  }
+}
+
+static void check2(const py::array& a, const char* name) {
+  if (a.ndim() != 2 || !(a.flags() & py::array::c_style))
+    throw std::invalid_argument(std::string(name) + " must be a C-contiguous 2-D array");
+}
+
+// kmeans_epilogue(G (b,k), X (b,d), C (k,d), labels_out (b,) int64, d2_out (b,)): in place.
+static void kmeans_epilogue(const py::array& G, const py::array& X, const py::array& C,
+                            py::array_t<int64_t> labels, py::array d2) {
+  check2(G, "G"); check2(X, "X"); check2(C, "C");
+  if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1)
+    throw std::invalid_argument("shapes must be G (b, k), X (b, d), C (k, d) with k >= 1");
+  if (labels.ndim() != 1 || labels.shape(0) != G.shape(0) || d2.ndim() != 1 || d2.shape(0) != G.shape(0) ||
+      !(d2.flags() & py::array::c_style) || !(labels.flags() & py::array::c_style))
+    throw std::invalid_argument("labels and d2 must be contiguous (b,) arrays");
+  if (!G.dtype().is(X.dtype()) || !G.dtype().is(C.dtype()) || !G.dtype().is(d2.dtype()))
+    throw py::type_error("G, X, C and d2 must share one dtype");
+  if (G.dtype().is(py::dtype::of<float>())) return kmeans_epilogue_typed<float>(G, X, C, labels, d2);
+  if (G.dtype().is(py::dtype::of<double>())) return kmeans_epilogue_typed<double>(G, X, C, labels, d2);
+  throw py::type_error("G must be float32 or float64");
+}
+
+// fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c)): memberships in place.
+static void fcm_epilogue(const py::array& G, const py::array& X, const py::array& C, const py::array& xn,
+                         double m, py::array U) {
+  check2(G, "G"); check2(X, "X"); check2(C, "C"); check2(U, "U");
+  if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1 ||
+      U.shape(0) != G.shape(0) || U.shape(1) != G.shape(1) || xn.ndim() != 1 || xn.shape(0) != G.shape(0))
+    throw std::invalid_argument("shapes must be G (b, c), X (b, d), C (c, d), xn (b,), U (b, c)");
+  if (!(m > 1.0)) throw std::invalid_argument("m must be > 1");
+  for (const py::array* a : {&X, &C, &xn, static_cast<const py::array*>(&U)})
+    if (!G.dtype().is(a->dtype())) throw py::type_error("G, X, C, xn and U must share one dtype");
+  if (G.dtype().is(py::dtype::of<float>())) return fcm_epilogue_typed<float>(G, X, C, xn, m, U);
+  if (G.dtype().is(py::dtype::of<double>())) return fcm_epilogue_typed<double>(G, X, C, xn, m, U);
+  throw py::type_error("G must be float32 or float64");
+}
+
 static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& labels, int64_t k) {
   if (X.ndim() != 2 || !(X.flags() & py::array::c_style))
     throw std::invalid_argument("X must be a C-contiguous 2-D array");
@@ -81,6 +205,10 @@ static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& l
 void register_kmeans(py::module_& m) {
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel.");
+  m.def("kmeans_epilogue", &kmeans_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("labels"),
+        py::arg("d2"), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
+  m.def("fcm_epilogue", &fcm_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn"), py::arg("m"),
+        py::arg("U"), "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖², written into U (one-hot on a centre).");
 }
 
 }  // namespace contextrag

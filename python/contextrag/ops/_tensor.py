@@ -60,6 +60,13 @@ def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool 
     return t, kind
 
 
+def check_half_on_gpu(t: torch.Tensor, name: str) -> None:
+    """float16/bfloat16 storage is a GPU feature; the CPU paths compute in float32/float64 only."""
+    if t.dtype in GPU_EXTRA_DTYPES and t.device.type != "cuda":
+        raise TypeError(f"{name} has dtype {str(t.dtype).replace('torch.', '')}, which is only accepted for "
+                        "CUDA tensors; use float32 or float64 on the CPU")
+
+
 def same_device(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
     if a.device != b.device:
         raise ValueError(f"{name_a} is on {a.device} but {name_b} is on {b.device}")

@@ -11,9 +11,10 @@ import numpy as np
 import torch
 
 from .. import ref
-from ._backend import select
+from ._backend import native, select
 from ._registry import IMPLS, register
-from ._tensor import as_tensor, check_positive_int, same_device
+from .kmeans import cpu_row_block
+from ._tensor import as_tensor, check_half_on_gpu, check_positive_int, same_device
 
 ROW_BLOCK = 8192
 
@@ -46,6 +47,8 @@ def fcm_memberships(X, C, m: float = 2.0, *, top_k: int | None = None, backend: 
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
+    check_half_on_gpu(tX, "X")
+    check_half_on_gpu(tC, "C")
     same_device("X", tX, "C", tC)
     if tX.shape[1] != tC.shape[1]:
         raise ValueError(f"X has {tX.shape[1]} columns but C has {tC.shape[1]}; both must be (·, d)")
@@ -86,8 +89,8 @@ def _ref_memberships(X, C, m, k):
     return torch.from_numpy(U).to(device=X.device, dtype=C.dtype)
 
 
-@register("fcm_memberships", "cpu")
 def _torch_memberships(X, C, m, k):
+    """Pure torch (any device): blocked distance GEMM and the torch epilogue."""
     n = X.shape[0]
     U = torch.empty((n, C.shape[0]), dtype=C.dtype, device=X.device)
     cn = (C * C).sum(dim=1)
@@ -99,6 +102,32 @@ def _torch_memberships(X, C, m, k):
     return U
 
 
+@register("fcm_memberships", "cpu")
+def _cpu_memberships(X, C, m, k):
+    """Blocked distance GEMM (torch CPU BLAS) + the C++ row epilogue (exact distance to the nearest
+    centre, so a point on a centre gets an exact one-hot row)."""
+    Cn = native()
+    epi = getattr(Cn, "fcm_epilogue", None) if Cn is not None else None
+    if epi is None or X.device.type != "cpu":
+        return _torch_memberships(X, C, m, k)
+    n = X.shape[0]
+    C = C.contiguous()
+    U = torch.empty((n, C.shape[0]), dtype=C.dtype, device=X.device)
+    cn = (C * C).sum(dim=1)
+    Ct = C.t()
+    B = cpu_row_block(n, C.shape[0])
+    buf = torch.empty((min(B, n), C.shape[0]), dtype=C.dtype)
+    for i in range(0, n, B):
+        xb = X[i:i + B].to(C.dtype).contiguous()
+        D = torch.addmm(cn, xb, Ct, alpha=-2.0, out=buf[:xb.shape[0]])
+        xn = torch.einsum("ij,ij->i", xb, xb).contiguous()
+        ub = U[i:i + B]
+        epi(D.numpy(), xb.numpy(), C.numpy(), xn.numpy(), m, ub.numpy())
+        if k is not None:
+            ub.copy_(_topk_renorm(ub, k))
+    return U
+
+
 def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
             init=None, backend: str | None = None) -> FCMResult:
     """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.
@@ -106,6 +135,7 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
+    check_half_on_gpu(tX, "X")
     c = check_positive_int(c, "c")
     n_iter = check_positive_int(n_iter, "n_iter")
     m = _check_m(m)
