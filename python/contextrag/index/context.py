@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from .. import ops
 
+RQ_MEMBER_TOP = 2     # an RQ chunk belongs to at most its two nearest clusters per level
 DENSE_MAX_DENSITY = 1.0 / 3.0  # CSR (4+4 bytes per entry + row pointers) beats dense float32 below this
 
 
@@ -123,13 +124,14 @@ def maybe_sparse(M):
     return sp.csr_matrix(M) if nnz / max(M.size, 1) < DENSE_MAX_DENSITY else M
 
 
-def default_members(M, groups: np.ndarray, ratio: float) -> sp.csr_matrix:
+def default_members(M, groups: np.ndarray, ratio: float, top: int | None = None) -> sp.csr_matrix:
     """Crisp support: chunk g is a member of attribute m iff I(g, m) > 0 and
     I(g, m) >= ratio · max over m' in m's group of I(g, m').
 
     Row-relative within a group, so it does not depend on the scale of the degrees (FCM memberships
     over 96 clusters are ~0.01 each): with ratio = 1 it is the crisp argmax (the RQ code), below 1 a
-    chunk on a boundary belongs to every cluster it is nearly as close to.
+    chunk on a boundary belongs to every cluster it is nearly as close to. ``top`` caps the
+    attributes per chunk and group (the strongest ones; ties to the lower column).
     """
     D = dense(M)
     out = np.zeros(D.shape, dtype=bool)
@@ -137,7 +139,11 @@ def default_members(M, groups: np.ndarray, ratio: float) -> sp.csr_matrix:
         cols = np.flatnonzero(groups == g)
         block = D[:, cols]
         mx = block.max(axis=1, keepdims=True)
-        out[:, cols] = (block > 0) & (block >= ratio * mx)
+        keep = (block > 0) & (block >= ratio * mx)
+        if top is not None and top < len(cols):
+            rank = np.argsort(np.argsort(-block, axis=1, kind="stable"), axis=1, kind="stable")
+            keep &= rank < top
+        out[:, cols] = keep
     return sp.csr_matrix(out)
 
 
@@ -163,16 +169,21 @@ def _rq_memberships(X: np.ndarray, codebooks: list, config):
     return np.stack(codes, 1) if codes else np.zeros((len(X), 0), np.int64), blocks, resid
 
 
-def _rq_result(codebooks, codes, blocks, resid, sizes) -> FamilyResult:
+def _rq_result(codebooks, codes, blocks, resid, sizes, config) -> FamilyResult:
     names, groups = [], []
     for lvl, C in enumerate(codebooks):
         names += [f"L{lvl}.c{j}" for j in range(C.shape[0])]
         groups += [lvl] * C.shape[0]
     M = np.concatenate(blocks, axis=1) if blocks else np.zeros((len(codes), 0), np.float32)
-    # crisp members of an RQ attribute: the chunks whose code at that level is this cluster, widened
-    # by the default row-relative rule applied by the caller (so boundary chunks count twice)
+    groups = np.asarray(groups, np.int32)
+    # crisp members of an RQ attribute: per level, the chunk's nearest cluster (its RQ code, eq. 11)
+    # and its second nearest when nearly as close (membership >= member_ratio · the largest): boundary
+    # chunks are what join (bridge) nodes connect. FCM degrees at one level are nearly uniform
+    # (distances concentrate in high dimensions), so without the cap of 2 a ratio rule admits
+    # most clusters of a level.
+    members = default_members(M, groups, float(getattr(config, "member_ratio", 0.9)), top=RQ_MEMBER_TOP)
     state = {f"codebook_{i}": np.ascontiguousarray(C, dtype=np.float32) for i, C in enumerate(codebooks)}
-    return FamilyResult(M, names, np.asarray(groups, np.int32), None, state,
+    return FamilyResult(M, names, groups, members, state,
                         {"codes": codes.astype(np.int64), "residual_sq": resid}, {"sizes": list(sizes)})
 
 
@@ -185,7 +196,7 @@ def rq_fit(chunks: ChunkView, embeddings: np.ndarray, config) -> FamilyResult:
                        n_iter=config.rq_iters, seed=config.seed, max_points_per_centroid=mppc)
     books = [np.asarray(C, dtype=np.float32) for C in rq.codebooks]
     codes, blocks, resid = _rq_memberships(embeddings, books, config)
-    out = _rq_result(books, codes, blocks, resid, rq.sizes)
+    out = _rq_result(books, codes, blocks, resid, rq.sizes, config)
     out.info["inertia"] = [float(v) for v in rq.inertia]
     return out
 
@@ -193,7 +204,7 @@ def rq_fit(chunks: ChunkView, embeddings: np.ndarray, config) -> FamilyResult:
 def rq_transform(chunks: ChunkView, embeddings: np.ndarray, config, state: dict) -> FamilyResult:
     books = [state[f"codebook_{i}"] for i in range(len(state))]
     codes, blocks, resid = _rq_memberships(embeddings, books, config)
-    return _rq_result(books, codes, blocks, resid, [C.shape[0] for C in books])
+    return _rq_result(books, codes, blocks, resid, [C.shape[0] for C in books], config)
 
 
 register_family("rq", rq_fit, rq_transform)

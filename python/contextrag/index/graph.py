@@ -5,13 +5,15 @@ Nodes (V = V_seed ∪ V_join ∪ V_meet):
 * **seed**: the attribute concept of attribute m: extent {m}↓ (which equals the column I(·, m), and
   is closed: {m}↓↑↓ = {m}↓), intent {m}↓↑. Kept when its crisp support has >= Config.min_support chunks.
 * **join** (bridge, eq. 8 as the paper instantiates it): extent max(A_i, A_j) of two seeds of the
-  *same* group (two clusters of one RQ level), for the Config.n_join pairs whose cores share the
-  largest fraction of the smaller core (meet_cardinality / min size): adjacent clusters, bridged
-  through their boundary chunks.
+  *same* group (two clusters of one RQ level), for the pairs whose cores share the largest fraction
+  of the smaller core (meet_cardinality / min size): adjacent clusters, bridged through their
+  boundary chunks. Config.n_join is split over groups in proportion to their seed counts, so the
+  few huge clusters of a deep level cannot take every bridge.
 * **meet** (eq. 9): extent min(A_i, A_j) of two seeds of *different* groups (a level-0 topic and a
   level-1 residual cluster, or a topic and a lexical attribute), for the Config.n_meet pairs with the
-  largest core meet cardinality whose crisp intersection has >= min_support chunks and is strictly
-  smaller than both parents (a real specialisation).
+  largest normalised core meet cardinality K_ij / sqrt(K_ii K_jj) (dense relative to both parents,
+  not merely large) whose crisp intersection has >= min_support chunks and is strictly smaller than
+  both parents' (a real specialisation).
 
 "Core" of a seed = its extent restricted to its crisp members (context.default_members): FCM degrees
 over ~100 clusters are nearly uniform, so meet cardinalities of the full extents rank every pair alike.
@@ -78,6 +80,38 @@ def _pair_candidates(mask: np.ndarray, score: np.ndarray, limit: int):
     return iu[order], ju[order], s[order]
 
 
+def _budget(weights: np.ndarray, total: int) -> np.ndarray:
+    """Split ``total`` proportionally to ``weights`` (largest remainder, ties to the lower index)."""
+    if total <= 0 or weights.sum() <= 0:
+        return np.zeros(len(weights), int)
+    q = weights / weights.sum() * total
+    out = np.floor(q).astype(int)
+    rest = total - out.sum()
+    out[np.lexsort((np.arange(len(q)), -(q - out)))[:rest]] += 1
+    return out
+
+
+def _joins_by_group(mask, score, grp, total):
+    """Join pairs: each group (RQ level) gets a share of Config.n_join proportional to its number of
+    seeds, and its best pairs fill it; a group with fewer candidates passes the rest on."""
+    groups, counts = np.unique(grp, return_counts=True)
+    budget = _budget(counts.astype(float), total)
+    picked, spare = [], 0
+    order = np.argsort(-counts, kind="stable")      # large groups first, so spare budget flows down
+    for gi in order:
+        sel = grp == groups[gi]
+        sub = mask & sel[:, None] & sel[None, :]
+        i, j, s = _pair_candidates(sub, score, budget[gi] + spare)
+        spare = budget[gi] + spare - len(i)
+        picked.append((i, j, s))
+    if not picked:
+        z = np.zeros(0, int)
+        return z, z, np.zeros(0)
+    i, j, s = (np.concatenate(x) for x in zip(*picked))
+    o = np.lexsort((j, i, -s))
+    return i[o], j[o], s[o]
+
+
 def select_nodes(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndarray, config):
     """Seeds, joins and meets by the rules in the module docstring.
 
@@ -97,10 +131,11 @@ def select_nodes(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndar
     same = grp[:, None] == grp[None, :]
 
     frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
-    ji, jj, js = _pair_candidates(same & (K > 0), frac, config.n_join)
+    ji, jj, js = _joins_by_group(same & (K > 0), frac, grp, config.n_join)
     csize = np.diag(inter)
     strict = (inter < np.minimum(csize[:, None], csize[None, :]))
-    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, K, config.n_meet)
+    ochiai = K / np.maximum(np.sqrt(size[:, None] * size[None, :]), 1e-12)
+    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
 
     nJ, nM = len(ji), len(mi)
     kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)

@@ -1,0 +1,43 @@
+"""`contextrag inspect DIR`: an index's statistics and a picture of its concept graph (PNG or HTML)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def add_arguments(p):
+    p.add_argument("index", help="index directory")
+    p.add_argument("--plot", help="write the concept graph picture here (.png or .html); "
+                   "default DIR/graph.png")
+    p.add_argument("--no-plot", action="store_true", help="statistics only")
+    p.add_argument("--json", action="store_true", help="print the statistics as JSON")
+
+
+def run(args) -> int:
+    from contextrag.index import stats, store
+    ix = store.load(args.index)
+    st = stats.index_stats(ix, args.index)
+    if args.json:
+        print(json.dumps(st, indent=2, default=str))
+    else:
+        print(f"{args.index}: {st['docs']} docs, {st['chunks']} chunks, {st['items']} items "
+              f"{st['items_by_kind']}, dim {st['dim']} ({st['embedding_model']}), "
+              f"{st['bytes_on_disk']} bytes on disk")
+        print("attribute families: " + ", ".join(f"{f['name']} ×{f['weight']}: {f['attributes']} "
+                                                 f"({f['storage']}, density {f['density']:.3f})" for f in st["families"]))
+        print("RQ-KMeans occupancy (Table 4):")
+        for o in st["occupancy"]:
+            print(f"  L{o['level']}: {o['non_empty']}/{o['clusters']} clusters used, largest {o['largest_share']:.2f}, "
+                  f"size entropy {o['size_entropy']:.2f}, mean max FCM membership {o['mean_max_membership']:.3f}")
+        print("nodes: " + ", ".join(f"{k} {v['count']} (mean {v['mean_members']:.1f} chunks)"
+                                    for k, v in st["nodes"].items()))
+        print("edges: " + ", ".join(f"{k} {v}" for k, v in st["edges"].items()))
+        print(f"LLM cost: {st['llm_cost'].get('total')}; graph tokens {st['graph_llm_tokens']}; "
+              f"summaries: {st['summaries']}")
+        print(f"drift: {st['drift']}")
+    if not args.no_plot:
+        out = Path(args.plot) if args.plot else Path(args.index) / "graph.png"
+        from contextrag.index.picture import draw
+        draw(ix, out)
+        print(f"concept graph picture: {out}")
+    return 0

@@ -1,0 +1,208 @@
+"""Extraction-free lexical attribute families for the fuzzy formal context (issue 7).
+
+The RQ-KMeans levels describe a chunk's topic; multi-hop questions need what the embedding does not
+carry: the *entities* and *rare terms* that link a passage to the next one. Three families are built
+here with regular expressions and corpus statistics only (no LLM, no model):
+
+* ``title``  -- every document title is an entity attribute. A chunk has it with degree 1 when it is
+  the titled document itself, and with the attribute's weight when its text mentions the title
+  (case-insensitive, whole words, a parenthesised disambiguation such as "(film)" dropped).
+* ``phrase`` -- entity-like phrases found by regular expression: capitalised n-grams (with inner
+  connectors such as "of", "de", "von"), quoted titles, and years.
+* ``term``   -- informative single terms (stopwords removed).
+
+Fuzzy incidence: the weight of attribute a is its normalised inverse document frequency
+w(a) = log(N / df(a)) / log(N) in [0, 1] (1 for an attribute of one chunk, 0 for one of all chunks),
+a parameter-free, saturating scale. Attributes held by a single chunk link nothing and are kept only
+for query matching. Each family is a CSR matrix (chunks x attributes).
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+FAMILIES = ("title", "phrase", "term")
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_PAREN = re.compile(r"\s*\([^()]*\)\s*$")
+# A capitalised word: an upper-case letter then word characters, apostrophes, hyphens, dots (initials).
+_CAPW = r"(?:[A-Z\u00C0-\u00DE][\w'\u2019\-]*\.?)"
+_CONN = r"(?:of|the|de|da|del|della|di|du|des|la|le|van|von|der|den|and|&|for|y|al|bin|el|upon|on)"
+_PHRASE = re.compile(rf"{_CAPW}(?:\s+(?:{_CONN}\s+)*{_CAPW})*")
+_QUOTED = re.compile(r"[\"\u201C]([^\"\u201D]{2,80})[\"\u201D]")
+_YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
+
+STOPWORDS = frozenset("""
+a about above after again against all also am an and any are as at be because been before being
+below between both but by can could did do does doing down during each few for from further had has
+have having he her here hers herself him himself his how i if in into is it its itself just me more
+most my myself no nor not now of off on once only or other our ours ourselves out over own same she
+should so some such than that the their theirs them themselves then there these they this those
+through to too under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves one two three first second new known became become later
+including many may might must since though thus us well whose within without yet however among
+""".split())
+
+
+def normalise(text: str) -> str:
+    """Lower-case word tokens joined by single spaces."""
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def normalise_title(title: str) -> str:
+    """A title as an entity name: disambiguation in trailing parentheses dropped, normalised."""
+    return normalise(_PAREN.sub("", title or ""))
+
+
+def entity_phrases(text: str) -> set[str]:
+    """Entity-like phrases of a text by regular expression: capitalised n-grams, quoted titles, years.
+
+    Returned normalised (lower-case tokens). A single capitalised word that is a stopword ("The",
+    "He", "In" at a sentence start) is not an entity; a phrase's leading "the" is dropped.
+    """
+    out: set[str] = set()
+    for m in _PHRASE.finditer(text):
+        p = normalise(m.group(0))
+        if p.startswith("the "):
+            p = p[4:]
+        if not p:
+            continue
+        if " " not in p and (p in STOPWORDS or len(p) < 2):
+            continue
+        out.add(p)
+    for m in _QUOTED.finditer(text):
+        p = normalise(m.group(1))
+        if p and p not in STOPWORDS and len(p.split()) <= 8:
+            out.add(p)
+    for m in _YEAR.finditer(text):
+        out.add(m.group(1))
+    return out
+
+
+def terms(text: str) -> set[str]:
+    """Informative single terms: lower-case word tokens, stopwords and 1-character tokens removed."""
+    return {t for t in _WORD.findall(text.lower()) if len(t) > 1 and t not in STOPWORDS}
+
+
+def _ngrams(tokens: list[str], max_n: int):
+    L = len(tokens)
+    for i in range(L):
+        for n in range(1, min(max_n, L - i) + 1):
+            yield " ".join(tokens[i:i + n])
+
+
+def idf_weight(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Normalised IDF log(N/df)/log(N), clipped to [0, 1]; 1 when N <= 1."""
+    df = np.maximum(np.asarray(df, dtype=np.float64), 1.0)
+    if n_docs <= 1:
+        return np.ones_like(df)
+    return np.clip(np.log(n_docs / df) / math.log(n_docs), 0.0, 1.0)
+
+
+@dataclass
+class Family:
+    """One attribute family: vocabulary, document frequencies and the CSR incidence (chunks x attrs)."""
+    name: str
+    vocab: dict                       # attribute string -> column
+    df: np.ndarray                    # chunks holding each attribute
+    weight: np.ndarray                # normalised IDF per attribute, in [0, 1]
+    incidence: sp.csr_matrix          # (n_chunks, n_attrs) float32 in [0, 1]
+    max_n: int = 1                    # longest attribute in tokens (for query matching)
+
+    @property
+    def attributes(self) -> list[str]:
+        out = [""] * len(self.vocab)
+        for a, j in self.vocab.items():
+            out[j] = a
+        return out
+
+    def query_activation(self, query: str) -> sp.csr_matrix:
+        """μ(q, a): the weight of every attribute of this family that the query mentions, (1, M) CSR."""
+        if self.name == "title":
+            keys = set(_ngrams(normalise(query).split(), self.max_n))
+        elif self.name == "phrase":
+            keys = entity_phrases(query) | set(_ngrams(normalise(query).split(), min(self.max_n, 4)))
+        else:
+            keys = terms(query)
+        cols = sorted({self.vocab[k] for k in keys if k in self.vocab})
+        vals = self.weight[cols].astype(np.float32) if cols else np.zeros(0, np.float32)
+        return sp.csr_matrix((vals, (np.zeros(len(cols), int), cols)), shape=(1, len(self.vocab)))
+
+
+def _family_from_sets(name, sets, own=None, max_n=1, min_df=1):
+    """CSR family from per-chunk attribute sets; `own[i]` (optional) is an attribute chunk i holds with degree 1."""
+    n = len(sets)
+    vocab: dict[str, int] = {}
+    rows, cols = [], []
+    for i, s in enumerate(sets):
+        for a in s:
+            j = vocab.setdefault(a, len(vocab))
+            rows.append(i)
+            cols.append(j)
+    rows = np.asarray(rows, dtype=np.int64)
+    cols = np.asarray(cols, dtype=np.int64)
+    df = np.bincount(cols, minlength=len(vocab)) if len(cols) else np.zeros(len(vocab), np.int64)
+    if min_df > 1 and len(vocab):
+        keep = np.flatnonzero(df >= min_df)
+        remap = -np.ones(len(vocab), np.int64)
+        remap[keep] = np.arange(len(keep))
+        m = remap[cols] >= 0
+        rows, cols = rows[m], remap[cols[m]]
+        inv = {j: a for a, j in vocab.items()}
+        vocab = {inv[j]: k for k, j in enumerate(keep)}
+        df = df[keep]
+    w = idf_weight(df, n)
+    vals = w[cols].astype(np.float32)
+    if own is not None and len(rows):
+        own_col = np.array([vocab.get(a, -1) if a else -1 for a in own], dtype=np.int64)
+        vals[own_col[rows] == cols] = 1.0
+    I = sp.csr_matrix((vals, (rows, cols)), shape=(n, len(vocab)), dtype=np.float32)
+    I.sum_duplicates()
+    I.data = np.minimum(I.data, 1.0)
+    return Family(name=name, vocab=vocab, df=df.astype(np.int64), weight=w.astype(np.float32),
+                  incidence=I, max_n=max_n)
+
+
+def title_family(titles, texts, max_n: int = 10) -> Family:
+    """Document titles as entity attributes: degree 1 for the titled chunk, w(a) for chunks that mention it."""
+    own = [normalise_title(t) for t in titles]
+    names = {t for t in own if t and t not in STOPWORDS and len(t) > 1}
+    max_n = max([len(t.split()) for t in names] + [1])
+    max_n = min(max_n, 10)
+    sets = []
+    for t, x, o in zip(titles, texts, own):
+        toks = normalise(x).split()
+        s = {g for g in _ngrams(toks, max_n) if g in names}
+        if o in names:
+            s.add(o)
+        sets.append(s)
+    return _family_from_sets("title", sets, own=own, max_n=max_n)
+
+
+def phrase_family(titles, texts) -> Family:
+    sets = [entity_phrases(f"{t}. {x}" if t else x) for t, x in zip(titles, texts)]
+    max_n = max([len(a.split()) for s in sets for a in s] + [1])
+    return _family_from_sets("phrase", sets, max_n=max_n)
+
+
+def term_family(titles, texts) -> Family:
+    sets = [terms(f"{t} {x}" if t else x) for t, x in zip(titles, texts)]
+    return _family_from_sets("term", sets)
+
+
+BUILDERS = {"title": title_family, "phrase": phrase_family, "term": term_family}
+
+
+@dataclass
+class LexicalContext:
+    """The lexical part of the fuzzy formal context: one CSR family per name."""
+    families: dict = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, titles, texts, families=("title", "phrase")) -> "LexicalContext":
+        titles = [t or "" for t in titles]
+        return cls({name: BUILDERS[name](titles, texts) for name in families})

@@ -1,0 +1,163 @@
+"""Storage: round trip, atomic replacement, and rejection of corrupt or foreign directories."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from contextrag import ContextRAG
+from contextrag.index import store
+from contextrag.index.store import IndexFormatError
+
+
+def _assert_same_index(a, b):
+    assert a.chunk_ids == b.chunk_ids and a.chunk_texts == b.chunk_texts
+    assert a.chunk_doc_ids == b.chunk_doc_ids and a.chunk_titles == b.chunk_titles
+    assert a.item_ids == b.item_ids and a.item_texts == b.item_texts
+    assert a.docs == b.docs
+    for f in ("chunk_positions", "chunk_spans", "chunk_fitted", "embeddings", "attr_centroids",
+              "item_kinds", "item_node"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+    for f in ("item_members", "item_sources"):
+        assert (getattr(a, f) != getattr(b, f)).nnz == 0, f
+    ga, gb = a.graph, b.graph
+    for f in ("kind", "parents", "attr", "intent", "score", "edge_src", "edge_dst", "edge_kind", "edge_weight"):
+        np.testing.assert_array_equal(getattr(ga, f), getattr(gb, f), err_msg=f)
+    assert (ga.members != gb.members).nnz == 0
+    np.testing.assert_array_equal(a.context.dense(), b.context.dense())
+    assert a.context.attr_names == b.context.attr_names
+    np.testing.assert_array_equal(a.context.attr_group, b.context.attr_group)
+    for ca, cb in zip(a.codebooks, b.codebooks):
+        np.testing.assert_array_equal(ca, cb)
+    np.testing.assert_array_equal(a.codes, b.codes)
+    q = a.chunk_texts[3][:60]
+    np.testing.assert_allclose(a.bm25_scores(q), b.bm25_scores(q), rtol=1e-6)
+    assert a.config == b.config
+
+
+def test_round_trip_equal(base, embedder, tmp_path):
+    ix = base.index
+    store.save(ix, tmp_path / "copy")
+    again = store.load(tmp_path / "copy", embedder=embedder)
+    _assert_same_index(ix, again)
+    m = json.loads((store.snapshot_dir(tmp_path / "copy") / "manifest.json").read_text())
+    assert m["format"] == "contextrag-index" and m["embedding"]["dim"] == 384
+    assert m["counts"]["chunks"] == ix.n_chunks
+    assert all(len(v["sha256"]) == 64 for v in m["files"].values())
+    # no pickle anywhere: every stored .npy loads with allow_pickle=False
+    for p in store.snapshot_dir(tmp_path / "copy").rglob("*.npy"):
+        np.load(p, allow_pickle=False)
+
+
+def test_failed_write_leaves_previous_index(fresh, embedder, monkeypatch):
+    path = fresh.path
+    before = store.load(path, embedder=embedder)
+    entries_before = sorted(os.listdir(path))
+
+    def boom(ix, p):
+        p.write_bytes(b"half a database")
+        raise RuntimeError("disk on fire")
+    monkeypatch.setattr(store, "_write_sqlite", boom)
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        fresh.add([{"id": "new1", "text": "A brand new paragraph about the Zyxwv river in Quorlandia."}])
+    after = store.load(path, embedder=embedder)
+    _assert_same_index(before, after)
+    assert sorted(os.listdir(path)) == entries_before  # the temporary directory was removed
+
+
+def test_killed_save_leaves_a_loadable_index(fresh, tmp_path):
+    """Kill -9 a process in the middle of repeated saves; the index must load every time."""
+    code = textwrap.dedent(f"""
+        import sys
+        from contextrag.index import store
+        ix = store.load({fresh.path!r})
+        print("ready", flush=True)
+        while True:
+            store.save(ix, {fresh.path!r})
+    """)
+    for delay in (0.05, 0.3, 0.9):
+        p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+        try:
+            assert p.stdout.readline().strip() == "ready"
+            import time
+            time.sleep(delay)
+        finally:
+            p.kill()
+            p.wait()
+        ix = store.load(fresh.path)
+        assert ix.n_chunks == fresh.index.n_chunks
+
+
+def _snap(path):
+    return store.snapshot_dir(path)
+
+
+def test_corrupt_manifest_rejected(fresh):
+    m = _snap(fresh.path) / "manifest.json"
+    m.write_text(m.read_text()[:100])
+    with pytest.raises(IndexFormatError, match="corrupt"):
+        store.load(fresh.path)
+
+
+def test_truncated_arrays_rejected(fresh):
+    a = _snap(fresh.path) / "arrays.safetensors"
+    data = a.read_bytes()
+    a.write_bytes(data[: len(data) // 2])
+    with pytest.raises(IndexFormatError, match="truncated"):
+        store.load(fresh.path)
+
+
+def test_checksum_mismatch_rejected(fresh):
+    a = _snap(fresh.path) / "arrays.safetensors"
+    data = bytearray(a.read_bytes())
+    data[-5] ^= 0xFF
+    a.write_bytes(bytes(data))
+    with pytest.raises(IndexFormatError, match="checksum"):
+        store.load(fresh.path)
+
+
+def test_missing_file_rejected(fresh):
+    os.remove(_snap(fresh.path) / "meta.sqlite")
+    with pytest.raises(IndexFormatError, match="missing"):
+        store.load(fresh.path)
+
+
+def test_foreign_and_newer_directories_rejected(fresh, tmp_path):
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("hello")
+    with pytest.raises(IndexFormatError, match="not a contextrag index"):
+        store.load(foreign)
+    with pytest.raises(ValueError, match="not a contextrag index"):
+        store.save(fresh.index, foreign)        # refuses to write into someone else's folder
+    assert os.listdir(foreign) == ["notes.txt"]
+    with pytest.raises(FileNotFoundError):
+        store.load(tmp_path / "nothing-here")
+    (foreign / "manifest.json").write_text(json.dumps({"format": "something-else"}))
+    with pytest.raises(IndexFormatError, match="not a contextrag index manifest"):
+        store.load(foreign)
+    m = _snap(fresh.path) / "manifest.json"
+    d = json.loads(m.read_text())
+    d["format_version"] = store.FORMAT_VERSION + 1
+    m.write_text(json.dumps(d))
+    with pytest.raises(IndexFormatError, match="newer contextrag"):
+        store.load(fresh.path)
+
+
+def test_bad_current_pointer_rejected(fresh):
+    (fresh.path and open(os.path.join(fresh.path, "CURRENT"), "w")).write("../../etc\n")
+    with pytest.raises(IndexFormatError, match="CURRENT"):
+        store.load(fresh.path)
+
+
+def test_snapshot_copied_elsewhere_loads(fresh, tmp_path):
+    dst = tmp_path / "snapcopy"
+    shutil.copytree(_snap(fresh.path), dst)
+    ix = store.load(dst)
+    assert ix.n_chunks == fresh.index.n_chunks
+    assert sp.issparse(ix.item_members)
