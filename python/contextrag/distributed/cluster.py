@@ -70,14 +70,14 @@ class ShardSpec:
     stop: int
 
 
-def write_shards(X: np.ndarray, work_dir: str, n_shards: int) -> list[ShardSpec]:
+def write_shards(X: np.ndarray, work_dir: str, n_shards: int, *, doc_ids=None) -> list[ShardSpec]:
     """Split an in-memory matrix into per-shard .npy files (tests, or a driver that already holds the
     embeddings). The embedding stage (``embed.embed_to_shards``) writes shard files without the driver
     ever holding the matrix."""
     X = np.ascontiguousarray(X)
     os.makedirs(work_dir, exist_ok=True)
     specs = []
-    for i, (a, b) in enumerate(shard_bounds(X.shape[0], n_shards)):
+    for i, (a, b) in enumerate(shard_bounds(X.shape[0], n_shards, doc_ids=doc_ids)):
         p = os.path.join(work_dir, f"shard_{i:05d}.npy")
         tmp = p + ".tmp.npy"
         np.save(tmp, X[a:b])
@@ -91,12 +91,13 @@ class ShardSet:
 
     ``max_restarts``: times Ray restarts a dead actor (it reloads its shard file in ``__init__``);
     ``max_task_retries``: times a call interrupted by the death is re-sent to the restarted actor.
+    ``metas``: per shard {'doc_ids': [...], 'positions': [...]} of its chunks (co-occurrence needs them).
     GPU actors (``num_gpus=1`` each) when the cluster has GPUs, unless ``num_gpus`` says otherwise.
     """
 
     def __init__(self, specs: list[ShardSpec], n_total: int, work_dir: str, *, num_cpus: float = 1,
                  num_gpus: float | None = None, max_restarts: int = 4, max_task_retries: int = 4,
-                 backend: str | None = None, fault: dict | None = None):
+                 backend: str | None = None, fault: dict | None = None, metas: list | None = None):
         ray = require_ray()
         from .worker import ShardWorker
         if num_gpus is None:
@@ -108,8 +109,9 @@ class ShardSet:
                                                 max_restarts=max_restarts, max_task_retries=max_task_retries)
         self.actors = [Actor.remote(s.shard_id, s.path, s.start, s.stop, self.n_total,
                                     os.path.join(work_dir, f"state_{s.shard_id:05d}"),
-                                    device="cuda" if num_gpus else "cpu", backend=backend, fault=fault)
-                       for s in self.specs]
+                                    device="cuda" if num_gpus else "cpu", backend=backend, fault=fault,
+                                    meta=None if metas is None else metas[i])
+                       for i, s in enumerate(self.specs)]
         self._ray = ray
 
     def __len__(self):

@@ -22,22 +22,40 @@ from ..ops.kmeans import ROW_BLOCK
 MIN_GEMM_ROWS = 16
 
 
-def shard_bounds(n: int, n_shards: int, *, block: int = ROW_BLOCK) -> list[tuple[int, int]]:
+def shard_bounds(n: int, n_shards: int, *, doc_ids=None, block: int = ROW_BLOCK) -> list[tuple[int, int]]:
     """Split rows [0, n) into ``n_shards`` contiguous, near-equal [start, stop) ranges.
 
-    Never cuts the last global block when it is shorter than MIN_GEMM_ROWS (see module doc).
-    Shards may be empty when n < n_shards.
+    With ``doc_ids`` (one per row, a document's chunks consecutive) every cut falls on a document
+    boundary, so a window of consecutive chunks of one document never spans two shards. Never cuts
+    the last global block when it is shorter than MIN_GEMM_ROWS (see module doc). Shards may be
+    empty (n < n_shards, or documents larger than a shard).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ValueError(f"n must be an int >= 0, got {n!r}")
     if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
         raise ValueError(f"n_shards must be an int >= 1, got {n_shards!r}")
     n, n_shards = int(n), int(n_shards)
-    cuts = [round(i * n / n_shards) for i in range(n_shards + 1)]
     tail = n % block
-    if n > block and 0 < tail < MIN_GEMM_ROWS:
-        last_start = n - tail
-        cuts = [c if c <= last_start or c == n else last_start for c in cuts]
+    forbidden_lo = n - tail if (n > block and 0 < tail < MIN_GEMM_ROWS) else n   # cuts in (lo, n) banned
+    if doc_ids is not None:
+        if len(doc_ids) != n:
+            raise ValueError(f"doc_ids has {len(doc_ids)} entries for n={n} rows")
+        allowed = [0] + [i for i in range(1, n) if doc_ids[i] != doc_ids[i - 1]] + [n]
+    else:
+        allowed = None
+    cuts = [0]
+    for i in range(1, n_shards):
+        c = round(i * n / n_shards)
+        if allowed is not None:
+            j = int(np.searchsorted(allowed, c))
+            cand = [allowed[t] for t in (j - 1, j) if 0 <= t < len(allowed)]
+            c = min(cand, key=lambda x: (abs(x - c), x))
+        if forbidden_lo < c < n:
+            c = forbidden_lo
+            if allowed is not None:
+                c = allowed[int(np.searchsorted(allowed, c, side="right")) - 1]
+        cuts.append(max(c, cuts[-1]))
+    cuts.append(n)
     return [(cuts[i], cuts[i + 1]) for i in range(n_shards)]
 
 

@@ -31,6 +31,11 @@ def _atomic_save(path: str, arr: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+def sp_members(res):
+    import scipy.sparse as sp
+    return sp.csr_matrix(res.members, dtype=bool)
+
+
 def _np(t) -> np.ndarray:
     return t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
 
@@ -39,7 +44,8 @@ class ShardWorker:
     """One shard: rows [start, stop) of an n_total-row embedding matrix stored in ``path`` (.npy)."""
 
     def __init__(self, shard_id: int, path: str, start: int, stop: int, n_total: int, state_dir: str, *,
-                 device: str | None = None, backend: str | None = None, fault: dict | None = None):
+                 device: str | None = None, backend: str | None = None, fault: dict | None = None,
+                 meta: dict | None = None):
         self.shard_id = int(shard_id)
         self.path = path
         self.start, self.stop, self.n_total = int(start), int(stop), int(n_total)
@@ -50,6 +56,7 @@ class ShardWorker:
         self.device = torch.device(device)
         self.backend = backend
         self.fault = fault
+        self.meta = meta        # {'doc_ids': [...], 'positions': [...]} of this shard's chunks
         X = np.load(path, mmap_mode=None)
         if X.ndim != 2 or X.shape[0] != self.stop - self.start:
             raise ValueError(f"shard file {path} has shape {X.shape}, expected ({self.stop - self.start}, d)")
@@ -199,48 +206,62 @@ class ShardWorker:
 
     # ---- fuzzy context (map side) -----------------------------------------------------------------
     def _context(self, spec: dict) -> torch.Tensor:
-        """This shard's rows of I: FCM memberships of the residual at each level (index.context's "rq"
-        family: per level U = fcm_memberships(r_ℓ, C_ℓ, m, top_k), optional row-max normalisation,
-        times the family weight, clipped to [0, 1])."""
+        """This shard's rows of the fuzzy context I, computed by the index's own per-chunk code: the
+        "rq" family's ``transform`` (codes, FCM memberships of the residual per level, crisp members)
+        and ``index.context._block_from`` (family weight). Run per run of rows inside one global row
+        block (see layout.rowexact), so every row gets the bits of the single-process pass."""
         key = spec["key"]
         if self._ctx is not None and self._ctx[0] == key:
             return self._ctx[1]
-        books = spec["books"]
-        blocks = []
-        for lvl, C in enumerate(books):
-            R = self._residual(lvl, books)
-            Ct = torch.as_tensor(C).to(device=self.device, dtype=self.wd)
-            U = rowexact(lambda x, c: fcm_memberships(x, c, m=float(spec["m"]), top_k=spec.get("top_k"),
-                                                      backend=self.backend), R, self.start, self.n_total, Ct)
-            if spec.get("normalize") == "max":
-                U = U / U.max(dim=1, keepdim=True).values.clamp_min(1e-30)
-            blocks.append(U.to(torch.float32))
-        I = torch.cat(blocks, dim=1) if blocks else torch.zeros((self.X.shape[0], 0))
-        w = float(spec.get("weight", 1.0))
-        if w != 1.0:
-            I = (I * np.float32(w)).clamp(0.0, 1.0)
-        self._ctx = (key, I.contiguous())
+        import scipy.sparse as sp
+        from ..index.context import FAMILIES, ChunkView, FamilyResult, _as_result, _block_from, dense
+        from .layout import MIN_GEMM_ROWS, global_segments
+        cfg = spec["config"]
+        books = [np.asarray(b, dtype=np.float32) for b in spec["books"]]
+        state = {f"codebook_{i}": b for i, b in enumerate(books)}
+        X = _np(self.X).astype(np.float32, copy=False)
+        n, d = X.shape
+        fam = FAMILIES["rq"]
+        parts = []
+        for a, b, g_rows in global_segments(self.start, n, self.n_total):
+            m = b - a
+            xs = X[a:b]
+            if m < MIN_GEMM_ROWS and m != g_rows:
+                xs = np.concatenate([xs, np.zeros((MIN_GEMM_ROWS - m, d), np.float32)])
+            view = ChunkView([""] * len(xs), [""] * len(xs), [""] * len(xs), np.zeros(len(xs), np.int32))
+            r = _as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
+            parts.append((dense(r.matrix)[:m], sp.csr_matrix(r.members)[:m], {k: v[:m] for k, v in r.rows.items()}, r))
+        if parts:
+            r0 = parts[0][3]
+            res = FamilyResult(np.concatenate([p[0] for p in parts]), r0.names, r0.groups,
+                               sp.vstack([p[1] for p in parts], format="csr"), r0.state,
+                               {k: np.concatenate([p[2][k] for p in parts]) for k in r0.rows}, r0.info)
+        else:
+            view = ChunkView([], [], [], np.zeros(0, np.int32))
+            res = _as_result(fam.transform(view, X, cfg, state), "rq", 0)
+        blk = _block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
+        I = torch.from_numpy(np.ascontiguousarray(dense(blk.matrix), dtype=np.float32))
+        self._ctx = (key, I, res, sp.csr_matrix(blk.members, dtype=bool))
         self._ext = {}
-        return self._ctx[1]
+        return I
 
     def context_rows(self, spec: dict) -> dict:
-        """This shard's per-chunk outputs (the index stores them): codes, memberships, ‖residual‖²."""
+        """This shard's per-chunk outputs (the index stores them): codes, memberships (before the family
+        weight), ‖residual‖², crisp members."""
         self._maybe_fail("context")
-        I = self._context(spec)
-        L = len(spec["books"])
-        R = self._residual(L, spec["books"])
-        resid = (R * R).sum(dim=1).to(torch.float32)
-        return {"codes": self.codes(L), "I": _np(I).copy(), "residual_sq": _np(resid).copy()}
+        self._context(spec)
+        res = self._ctx[2]
+        return {"codes": res.rows["codes"], "I": np.asarray(res.matrix, np.float32),
+                "residual_sq": res.rows["residual_sq"], "members": sp_members(res),
+                "names": list(res.names), "groups": np.asarray(res.groups), "state": res.state}
 
     def _extents(self, spec, B) -> torch.Tensor:
         """B↓ restricted to this shard's chunks: luk_down is per chunk, so it never leaves the shard."""
         I = self._context(spec)
-        key = (id(B), getattr(B, "shape", None))
-        if key not in self._ext:
-            Bt = torch.as_tensor(np.asarray(B, dtype=np.float32)).to(I.device)
-            self._ext = {key: luk_down(Bt, I, backend=self.backend) if I.shape[0] else
-                         torch.zeros((Bt.shape[0], 0), dtype=I.dtype)}
-        return self._ext[key]
+        Bt = torch.as_tensor(np.asarray(B, dtype=np.float32)).to(I.device)
+        if I.shape[0] == 0:
+            return torch.zeros((Bt.shape[0], 0), dtype=I.dtype)
+        return luk_down(Bt, I, backend=self.backend)
 
     def up_partial(self, spec: dict, A=None, B=None, pair=None) -> np.ndarray:
         """Partial A↑ over this shard's chunks: min over g in the shard of (A(g) → I(g, m)).
@@ -285,50 +306,83 @@ class ShardWorker:
             return np.zeros((a.shape[0], b.shape[0]), np.float64)
         return _np(meet_cardinality(a.double(), b.double(), backend=self.backend)).copy()
 
-    def cooc_partial(self, spec: dict, B, doc_ids, window: int, halo) -> np.ndarray:
-        """Partial co-occurrence counts between the node sets (rows of B) over windows of ``window``
-        consecutive chunks of one document that *start* in this shard.
+    # ---- concept graph (map side of index.graph's rules) --------------------------------------------
+    def _members(self, spec: dict):
+        """Crisp supports of this shard's chunks (the family's members, weighted block)."""
+        self._context(spec)
+        return self._ctx[3]
 
-        Membership of chunk g in node s: B↓(g) >= the node's threshold ``spec['cooc_member']``
-        (default 0.5). ``doc_ids``: this shard's document ids (or ints); ``halo``: (doc_ids, member
-        rows) of the first window−1 chunks of the following shards, so windows may end past the
-        shard. Returns an (s, s) int64 matrix of window counts where both nodes appear.
-        """
-        E = self._extents(spec, B)
-        thr = float(spec.get("cooc_member", 0.5))
-        M = (_np(E) >= thr).T            # (n_shard, s) bool
-        docs = list(doc_ids)
-        if halo is not None:
-            hd, hm = halo
-            docs = docs + list(hd)
-            M = np.concatenate([M, np.asarray(hm, dtype=bool).reshape(-1, M.shape[1])], axis=0)
-        return window_counts(M, docs, window, n_starts=self.X.shape[0])
+    def support(self, spec: dict) -> np.ndarray:
+        """Per attribute: how many of this shard's chunks are crisp members (int64, exact)."""
+        self._maybe_fail("support")
+        return np.asarray(self._members(spec).sum(axis=0), dtype=np.int64).ravel()
 
-    def member_rows(self, spec: dict, B, first: int) -> np.ndarray:
-        E = self._extents(spec, B)
-        thr = float(spec.get("cooc_member", 0.5))
-        return (_np(E[:, :first]) >= thr).T.copy()
+    def seed_pairs(self, spec: dict, seeds) -> tuple:
+        """Partial core meet cardinalities Σ_g min(core_i(g), core_j(g)) (float64) and crisp
+        intersection counts (int64) of the seed attributes over this shard (graph.select_nodes)."""
+        self._maybe_fail("pairs")
+        seeds = np.asarray(seeds, dtype=np.int64)
+        I = _np(self._context(spec))
+        memT = self._members(spec).T.tocsr()[seeds]
+        core = np.ascontiguousarray(I[:, seeds].T, dtype=np.float64) * memT.toarray()
+        K = np.asarray(meet_cardinality(core, core, backend=self.backend), dtype=np.float64) if len(seeds) \
+            and core.shape[1] else np.zeros((len(seeds), len(seeds)))
+        inter = (memT.astype(np.int64) @ memT.T.astype(np.int64)).toarray() if len(seeds) else \
+            np.zeros((0, 0), np.int64)
+        return K, np.asarray(inter, dtype=np.int64)
 
+    def _node_extents(self, spec, kind, parents, attr, nodes) -> np.ndarray:
+        """Fuzzy extents of graph nodes on this shard (seeds: I columns; joins max, meets min of the
+        parents: ConceptGraph.extents)."""
+        from ..index.graph import JOIN, SEED
+        from ..ops import soft_join, soft_meet
+        I = _np(self._context(spec))
+        out = np.empty((len(nodes), I.shape[0]), dtype=np.float32)
+        for r, v in enumerate(nodes):
+            if kind[v] == SEED:
+                out[r] = I[:, attr[v]]
+            else:
+                a, b = (I[:, attr[int(p)]] for p in parents[v])
+                out[r] = soft_join(a, b) if kind[v] == JOIN else soft_meet(a, b)
+        return out
 
-def window_counts(M: np.ndarray, docs: list, window: int, *, n_starts: int | None = None) -> np.ndarray:
-    """Count windows of ``window`` consecutive rows of one document in which nodes i and j both have a
-    member: (s, s) int64, diagonal = windows containing node i. Windows start at rows < n_starts;
-    a window at a document's end is shorter (it never crosses into the next document), and a
-    document shorter than the window contributes one window."""
-    n, s = M.shape
-    n_starts = n if n_starts is None else n_starts
-    out = np.zeros((s, s), np.int64)
-    for t in range(n_starts):
-        if t > 0 and docs[t - 1] == docs[t] and t + window - 1 < n and docs[t + window - 1] == docs[t] \
-                and False:
-            pass
-        # a window is identified by its first row; only rows that start a full window, or the
-        # first row of a document shorter than the window, start one
-        end = t
-        while end + 1 < n and end + 1 < t + window and docs[end + 1] == docs[t]:
-            end += 1
-        if end - t + 1 < window and t > 0 and docs[t - 1] == docs[t]:
-            continue
-        v = M[t:end + 1].any(axis=0).astype(np.int64)
-        out += np.outer(v, v)
-    return out
+    def node_up(self, spec: dict, kind, parents, attr, nodes) -> np.ndarray:
+        """Partial intents extent↑ (luk_up: a min over chunks) of the given nodes over this shard."""
+        self._maybe_fail("up")
+        I = _np(self._context(spec))
+        E = self._node_extents(spec, kind, parents, attr, np.asarray(nodes))
+        if I.shape[0] == 0:
+            return np.ones((len(nodes), I.shape[1]), np.float32)
+        return np.asarray(luk_up(E, I, backend=self.backend), dtype=np.float32)
+
+    def node_members(self, spec: dict, kind, parents, attr):
+        """This shard's columns of the node membership matrix (graph.node_members: per chunk)."""
+        from ..index.graph import node_members
+        return node_members(np.asarray(kind), np.asarray(parents), np.asarray(attr), self._members(spec))
+
+    def cooc(self, spec: dict, kind, parents, attr, window: int):
+        """Partial (V, V) co-occurrence window counts over the documents of this shard.
+
+        Shards hold whole documents (``layout.shard_bounds(doc_ids=...)``), so every window
+        (graph.windows: ``window`` consecutive chunks of one document) lies in one shard and the
+        counts are a plain sum over shards."""
+        self._maybe_fail("cooc")
+        import scipy.sparse as sp
+        from ..index.graph import windows
+        if self.meta is None:
+            raise ValueError("co-occurrence needs the chunks' doc_ids and positions (ShardSet(meta=...))")
+        mem = self.node_members(spec, kind, parents, attr)
+        win = windows(list(self.meta["doc_ids"]), np.asarray(self.meta["positions"]), int(window))
+        if mem.shape[0] == 0 or win.shape[0] == 0:
+            return sp.csr_matrix((mem.shape[0], mem.shape[0]), dtype=np.int64)
+        NW = (mem.astype(np.int32) @ win.T.astype(np.int32)) > 0
+        return (NW.astype(np.int64) @ NW.T.astype(np.int64)).tocsr()
+
+    def attr_sums(self, spec: dict) -> np.ndarray:
+        """Partial Σ of the embeddings of each attribute's crisp members (float64, (M, d))."""
+        mem = self._members(spec).T.tocsr().astype(np.float64)
+        return np.asarray(mem @ _np(self.X).astype(np.float64))
+
+    def embeddings(self) -> np.ndarray:
+        """The raw rows. Only the final index write asks for them (its format holds every embedding)."""
+        return _np(self.X).copy()

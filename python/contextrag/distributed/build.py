@@ -1,0 +1,222 @@
+"""Stages 1-3 of the index on shard actors, and ``ContextRAG.build(..., executor='ray')``.
+
+Map-reduce, per stage (driver work is on k×d, M×M, V×V-sized matrices only):
+
+* RQ-KMeans: ``kmeans.rq_kmeans`` (per-cluster sums and counts per shard).
+* Memberships I (FCM of each chunk's residual per level): computed on the shard, per chunk.
+* Crisp supports: per chunk on the shard; seed support = Σ over shards (integers, exact).
+* Seed-pair core meet cardinalities Σ_g min(·,·): per-shard float64 partial sums, then a sum; crisp
+  intersections: integer partials.
+* Closures / intents extent↑ = luk_up, a min over chunks: per-shard partial mins, then a min (exact:
+  min never rounds). Extents (luk_down, per chunk) stay on the shards.
+* Co-occurrence counts: shards hold whole documents, windows never cross documents: integer partials.
+* Attribute centroids: per-shard partial sums of member embeddings.
+
+The node-selection rules are index.graph's (``select_nodes``), applied by the driver to the reduced
+matrices; tests check the graph against the single-process ``build_graph`` on the same context.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import uuid
+
+import numpy as np
+import scipy.sparse as sp
+
+from .kmeans import rq_kmeans
+
+
+def context_spec(books, config, weight: float = 1.0) -> dict:
+    """What a shard needs to compute its rows of the context with the index's own family code."""
+    return {"key": uuid.uuid4().hex, "books": [np.asarray(b, dtype=np.float32) for b in books],
+            "config": config, "weight": float(weight)}
+
+
+def _min_reduce(parts):
+    out = parts[0].copy()
+    for p in parts[1:]:
+        np.minimum(out, p, out=out)
+    return out
+
+
+def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int):
+    """index.graph.build_graph's rules with every per-chunk reduction done on the shards."""
+    from ..index.graph import (COOC, JOIN, MEET, SEED, ConceptGraph, _joins_by_group, _pair_candidates,
+                               lattice_edges)
+    ray = shards._ray
+    tm = {}
+    t0 = time.perf_counter()
+    min_support = int(getattr(config, "min_support", 2))
+    support = np.sum(shards.get(shards.map("support", spec_ref)), axis=0)
+    seeds = np.flatnonzero(support >= min_support)
+    S = len(seeds)
+    parts = shards.get(shards.map("seed_pairs", spec_ref, seeds))
+    K = np.sum([p[0] for p in parts], axis=0) if S else np.zeros((0, 0))
+    inter = np.sum([p[1] for p in parts], axis=0) if S else np.zeros((0, 0), np.int64)
+    tm["pairs"] = time.perf_counter() - t0
+    # -- index.graph.select_nodes' selection, on the reduced S×S matrices
+    size = np.diag(K).copy()
+    grp = attr_group[seeds]
+    same = grp[:, None] == grp[None, :]
+    frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
+    ji, jj, js = _joins_by_group(same & (K > 0), frac, grp, config.n_join)
+    csize = np.diag(inter)
+    strict = inter < np.minimum(csize[:, None], csize[None, :])
+    ochiai = K / np.maximum(np.sqrt(size[:, None] * size[None, :]), 1e-12)
+    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
+    nJ, nM = len(ji), len(mi)
+    kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)
+    parents = np.full((S + nJ + nM, 2), -1, np.int32)
+    if nJ:
+        parents[S:S + nJ] = np.stack([ji, jj], 1)
+    if nM:
+        parents[S + nJ:] = np.stack([mi, mj], 1)
+    attr = np.full(S + nJ + nM, -1, np.int32)
+    attr[:S] = seeds
+    score = np.concatenate([support[seeds].astype(np.float32), js.astype(np.float32), ms.astype(np.float32)])
+    V = len(kind)
+    # -- members (per chunk) and intents (min over chunks)
+    t0 = time.perf_counter()
+    g_ref = ray.put((kind, parents, attr))
+    mem_refs = shards.map("node_members", spec_ref, kind, parents, attr)
+    up_refs = shards.map("node_up", spec_ref, kind, parents, attr, np.arange(V))
+    members = sp.hstack(shards.get(mem_refs), format="csr").astype(bool) if V else \
+        sp.csr_matrix((0, n), dtype=bool)
+    intent = _min_reduce(shards.get(up_refs)) if V else np.zeros((0, len(attr_group)), np.float32)
+    tm["members_intents"] = time.perf_counter() - t0
+    del g_ref
+    # -- edges: lattice (driver, from the selection) and co-occurrence (integer partials)
+    t0 = time.perf_counter()
+    ls, ld, lk, lw = lattice_edges(kind, parents, score)
+    C = None
+    for part in shards.get(shards.map("cooc", spec_ref, kind, parents, attr, int(config.cooc_window))):
+        C = part if C is None else C + part
+    C = sp.coo_matrix(C) if C is not None else sp.coo_matrix((V, V))
+    keep = (C.row != C.col) & (C.data >= max(int(config.cooc_threshold), 1))
+    cs, cd, cw = C.row[keep].astype(np.int32), C.col[keep].astype(np.int32), C.data[keep].astype(np.float32)
+    tm["edges"] = time.perf_counter() - t0
+    g = ConceptGraph(kind, parents, attr, np.asarray(intent, np.float32), members, score,
+                     np.concatenate([ls, cs]).astype(np.int32), np.concatenate([ld, cd]).astype(np.int32),
+                     np.concatenate([lk, np.full(len(cs), COOC, np.int8)]).astype(np.int8),
+                     np.concatenate([lw, cw]).astype(np.float32))
+    return g, tm
+
+
+def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "ordered", graph: bool = True) -> dict:
+    """Stages 2-3 of the index on ``shards`` (a ShardSet over the chunk embeddings).
+
+    Returns the arrays the single-machine path computes: 'codebooks', 'codes' (n, L), 'I' (n, M)
+    memberships (before the family weight), 'residual_sq' (n,), 'sizes', 'inertia', 'n_iter', 'groups', and with ``graph``
+    'graph' (index.graph.ConceptGraph) and 'attr_centroids' (M, d); 'timings' (seconds per stage)
+    and 'message_bytes'; 'members', 'names', 'state' (the family's crisp supports, attribute names,
+    codebook state). ``init``/``reduce``: see ``kmeans.rq_kmeans``.
+    """
+    from ..index.build import _unit_rows
+    fw = getattr(config, "family_weights", {"rq": 1.0})
+    other = sorted(k for k, w in fw.items() if k != "rq" and w)
+    if other:
+        raise ValueError(f"executor='ray' builds the 'rq' attribute family only; Config.family_weights "
+                         f"also names {other} (set their weight to 0 or build on one machine)")
+    ray = shards._ray
+    timings = {}
+    t0 = time.perf_counter()
+    rq = rq_kmeans(shards, tuple(config.rq_sizes), n_iter=config.rq_iters, seed=config.seed, init=init,
+                   max_points_per_centroid=getattr(config, "rq_max_points_per_centroid", None), reduce=reduce)
+    timings["rq_kmeans"] = time.perf_counter() - t0
+    spec = context_spec(rq.codebooks, config, float(fw.get("rq", 1.0)))
+    spec_ref = ray.put(spec)
+    t0 = time.perf_counter()
+    rows = shards.get(shards.map("context_rows", spec_ref))
+    groups = np.asarray(rows[0]["groups"], np.int32)
+    timings["memberships"] = time.perf_counter() - t0
+    out = {"codebooks": rq.codebooks, "sizes": rq.sizes, "inertia": rq.inertia, "n_iter": rq.n_iter,
+           "codes": np.concatenate([r["codes"] for r in rows]), "I": np.concatenate([r["I"] for r in rows]),
+           "residual_sq": np.concatenate([r["residual_sq"] for r in rows]), "groups": groups,
+           "members": sp.vstack([r["members"] for r in rows], format="csr"), "names": rows[0]["names"],
+           "state": rows[0]["state"],
+           "message_bytes": dict(rq.message_bytes), "rq_timings": rq.timings}
+    if graph:
+        g, tg = distributed_graph(shards, spec_ref, groups, config, shards.n_total)
+        out["graph"] = g
+        timings.update({f"graph_{k}": v for k, v in tg.items()})
+        t0 = time.perf_counter()
+        out["attr_centroids"] = _unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
+        timings["attr_centroids"] = time.perf_counter() - t0
+    out["timings"] = timings
+    return out
+
+
+def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = None, n_shards: int | None = None,
+                    work_dir: str | None = None, num_cpus: int | None = None, reduce: str = "ordered"):
+    """``ContextRAG.build(..., executor='ray')``: the index of ``index.build.build_index`` with chunk
+    embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
+    from ..index.build import _Timer, build_bm25, compose_items, embed_inputs, make_chunker, make_summaries
+    from ..index.context import FamilyResult, FuzzyContext, _block_from
+    from ..index.core import Index
+    from ..llm.ledger import CostLedger
+    from .cluster import RayCluster, ShardSet
+    from .embed import embed_to_shards
+    timings: dict = {}
+    with _Timer(timings, "chunk"):
+        chunks = make_chunker(config, embedder).split_all(docs)
+    if not chunks:
+        raise ValueError("docs produced no chunks")
+    n = len(chunks)
+    doc_ids = [c.doc_id for c in chunks]
+    positions = np.asarray([c.position for c in chunks], np.int32)
+    texts = embed_inputs([c.title for c in chunks], [c.text for c in chunks], config)
+    own_dir = work_dir is None
+    wd = tempfile.mkdtemp(prefix="contextrag-ray-") if own_dir else work_dir
+    try:
+        with RayCluster(address, num_cpus=num_cpus):
+            import ray
+            ns = n_shards or max(1, int(ray.cluster_resources().get("GPU", 0)) or
+                                 int(ray.cluster_resources().get("CPU", 1)))
+            with _Timer(timings, "embed"):
+                specs = embed_to_shards(texts, os.path.join(wd, "emb"), ns,
+                                        model=getattr(embedder, "name", config.embedding_model),
+                                        passage_prefix=getattr(embedder, "passage_prefix", None),
+                                        batch_size=config.embed_batch_size, doc_ids=doc_ids)
+            metas = [{"doc_ids": doc_ids[s.start:s.stop], "positions": positions[s.start:s.stop]} for s in specs]
+            with ShardSet(specs, n, os.path.join(wd, "state"), metas=metas) as shards:
+                arrays = build_index_arrays(shards, config, reduce=reduce)
+                # the index format keeps every chunk embedding: the final write is the one place
+                # that reads the shards' rows back (a sharded index format would not, see SCALING.md)
+                E = np.concatenate(shards.get(shards.map("embeddings")))
+    finally:
+        if own_dir:
+            shutil.rmtree(wd, ignore_errors=True)
+    for k, v in arrays["timings"].items():
+        timings[f"ray_{k}"] = v
+    ix = Index(config=config, docs={d.doc_id: {"title": d.title, "metadata": d.metadata} for d in docs},
+               chunk_ids=[c.chunk_id for c in chunks], chunk_doc_ids=doc_ids,
+               chunk_titles=[c.title for c in chunks], chunk_texts=[c.text for c in chunks],
+               chunk_positions=positions,
+               chunk_spans=np.asarray([[c.start_char, c.end_char] for c in chunks], np.int64).reshape(-1, 2),
+               chunk_fitted=np.ones(n, bool), context=None, graph=None,
+               attr_centroids=None, item_ids=[], item_kinds=None, item_texts=[], item_node=None,
+               item_members=None, item_sources=None, embeddings=None, embedder=embedder,
+               ledger=CostLedger(), timings=timings)
+    books = arrays["codebooks"]
+    res = FamilyResult(arrays["I"], arrays["names"], arrays["groups"], arrays["members"], arrays["state"],
+                       {"codes": arrays["codes"], "residual_sq": arrays["residual_sq"]},
+                       {"sizes": list(arrays["sizes"]), "inertia": [float(v) for v in arrays["inertia"]]})
+    w = float(config.family_weights.get("rq", 1.0))
+    ix.context = FuzzyContext([_block_from("rq", w, res, config)])
+    ix.info["fit"] = {"chunks": n, "residual_sq_mean": float(arrays["residual_sq"].mean()),
+                      "rq_sizes": [int(C.shape[0]) for C in books], **res.info}
+    ix.info["executor"] = {"kind": "ray", "address": address, "shards": len(specs), "reduce": reduce,
+                           "message_bytes": arrays["message_bytes"]}
+    ix.graph = arrays["graph"]
+    ix.attr_centroids = arrays["attr_centroids"]
+    ix._extents = None
+    with _Timer(timings, "summaries"):
+        s_items = make_summaries(ix, llm, E)
+    with _Timer(timings, "items"):
+        compose_items(ix, E, s_items)
+    with _Timer(timings, "bm25"):
+        build_bm25(ix)
+    return ix
