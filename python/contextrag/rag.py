@@ -54,8 +54,15 @@ class ContextRAG:
 
     # ---- construction
     @classmethod
-    def build(cls, docs, path=None, config=None, llm=None, *, embedder=None) -> "ContextRAG":
-        """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``."""
+    def build(cls, docs, path=None, config=None, llm=None, *, embedder=None, executor: str = "local",
+              ray_address: str | None = None) -> "ContextRAG":
+        """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``.
+
+        ``executor='ray'`` embeds with Ray Data and runs stages 2-3 on shard actors of the Ray cluster
+        at ``ray_address`` (a local one when None): same index, same format (contextrag.distributed).
+        """
+        if executor not in ("local", "ray"):
+            raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
         from .index.build import build_index
         from .index.chunking import normalize_docs
         from .index.embedding import Embedder
@@ -67,7 +74,11 @@ class ContextRAG:
         if not docs:
             raise ValueError("docs is empty: give at least one document")
         emb = embedder if embedder is not None else Embedder.from_config(config)
-        ix = build_index(docs, config, emb, llm)
+        if executor == "ray":
+            from .distributed.build import build_index_ray
+            ix = build_index_ray(docs, config, emb, llm, address=ray_address)
+        else:
+            ix = build_index(docs, config, emb, llm)
         rag = cls(ix, path, llm)
         rag._save()
         return rag

@@ -20,6 +20,8 @@ def add_arguments(p):
     p.add_argument("--llm", default="none", help="LLM for cluster summaries: 'none' (default), 'local', "
                    "'http://host:port/v1#MODEL', 'vllm:MODEL' (contextrag.llm.make_client)")
     p.add_argument("--json", action="store_true", help="print the index statistics as JSON")
+    p.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                   help="build on Ray (contextrag[ray]): a local cluster, or the one at ADDRESS")
 
 
 def _record(obj, i, args, where):
@@ -96,7 +98,9 @@ def run(args) -> int:
     if args.llm and args.llm.lower() not in ("none", "off"):
         from contextrag.llm import make_client
         llm = make_client(args.llm)
-    rag = ContextRAG.build(docs, path=os.fspath(args.out), config=config, llm=llm)
+    ray_kw = {} if getattr(args, "ray", None) is None else \
+        {"executor": "ray", "ray_address": None if args.ray == "local" else args.ray}
+    rag = ContextRAG.build(docs, path=os.fspath(args.out), config=config, llm=llm, **ray_kw)
     st = rag.stats()
     if args.json:
         print(json.dumps(st, indent=2, default=str))
