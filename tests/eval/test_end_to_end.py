@@ -26,7 +26,7 @@ def first(data, cache, tmp_path_factory):
     return out, res
 
 
-def test_all_systems_from_one_index(first):
+def test_all_systems_from_one_index(first, cache):
     out, res = first
     assert list(res["systems"]) == list(ALL_SYSTEMS)
     assert res["backend"] == "contextrag" and res["answers"] is False
@@ -34,6 +34,11 @@ def test_all_systems_from_one_index(first):
     shared = [info for info in res["indexes"].values() if "hybrid" in info["systems"]]
     assert len(shared) == 1 and "contextrag" in shared[0]["systems"] and "bm25" in shared[0]["systems"]
     assert len(res["indexes"]) <= 2
+    # passage embeddings went to the cache that later rebuilds read
+    import sqlite3
+    with sqlite3.connect(cache / "embeddings.sqlite") as db:
+        n = db.execute("SELECT COUNT(*) FROM emb").fetchone()[0]
+    assert n >= 200
     for name, m in res["systems"].items():
         assert m["n"] == N, name
         assert 0 <= m["recall@2"] <= m["recall@5"] <= m["recall@10"] <= 100, name

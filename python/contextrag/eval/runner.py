@@ -117,8 +117,10 @@ def _field(h, name, default=None):
 class IndexCache:
     """Indexes under ``cache_dir/<content hash>``, built once and reused across runs and systems."""
 
-    def __init__(self, cache_dir, backend, backend_name: str, llm=None, rebuild: bool = False, progress=True):
+    def __init__(self, cache_dir, backend, backend_name: str, llm=None, rebuild: bool = False, progress=True,
+                 embed_cache: bool = True):
         self.dir = Path(cache_dir)
+        self.embed_cache = embed_cache
         self.backend, self.backend_name, self.llm = backend, backend_name, llm
         self.rebuild, self.progress = rebuild, progress
         self.open: dict[str, Any] = {}
@@ -152,6 +154,11 @@ class IndexCache:
                 kw["llm"] = self.llm
             if "progress" in params:
                 kw["progress"] = self.progress
+            if "embedder" in params and self.embed_cache:
+                from .embed_cache import caching_embedder
+                emb = caching_embedder(config, self.dir / "embeddings.sqlite")
+                if emb is not None:
+                    kw["embedder"] = emb
             rag = self.backend.build(qa.docs_for_index(), path, config=config, **kw)
         seconds = time.perf_counter() - t
         try:
