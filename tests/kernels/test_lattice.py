@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from contextrag import ops, ref
-from conftest import EPS, KINDS, as_kind, check_kind, fuzzy, to_numpy
+from kernel_helpers import EPS, KINDS, as_kind, check_kind, fuzzy, to_numpy
 
 
 def _meet_tol(G, dtype):

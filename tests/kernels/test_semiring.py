@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from contextrag import ops, ref
-from conftest import EPS, KINDS, as_kind, check_kind, fuzzy, to_numpy
+from kernel_helpers import EPS, KINDS, as_kind, check_kind, fuzzy, to_numpy
 
 SHAPES = [(1, 1, 1), (7, 97, 129), (13, 129, 7), (97, 7, 1), (2, 300, 17), (6, 64, 64)]
 

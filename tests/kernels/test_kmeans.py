@@ -1,0 +1,168 @@
+"""kmeans_assign / kmeans_fit / rq_kmeans / rq_kmeans_batched against contextrag.ref."""
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from contextrag import ops, ref
+from kernel_helpers import KINDS, as_kind, check_kind, to_numpy
+
+
+def blobs(rng, n, d, k, spread=0.05, dtype=np.float64):
+    """Well-separated clusters: no near-ties, so float32 and float64 agree on every label."""
+    centres = rng.standard_normal((k, d)) * 3
+    lab = rng.integers(0, k, n)
+    return (centres[lab] + spread * rng.standard_normal((n, d))).astype(dtype), centres
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (7, 3, 2), (97, 5, 7), (129, 17, 13), (1000, 33, 9)])
+def test_assign_matches_ref(backend, rng, dtype, n, d, k):
+    X, centres = blobs(rng, n, d, k, dtype=dtype)
+    C = centres + 0.01
+    lab, d2 = ops.kmeans_assign(X, C.astype(dtype), backend=backend)
+    l_ref, d_ref = ref.kmeans_assign(X, C.astype(dtype))
+    np.testing.assert_array_equal(lab, l_ref)
+    assert lab.dtype == np.int64 and d2.dtype == dtype
+    np.testing.assert_allclose(d2, d_ref, rtol=1e-12 if dtype == np.float64 else 1e-5, atol=1e-6)
+
+
+def test_assign_ties_and_zero_distance(backend, rng):
+    X = rng.standard_normal((50, 4))
+    C = np.vstack([X[3], X[3], X[10]])            # duplicate centroids: ties go to the lowest index
+    lab, d2 = ops.kmeans_assign(X, C, backend=backend)
+    assert lab[3] == 0 and lab[10] == 2
+    assert not np.any(lab == 1)
+    assert d2[3] == 0.0 and d2[10] == 0.0          # exact zero for a point on a centroid
+    np.testing.assert_array_equal(lab, ref.kmeans_assign(X, C)[0])
+
+
+def test_assign_empty_and_large_block(backend, rng):
+    lab, d2 = ops.kmeans_assign(np.zeros((0, 3)), np.ones((2, 3)), backend=backend)
+    assert lab.shape == (0,) and d2.shape == (0,)
+    X, centres = blobs(rng, 50000, 4, 3, dtype=np.float32)   # spans several CPU tiles
+    C = (centres + 0.01).astype(np.float32)
+    np.testing.assert_array_equal(ops.kmeans_assign(X, C, backend=backend)[0], ref.kmeans_assign(X, C)[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_assign_kinds(backend, rng, kind):
+    X, _ = blobs(rng, 60, 6, 4)
+    C = X[:4].copy()
+    lab, d2 = ops.kmeans_assign(as_kind(X, kind), as_kind(C, kind), backend=backend)
+    check_kind(lab, kind)
+    check_kind(d2, kind)
+    np.testing.assert_array_equal(to_numpy(lab), ref.kmeans_assign(X, C)[0])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_fit_same_init_gives_ref_labels(backend, rng, dtype):
+    X, _ = blobs(rng, 600, 8, 6, spread=0.5, dtype=dtype)
+    init = X[rng.choice(600, 6, replace=False)].copy()
+    res = ops.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6, backend=backend)
+    C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6)
+    np.testing.assert_array_equal(res.labels, l_ref)
+    assert res.n_iter == it_ref
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-10 if dtype == np.float64 else 1e-4, atol=1e-5)
+    assert res.inertia == pytest.approx(inertia_ref, rel=1e-10 if dtype == np.float64 else 1e-5)
+    assert res.centroids.dtype == dtype
+
+
+def test_fit_torch_in_torch_out(rng):
+    X, _ = blobs(rng, 200, 5, 3)
+    res = ops.kmeans_fit(torch.from_numpy(X).t().contiguous().t(), 3, seed=1)
+    assert isinstance(res.centroids, torch.Tensor) and isinstance(res.labels, torch.Tensor)
+    np.testing.assert_array_equal(res.labels.numpy(), ref.kmeans_assign(X, res.centroids.numpy())[0])
+
+
+def test_empty_cluster_split(backend, rng):
+    """A centroid far from every point gets no points; it takes half of the largest cluster (as the ref)."""
+    X, _ = blobs(rng, 300, 4, 3, spread=0.3)
+    init = np.vstack([X[:3], np.full((1, 4), 1e3)])
+    res = ops.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0, backend=backend)
+    C_ref, l_ref, _, _ = ref.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0)
+    np.testing.assert_array_equal(res.labels, l_ref)
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-9)
+    assert np.all(np.bincount(res.labels, minlength=4) > 0)           # the empty cluster was refilled
+    # one Lloyd step from that init really splits
+    C1, _, _ = ref.lloyd_step(X, init)
+    assert np.abs(C1[3]).max() < 100
+
+
+def test_max_points_per_centroid(backend, rng):
+    """Training on the seeded subsample, then one full assignment pass."""
+    X, _ = blobs(rng, 2000, 6, 4, spread=0.4)
+    init = X[:4].copy()
+    res = ops.kmeans_fit(X, 4, init=init, n_iter=15, seed=3, max_points_per_centroid=50, backend=backend)
+    idx = np.sort(np.random.default_rng(3 + 1).choice(2000, size=200, replace=False))
+    C_ref, _, _, it_ref = ref.kmeans_fit(X[idx], 4, init=init, n_iter=15)
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-10)
+    assert res.n_iter == it_ref
+    l_ref, d_ref = ref.kmeans_assign(X, C_ref)
+    np.testing.assert_array_equal(res.labels, l_ref)
+    assert res.labels.shape == (2000,)
+    assert res.inertia == pytest.approx(d_ref.sum(), rel=1e-10)
+
+
+def test_k_greater_than_n():
+    with pytest.raises(ValueError, match=r"k=5 exceeds the number of points n=4"):
+        ops.kmeans_fit(np.zeros((4, 2)), 5)
+
+
+def test_kmeans_plus_plus_is_seeded(rng):
+    X, _ = blobs(rng, 300, 3, 5)
+    a = ops.kmeans_fit(X, 5, seed=7, n_iter=3)
+    b = ops.kmeans_fit(X, 5, seed=7, n_iter=3)
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    # the seeding draws the same points as the reference's k-means++
+    np.testing.assert_array_equal(ops.kmeans.__dict__["_kmeans_plus_plus"](torch.from_numpy(X), 5, 7).numpy(),
+                                  ref.kmeans_plus_plus(X, 5, 7))
+
+
+def test_rq_kmeans_matches_ref(backend, rng):
+    X, _ = blobs(rng, 400, 6, 5, spread=0.8)
+    sizes = (5, 3, 2)
+    inits = [X[:5].copy()]
+    R = X.copy()
+    books_ref, codes_ref, R_ref = None, None, None
+    # build per-level inits the way the reference will see them (first rows of each residual)
+    C0, l0, _, _ = ref.kmeans_fit(R, 5, init=inits[0], n_iter=25, tol=1e-4)
+    R1 = R - C0[l0]
+    inits.append(R1[:3].copy())
+    C1, l1, _, _ = ref.kmeans_fit(R1, 3, init=inits[1], n_iter=25, tol=1e-4)
+    inits.append((R1 - C1[l1])[:2].copy())
+    books_ref, codes_ref, R_ref = ref.rq_kmeans(X, sizes, inits=inits)
+    res = ops.rq_kmeans(X, sizes, init=inits, backend=backend)
+    np.testing.assert_array_equal(res.codes, codes_ref)
+    for b, br in zip(res.codebooks, books_ref):
+        np.testing.assert_allclose(b, br, rtol=1e-9, atol=1e-12)
+    assert res.inertia[-1] == pytest.approx(float((R_ref ** 2).sum()), rel=1e-9)
+    assert res.inertia[0] >= res.inertia[1] >= res.inertia[2]
+
+
+def test_rq_kmeans_clamps_with_warning(rng):
+    X = rng.standard_normal((10, 3))
+    with pytest.warns(RuntimeWarning, match=r"clamped to \(10, 10, 10\)"):
+        res = ops.rq_kmeans(X, (96, 24, 12))
+    assert res.sizes == (10, 10, 10)
+    assert res.codes.shape == (10, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ops.rq_kmeans(X, (4, 2))   # no clamping, no warning
+
+
+def test_rq_kmeans_batched_equals_single(backend, rng):
+    problems = [blobs(rng, n, 4, 3, spread=0.5)[0] for n in (50, 5, 120)]
+    with pytest.warns(RuntimeWarning):
+        batched = ops.rq_kmeans_batched(problems, (6, 3), seed=2, n_iter=10, backend=backend)
+    for X, b in zip(problems, batched):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            single = ops.rq_kmeans(X, (6, 3), seed=2, n_iter=10, backend=backend)
+        assert b.sizes == single.sizes
+        np.testing.assert_array_equal(b.codes, single.codes)
+        for cb, cs in zip(b.codebooks, single.codebooks):
+            np.testing.assert_array_equal(cb, cs)
+    assert batched[1].sizes == (5, 3) and batched[0].sizes == (6, 3)
+    assert ops.rq_kmeans_batched([], (2,)) == []
