@@ -2,7 +2,7 @@
 
 Each program owns BN rows and *all* c centres (c padded to a power of two CP ≤ MAX_C), so the whole
 (BN × CP) squared-distance tile sits in registers after the feature loop (``tl.dot``, fp32
-accumulation; exact IEEE fp32 for fp32 inputs). The epilogue, in the same program:
+accumulation; fp32 inputs at the precision of ``kmeans.fp32_precision``). The epilogue, in the same program:
 
     D = ‖x‖² + ‖c‖² − 2x·c, set to 0 below 8 ulps of ‖x‖² + ‖c‖² (cancellation noise);  w = (D_min / D)^p with p = 1/(m−1);  u = w / Σw
 
@@ -18,6 +18,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .kmeans import fp32_precision, launch_with_fallback
+
 MAX_C = 1024
 # relative threshold under which a GEMM-form squared distance is rounding noise (8 ulps)
 SNAP = {torch.float32: 8 * torch.finfo(torch.float32).eps, torch.float64: 8 * torch.finfo(torch.float64).eps}
@@ -30,7 +32,7 @@ def _interpret() -> bool:
 @triton.jit
 def _fcm_kernel(x_ptr, c_ptr, cn_ptr, u_ptr, N, C, D, p, snap,
                 s_xn, s_xd, s_cn, s_cd, s_un, s_uc,
-                UPCAST: tl.constexpr, MODE: tl.constexpr, P_IS_ONE: tl.constexpr,
+                UPCAST: tl.constexpr, MODE: tl.constexpr, PREC: tl.constexpr, P_IS_ONE: tl.constexpr,
                 BN: tl.constexpr, CP: tl.constexpr, BD: tl.constexpr):
     pid = tl.program_id(0)
     rows = pid * BN + tl.arange(0, BN)
@@ -57,7 +59,7 @@ def _fcm_kernel(x_ptr, c_ptr, cn_ptr, u_ptr, N, C, D, p, snap,
         if MODE == 0:
             acc = tl.dot(x, tl.trans(c), acc)
         elif MODE == 1:
-            acc = tl.dot(x, tl.trans(c), acc, input_precision="ieee")
+            acc = tl.dot(x, tl.trans(c), acc, input_precision=PREC)
         else:
             acc += tl.sum(x[:, None, :] * c[None, :, :], axis=2)
         xf = x.to(acc.dtype)
@@ -115,9 +117,9 @@ def memberships(X: torch.Tensor, C: torch.Tensor, m: float) -> torch.Tensor:
         BN = max(16, min(128, 8192 // CP))
         BD, warps = (64 if mode == 0 else 32), (4 if CP <= 64 else 8)
     p = 1.0 / (float(m) - 1.0)
-    _fcm_kernel[(triton.cdiv(n, BN),)](
+    launch_with_fallback(_fcm_kernel, (triton.cdiv(n, BN),), (
         X, Cd, cn, U, n, c, d, p, SNAP[acc_dt],
-        X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1), U.stride(0), U.stride(1),
-        UPCAST=interp and mode == 0, MODE=mode, P_IS_ONE=(p == 1.0),
-        BN=BN, CP=CP, BD=BD, num_warps=warps)
+        X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1), U.stride(0), U.stride(1)),
+        dict(UPCAST=interp and mode == 0, MODE=mode, PREC=fp32_precision(X.device), P_IS_ONE=(p == 1.0),
+             BN=BN, CP=CP, BD=BD, num_warps=warps))
     return U

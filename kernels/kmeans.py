@@ -2,7 +2,8 @@
 
 ``assign``: each program owns BN rows of X and walks *all* centroids (BK at a time) and the whole
 feature axis (BD at a time), accumulating x·c on tensor cores (``tl.dot``; bf16/fp16 inputs with
-fp32 accumulation, fp32 inputs in exact IEEE fp32, fp64 as FMA reductions). Per centroid block it
+fp32 accumulation; fp32 inputs as three-pass TF32 (tf32x3, about fp32 accuracy) or plain TF32 when
+torch allows it, exact IEEE fp32 under the interpreter; fp64 as FMA reductions). Per centroid block it
 forms ‖c‖² − 2x·c, takes the block's min/argmin and folds it into a running (min, index) pair per
 row. Because one program sees every centroid of its rows there is no cross-program race and no n×k
 matrix ever leaves registers; ties go to the lowest index (strict < across blocks, leftmost argmin
@@ -30,13 +31,39 @@ def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+_PREC_FALLBACK: dict = {}
+
+
+def fp32_precision(device) -> str:
+    """How tl.dot multiplies fp32 tiles: 'ieee' under the interpreter; on a GPU 'tf32x3' (three
+    TF32 tensor-core passes, about fp32 accuracy) unless torch allows plain TF32
+    (``torch.backends.cuda.matmul.allow_tf32``), the same switch torch's own matmuls obey."""
+    if _interpret() or getattr(device, "type", "cuda") != "cuda":
+        return "ieee"
+    if torch.backends.cuda.matmul.allow_tf32:
+        return "tf32"
+    return _PREC_FALLBACK.get("tf32x3", "tf32x3")
+
+
+def launch_with_fallback(kernel, grid, args, kwargs):
+    """Launch; if this Triton cannot compile tf32x3 dots, fall back to exact IEEE fp32 once and for all."""
+    try:
+        return kernel[grid](*args, **kwargs)
+    except Exception:
+        if kwargs.get("PREC") != "tf32x3":
+            raise
+        _PREC_FALLBACK["tf32x3"] = "ieee"
+        kwargs = dict(kwargs, PREC="ieee")
+        return kernel[grid](*args, **kwargs)
+
+
 @triton.jit
 def _assign_kernel(x_ptr, c_ptr, cn_ptr, lab_ptr, d2_ptr,
                    blk_prob_ptr, blk_row0_ptr, prob_row1_ptr, prob_coff_ptr, prob_k_ptr,
                    N, K, D, s_xn, s_xd, s_cn, s_cd,
-                   SEGMENTED: tl.constexpr, UPCAST: tl.constexpr, MODE: tl.constexpr,
+                   SEGMENTED: tl.constexpr, UPCAST: tl.constexpr, MODE: tl.constexpr, PREC: tl.constexpr,
                    BN: tl.constexpr, BK: tl.constexpr, BD: tl.constexpr):
-    # MODE 0: tl.dot (bf16/fp16 -> fp32 acc);  1: tl.dot in exact IEEE fp32;  2: fp64 FMA reduction
+    # MODE 0: tl.dot (bf16/fp16 -> fp32 acc);  1: fp32 tl.dot with precision PREC;  2: fp64 FMA reduction
     pid = tl.program_id(0)
     if SEGMENTED:
         prob = tl.load(blk_prob_ptr + pid)
@@ -80,7 +107,7 @@ def _assign_kernel(x_ptr, c_ptr, cn_ptr, lab_ptr, d2_ptr,
             if MODE == 0:
                 acc = tl.dot(x, tl.trans(c), acc)
             elif MODE == 1:
-                acc = tl.dot(x, tl.trans(c), acc, input_precision="ieee")
+                acc = tl.dot(x, tl.trans(c), acc, input_precision=PREC)
             else:
                 acc += tl.sum(x[:, None, :] * c[None, :, :], axis=2)
             if k0 == 0:
@@ -138,11 +165,11 @@ def assign(X: torch.Tensor, C: torch.Tensor, *, blocks: tuple | None = None):
     interp = _interpret()
     BN, BK, BD, warps = blocks or _assign_blocks(mode, interp)
     dummy = labels  # unused table pointers in the single-problem case
-    _assign_kernel[(triton.cdiv(n, BN),)](
+    launch_with_fallback(_assign_kernel, (triton.cdiv(n, BN),), (
         X, Cd, cn, labels, d2, dummy, dummy, dummy, dummy, dummy,
-        n, k, d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1),
-        SEGMENTED=False, UPCAST=interp and mode == 0, MODE=mode,
-        BN=BN, BK=BK, BD=BD, num_warps=warps)
+        n, k, d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1)),
+        dict(SEGMENTED=False, UPCAST=interp and mode == 0, MODE=mode, PREC=fp32_precision(X.device),
+             BN=BN, BK=BK, BD=BD, num_warps=warps))
     return labels, d2
 
 
@@ -165,11 +192,11 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
     blk_prob, blk_row0, row1, coff, kp = tables
     if n == 0 or blk_prob.numel() == 0:
         return labels, d2
-    _assign_kernel[(blk_prob.numel(),)](
+    launch_with_fallback(_assign_kernel, (blk_prob.numel(),), (
         X, Cd, cn, labels, d2, blk_prob, blk_row0, row1, coff, kp,
-        n, int(C.shape[0]), d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1),
-        SEGMENTED=True, UPCAST=interp and mode == 0, MODE=mode,
-        BN=BN, BK=BK, BD=BD, num_warps=warps)
+        n, int(C.shape[0]), d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1)),
+        dict(SEGMENTED=True, UPCAST=interp and mode == 0, MODE=mode, PREC=fp32_precision(X.device),
+             BN=BN, BK=BK, BD=BD, num_warps=warps))
     return labels, d2
 
 
@@ -193,7 +220,7 @@ def block_table(row_off, c_off, BN: int | None = None, device=None, dtype=None):
 
 @triton.jit
 def _update_kernel(x_ptr, lab_ptr, sums_ptr, counts_ptr, N, K, D, rows_per_prog, s_xn, s_xd,
-                   UPCAST: tl.constexpr, IEEE: tl.constexpr,
+                   UPCAST: tl.constexpr, FP32: tl.constexpr, PREC: tl.constexpr,
                    KP: tl.constexpr, BN: tl.constexpr, BD: tl.constexpr):
     pid_r = tl.program_id(0)
     pid_d = tl.program_id(1)
@@ -215,8 +242,8 @@ def _update_kernel(x_ptr, lab_ptr, sums_ptr, counts_ptr, N, K, D, rows_per_prog,
         if UPCAST:
             x = x.to(tl.float32)
         onehot = hit.to(x.dtype)
-        if IEEE:
-            acc = tl.dot(onehot, x, acc, input_precision="ieee")
+        if FP32:
+            acc = tl.dot(onehot, x, acc, input_precision=PREC)
         else:
             acc = tl.dot(onehot, x, acc)
         if pid_d == 0:
@@ -254,7 +281,11 @@ def update(X: torch.Tensor, labels: torch.Tensor, k: int, *, rows_per_prog: int 
     sums = torch.zeros((k, d), dtype=torch.float32, device=X.device)
     counts = torch.zeros(k, dtype=torch.int32, device=X.device)
     grid = (triton.cdiv(n, rows_per_prog), triton.cdiv(d, BD))
-    _update_kernel[grid](X, labels, sums, counts, n, k, d, rows_per_prog, X.stride(0), X.stride(1),
-                         UPCAST=interp and X.dtype != torch.float32, IEEE=X.dtype == torch.float32,
-                         KP=KP, BN=BN, BD=BD, num_warps=4 if KP <= 64 else 8)
+    # fp32 sums: the one-hot side is exact in any precision; X needs tf32x3 (or ieee) to stay fp32-accurate
+    prec = fp32_precision(X.device)
+    launch_with_fallback(_update_kernel, grid, (X, labels, sums, counts, n, k, d, rows_per_prog,
+                                                X.stride(0), X.stride(1)),
+                         dict(UPCAST=interp and X.dtype != torch.float32, FP32=X.dtype == torch.float32,
+                              PREC="tf32x3" if prec == "tf32" else prec,
+                              KP=KP, BN=BN, BD=BD, num_warps=4 if KP <= 64 else 8))
     return sums, counts.to(torch.int64)
