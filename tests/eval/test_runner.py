@@ -192,3 +192,50 @@ def test_cli_parses_and_reports_errors(tmp_path, data, capsys):
     rc = main(["eval", str(data / "hotpotqa_500.json"), "--format", "hotpotqa", "--out", str(tmp_path / "o"),
                "--limit", "0"])
     assert rc == 2
+
+
+class _Answer:
+    def __init__(self, text, hits):
+        self.text, self.hits = text, hits
+
+
+class AnsweringRAG(OverlapRAG):
+    """Answers with the title of its best passage through the LLM client, as one 'answer' stage call."""
+
+    def answer(self, question, llm=None, **overrides):
+        hits = self.retrieve(question, k=5, **overrides)
+        best = next(h for h in hits if h.kind == "chunk")
+        title = next(d["title"] for d in self.docs if d["id"] == best.doc_id)
+        c = llm.complete([{"role": "user", "content": f"Say: {title}"}], stage="answer")
+        return _Answer(c.text, hits)
+
+
+def test_answers_with_an_llm_client(tmp_path, data, fresh_backend, hotpot):
+    from contextrag.llm import Completion, LLMClient
+
+    class EchoLLM(LLMClient):
+        model = "echo"
+
+        def _generate(self, messages, *, max_tokens, temperature):
+            text = messages[-1]["content"].removeprefix("Say: ")
+            return Completion(text, prompt_tokens=len(messages[-1]["content"].split()), completion_tokens=3)
+
+    llm = EchoLLM()
+    res = R.run(data / "hotpotqa_500.json", format="hotpotqa", out=tmp_path / "o", limit=6,
+                cache_dir=tmp_path / "c", backend=AnsweringRAG, progress=False, llm=llm,
+                systems=["hybrid", "contextrag"])
+    rows = [json.loads(x) for x in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
+    assert len(rows) == 12
+    from contextrag.eval.metrics import exact_match, token_f1
+    for r in rows:
+        q = hotpot[[h["_id"] for h in hotpot].index(r["qid"])]
+        assert r["em"] == exact_match(r["answer"], q["answer"]) and r["f1"] == token_f1(r["answer"], q["answer"])
+        assert r["llm"]["answer"]["calls"] == 1 and r["llm"]["answer"]["completion_tokens"] == 3
+    m = res["systems"]["contextrag"]
+    assert m["llm_calls_per_query"] == 1.0 and m["llm_completion_tokens_per_query"] == 3.0
+    assert 0 <= m["em"] <= m["f1"] <= 100 and "answer_latency_p50_ms" in m
+    assert res["answers"] is True and res["llm"] == "echo"
+    tb = res["diagnostics"]["contextrag"]["token_breakdown"]
+    assert tb["query/answer (per query)"]["calls"] == 1.0
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## Answers" in md and "query/answer" in md
