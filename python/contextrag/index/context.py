@@ -131,7 +131,7 @@ def default_members(M, groups: np.ndarray, ratio: float, top: int | None = None)
     Row-relative within a group, so it does not depend on the scale of the degrees (FCM memberships
     over 96 clusters are ~0.01 each): with ratio = 1 it is the crisp argmax (the RQ code), below 1 a
     chunk on a boundary belongs to every cluster it is nearly as close to. ``top`` caps the
-    attributes per chunk and group (the strongest ones; ties to the lower column).
+    attributes per chunk and group (the strongest ones; exact ties with the top-th are kept).
     """
     D = dense(M)
     out = np.zeros(D.shape, dtype=bool)
@@ -141,8 +141,10 @@ def default_members(M, groups: np.ndarray, ratio: float, top: int | None = None)
         mx = block.max(axis=1, keepdims=True)
         keep = (block > 0) & (block >= ratio * mx)
         if top is not None and top < len(cols):
-            rank = np.argsort(np.argsort(-block, axis=1, kind="stable"), axis=1, kind="stable")
-            keep &= rank < top
+            # the top-th largest value per row (partition, not a full sort: 1M × 96 stays cheap);
+            # exact ties with it are kept too, which only matters for identical degrees
+            kth = -np.partition(-block, top - 1, axis=1)[:, top - 1:top]
+            keep &= block >= kth
         out[:, cols] = keep
     return sp.csr_matrix(out)
 

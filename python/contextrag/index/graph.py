@@ -59,16 +59,17 @@ class ConceptGraph:
         """(len(nodes), n) fuzzy extents, derived from I: seeds are columns, joins max, meets min."""
         nodes = np.arange(self.n_nodes) if nodes is None else np.asarray(nodes, dtype=np.int64)
         out = np.empty((len(nodes), I.shape[0]), dtype=np.float32)
-        for r, v in enumerate(nodes):
-            out[r] = self._extent(I, int(v))
+        kinds = self.kind[nodes]
+        seed = kinds == SEED
+        if seed.any():
+            out[seed] = I[:, self.attr[nodes[seed]]].T
+        # parents of joins and meets are always seeds: one batched kernel call per kind
+        for k, op in ((JOIN, ops.soft_join), (MEET, ops.soft_meet)):
+            sel = kinds == k
+            if sel.any():
+                pa, pb = self.parents[nodes[sel]].T
+                out[sel] = op(np.ascontiguousarray(I[:, self.attr[pa]].T), np.ascontiguousarray(I[:, self.attr[pb]].T))
         return out
-
-    def _extent(self, I, v):
-        k = self.kind[v]
-        if k == SEED:
-            return I[:, self.attr[v]]
-        a, b = (self._extent(I, int(p)) for p in self.parents[v])
-        return ops.soft_join(a, b) if k == JOIN else ops.soft_meet(a, b)
 
 
 def _pair_candidates(mask: np.ndarray, score: np.ndarray, limit: int):

@@ -1,0 +1,173 @@
+#!/usr/bin/env python
+"""Index benchmarks (issue 4), JSON under bench/results/:
+
+    python bench/bench_index.py ultradomain   # index_ultradomain.json: UltraDomain Mix end to end
+    python bench/bench_index.py synthetic     # index_synthetic_1m.json: stages 2-3 on 1M×384 synthetic
+
+ultradomain: chunk (embedder tokenizer, 200/40) + embed (MiniLM) + RQ-KMeans 96/24/12 + FCM context +
+concept graph + items + BM25 + save, with the paper's defaults and no LLM: seconds per stage,
+graph-construction LLM tokens (must be 0), index size on disk, per-level occupancy (Table 4).
+synthetic: stages 2-3 only (RQ-KMeans, FCM context, concept graph with co-occurrence windows) on
+n clustered unit vectors in 10-chunk documents: seconds per stage and the process's peak RSS.
+The machine is shared: load averages before and after are recorded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("CONTEXTRAG_DATA", REPO.parent / "shared" / "data"))
+RESULTS = REPO / "bench" / "results"
+
+
+def machine() -> dict:
+    import torch
+
+    import contextrag
+    cpu = ""
+    try:
+        cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
+    except Exception:
+        pass
+    mem = None
+    try:
+        mem = int(next(ln.split()[1] for ln in open("/proc/meminfo") if ln.startswith("MemTotal"))) * 1024
+    except Exception:
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    except Exception:
+        commit = None
+    return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
+            "cores": os.cpu_count(), "mem_bytes": mem, "torch": torch.__version__,
+            "torch_threads": torch.get_num_threads(), "contextrag": contextrag.__version__,
+            "backends": {k: v["available"] for k, v in contextrag.ops.backends().items()},
+            "git_commit": commit, "loadavg_start": os.getloadavg()}
+
+
+def peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def write(name: str, out: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out["machine"]["loadavg_end"] = os.getloadavg()
+    p = RESULTS / name
+    tmp = p.with_suffix(".tmp")
+    tmp.write_text(json.dumps(out, indent=2, default=str))
+    os.replace(tmp, p)
+    print(f"wrote {p}")
+    return p
+
+
+def ultradomain(args) -> Path:
+    from contextrag import Config, ContextRAG
+    docs = json.loads((DATA / "ultradomain_mix_contexts.json").read_text())
+    out = {"benchmark": "index_ultradomain_mix", "machine": machine(), "corpus": {
+        "file": "ultradomain_mix_contexts.json", "documents": len(docs), "characters": sum(map(len, docs))}}
+    cfg = Config()   # the paper's defaults: 96/24/12, m = 2, 200-token chunks, 30 summaries (no LLM here)
+    out["config"] = cfg.to_dict()
+    tmp = Path(tempfile.mkdtemp(prefix="ctxrag-bench-"))
+    try:
+        t = time.perf_counter()
+        rag = ContextRAG.build([{"id": f"mix{i}", "text": d} for i, d in enumerate(docs)], path=tmp / "idx",
+                               config=cfg, llm=None)
+        total = time.perf_counter() - t
+        st = rag.stats()
+        ix = rag.index
+        ledger_tokens = ix.ledger.to_dict()["total"]
+        out.update({
+            "seconds_total": total, "seconds_per_stage": st["timings"],
+            "graph_construction_llm_tokens": ledger_tokens["prompt_tokens"] + ledger_tokens["completion_tokens"],
+            "llm_calls": ledger_tokens["calls"], "summaries": st["summaries"],
+            "chunks": st["chunks"], "items": st["items"], "items_by_kind": st["items_by_kind"],
+            "attributes": st["attributes"], "nodes": st["nodes"], "edges": st["edges"],
+            "index_bytes_on_disk": st["bytes_on_disk"],
+            "index_files": {p.name: p.stat().st_size for p in (tmp / "idx").rglob("*") if p.is_file()},
+            "occupancy_table4": st["occupancy"], "peak_rss_bytes": peak_rss(),
+        })
+        if args.keep_embeddings:
+            np.save(args.keep_embeddings, ix.chunk_embeddings)
+        t = time.perf_counter()
+        ContextRAG.load(tmp / "idx")
+        out["seconds_load"] = time.perf_counter() - t
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return write("index_ultradomain.json", out)
+
+
+def synthetic_embeddings(n: int, d: int, seed: int, topics: int = 1000) -> np.ndarray:
+    """Clustered unit vectors: topic centres + subtopic offsets + noise (blocks, to bound memory)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((topics, d)).astype(np.float32)
+    sub = rng.standard_normal((topics * 8, d)).astype(np.float32) * 0.5
+    X = np.empty((n, d), np.float32)
+    step = 100_000
+    for s in range(0, n, step):
+        m = min(step, n - s)
+        t = rng.integers(topics, size=m)
+        u = t * 8 + rng.integers(8, size=m)
+        X[s:s + m] = centres[t] + sub[u] + 0.6 * rng.standard_normal((m, d)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return X
+
+
+def synthetic(args) -> Path:
+    from contextrag import Config
+    from contextrag.index.context import ChunkView, build_context
+    from contextrag.index.graph import build_graph
+    n, d = args.n, args.dim
+    out = {"benchmark": "index_stages_2_3_synthetic", "machine": machine(), "n": n, "dim": d}
+    cfg = Config()
+    out["config"] = cfg.to_dict()
+    t = time.perf_counter()
+    X = synthetic_embeddings(n, d, 0)
+    doc_ids = [f"d{i // 10}" for i in range(n)]      # 10 consecutive chunks per document
+    positions = (np.arange(n) % 10).astype(np.int32)
+    view = ChunkView([""] * n, [""] * n, doc_ids, positions)
+    out["seconds_generate"] = time.perf_counter() - t
+    out["rss_after_generate_bytes"] = peak_rss()
+    stages = {}
+    t = time.perf_counter()
+    ctx = build_context(view, X, cfg)
+    stages["stage2_rq_kmeans_and_fcm_context"] = time.perf_counter() - t
+    out["rss_after_stage2_bytes"] = peak_rss()
+    t = time.perf_counter()
+    I = ctx.dense()
+    g = build_graph(I, ctx.members(), ctx.attr_group, doc_ids, positions, cfg)
+    stages["stage3_concept_graph"] = time.perf_counter() - t
+    out.update({"seconds_per_stage": stages, "seconds_stages_2_3": sum(stages.values()),
+                "peak_rss_bytes": peak_rss(), "attributes": int(I.shape[1]),
+                "context_storage": [("csr" if hasattr(b.matrix, "nnz") else "dense") for b in ctx.blocks],
+                "nodes_by_kind": {k: int((g.kind == i).sum()) for i, k in enumerate(("seed", "join", "meet"))},
+                "edges_by_kind": {k: int((g.edge_kind == i).sum()) for i, k in enumerate(("up", "down", "cooc"))},
+                "goal": {"seconds": 300, "peak_bytes": 8 * 2 ** 30}})
+    out["meets_goal"] = out["seconds_stages_2_3"] < 300 and out["peak_rss_bytes"] < 8 * 2 ** 30
+    return write(f"index_synthetic_{n // 1000}k.json" if n < 1_000_000 else "index_synthetic_1m.json", out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("part", choices=("ultradomain", "synthetic"))
+    p.add_argument("--n", type=int, default=1_000_000)
+    p.add_argument("--dim", type=int, default=384)
+    p.add_argument("--keep-embeddings", help="ultradomain: also save the chunk embeddings (.npy) here")
+    args = p.parse_args(argv)
+    (ultradomain if args.part == "ultradomain" else synthetic)(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
