@@ -1,1 +1,194 @@
-"""contextrag.query."""
+"""contextrag.query: hybrid retrieval (§4.2, §4.4), multi-query expansion with RRF, rerank (§4.5), answers.
+
+* :func:`retrieve` — LLM-free: eq. 13 over chunks and virtual items, doc_id filter, boosts, top-k.
+  ``**overrides`` are Config query fields (w_bm25, w_cos, w_fuzzy, theta, candidates, rerank_top,
+  boost_summary, boost_bridge, n_rewrites, rrf_k), so BM25-only (w_cos=w_fuzzy=0), dense-only and
+  hybrid-without-graph (w_fuzzy=0, boosts 1) systems all run from one index.
+* :func:`search` — the full retrieval: the question plus its LLM rewrites (run concurrently),
+  each retrieved by eq. 13, fused by RRF into the top ``candidates`` (25), reranked by the LLM to the
+  top ``rerank_top`` (12).
+* :func:`answer` / :func:`aanswer` — search, then a short answer from the top hits, with the query's
+  LLM cost from the ledger.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+
+import numpy as np
+
+from ..config import Config
+from ._view import CorpusView, view_of
+from .answer import Answer, clean as _clean_answer, cost_delta, messages_for as _answer_messages, MAX_TOKENS
+from .dense import embed_queries
+from .hybrid import Hit, make_hits, score_all, top_indices
+from .rerank import arerank, rerank as _rerank
+from .rewrite import arewrites, rewrites as _rewrites
+from .rrf import rrf
+
+__all__ = ["retrieve", "search", "asearch", "answer", "aanswer", "Hit", "Answer", "QUERY_FIELDS",
+           "CorpusView", "view_of", "rrf"]
+
+QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
+                "boost_bridge", "n_rewrites", "rrf_k")
+
+
+def _config(index, overrides: dict) -> Config:
+    bad = sorted(set(overrides) - set(QUERY_FIELDS))
+    if bad:
+        raise ValueError(f"unknown query override(s) {bad}; allowed: {list(QUERY_FIELDS)}")
+    cfg = getattr(index, "config", None)
+    if not isinstance(cfg, Config):
+        inner = getattr(index, "index", None)
+        cfg = getattr(inner, "config", None)
+    if not isinstance(cfg, Config):
+        cfg = Config()
+    for name in ("w_bm25", "w_cos", "w_fuzzy", "boost_summary", "boost_bridge"):
+        if name in overrides:
+            v = overrides[name]
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {v!r}")
+    if "rrf_k" in overrides:
+        v = overrides["rrf_k"]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+            raise ValueError(f"rrf_k must be a number >= 0, got {v!r}")
+    return dataclasses.replace(cfg, **overrides) if overrides else cfg
+
+
+def _check_question(question):
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a str, got {type(question).__name__}")
+    if not question.strip():
+        raise ValueError("question must be a non-empty str")
+
+
+def _check_k(k):
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}")
+
+
+def retrieve(index, question: str, *, k: int = 12, doc_ids=None, **overrides) -> list[Hit]:
+    """Top-k items by the hybrid score of eq. 13 (no LLM). Each Hit has parts {bm25, cos, fuzzy, boost}."""
+    _check_question(question)
+    _check_k(k)
+    cfg = _config(index, overrides)
+    view = view_of(index)
+    mask = view.doc_mask(doc_ids)
+    q = embed_queries(view, [question])
+    parts = score_all(view, question, q, cfg, mask)
+    return make_hits(view, top_indices(parts["score"], k), parts)
+
+
+# ---------------------------------------------------------------- the LLM pipeline
+def _resolve_llm(llm):
+    from ..llm import LLMClient, make_client
+
+    if isinstance(llm, LLMClient):
+        return llm
+    if llm is None or isinstance(llm, str):
+        c = make_client(llm)
+        if c is None:
+            raise ValueError("llm is 'none': use retrieve() for retrieval without an LLM")
+        return c
+    raise TypeError(f"llm must be an LLMClient, a spec str or None, got {type(llm).__name__}")
+
+
+def _fuse(view, questions: list[str], Q: np.ndarray, cfg, mask):
+    """Hybrid lists for every query, fused by RRF. Returns (hits, parts of the original question)."""
+    parts0 = score_all(view, questions[0], Q[:1], cfg, mask)
+    lists = [top_indices(parts0["score"], cfg.candidates)]
+    for i in range(1, len(questions)):
+        p = score_all(view, questions[i], Q[i:i + 1], cfg, mask)
+        lists.append(top_indices(p["score"], cfg.candidates))
+    if len(lists) == 1:
+        hits = make_hits(view, lists[0], parts0)
+        return hits
+    fused = rrf([l.tolist() for l in lists], k=cfg.rrf_k)[: cfg.candidates]
+    idx = [i for i, _ in fused]
+    hits = make_hits(view, idx, parts0)
+    for h, (_, s) in zip(hits, fused):
+        h.parts["hybrid"] = h.score
+        h.parts["rrf"] = float(s)
+        h.score = float(s)
+    return hits
+
+
+def _prepare(index, question, k, doc_ids, overrides):
+    _check_question(question)
+    _check_k(k)
+    cfg = _config(index, overrides)
+    view = view_of(index)
+    return cfg, view, view.doc_mask(doc_ids)
+
+
+def _apply_rerank(hits, rr, k):
+    out = [hits[j] for j in rr.order][:k]
+    if rr.reranked:
+        for r, h in enumerate(out, start=1):
+            h.parts["rerank_rank"] = r
+    return out
+
+
+def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: bool = True, rerank: bool = True,
+           **overrides) -> tuple[list[Hit], dict]:
+    """(hits, info): rewrites → per-query hybrid retrieval → RRF → LLM rerank → top-k."""
+    cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
+    client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rws = _rewrites(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else []
+    qs = [question] + rws
+    Q = embed_queries(view, qs)
+    hits = _fuse(view, qs, Q, cfg, mask)
+    reranked = False
+    if rerank and hits:
+        rr = _rerank(client, question, [h.text for h in hits], top=min(cfg.rerank_top, len(hits)))
+        hits, reranked = _apply_rerank(hits, rr, k), rr.reranked
+    return hits[:k], {"rewrites": rws, "reranked": reranked}
+
+
+async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: bool = True,
+                  rerank: bool = True, **overrides) -> tuple[list[Hit], dict]:
+    cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
+    client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rws = await arewrites(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else []
+    qs = [question] + rws
+    Q = await asyncio.to_thread(embed_queries, view, qs)
+    hits = _fuse(view, qs, Q, cfg, mask)
+    reranked = False
+    if rerank and hits:
+        rr = await arerank(client, question, [h.text for h in hits], top=min(cfg.rerank_top, len(hits)))
+        hits, reranked = _apply_rerank(hits, rr, k), rr.reranked
+    return hits[:k], {"rewrites": rws, "reranked": reranked}
+
+
+def answer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+           rerank: bool = True, **overrides) -> Answer:
+    """Answer(text, hits, cost): search, then a short answer from the top-k hits."""
+    t0 = time.perf_counter()
+    client = _resolve_llm(llm)
+    before = client.ledger.snapshot()
+    hits, info = search(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite, rerank=rerank,
+                        **overrides)
+    text = "unknown"
+    if hits:
+        c = client.complete(_answer_messages(question, hits), stage="answer", max_tokens=MAX_TOKENS,
+                            temperature=0.0)
+        text = _clean_answer(c.text) or "unknown"
+    return Answer(text=text, hits=hits, cost=cost_delta(client.ledger, before), seconds=time.perf_counter() - t0,
+                  rewrites=info["rewrites"], reranked=info["reranked"])
+
+
+async def aanswer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+                  rerank: bool = True, **overrides) -> Answer:
+    t0 = time.perf_counter()
+    client = _resolve_llm(llm)
+    before = client.ledger.snapshot()
+    hits, info = await asearch(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite,
+                               rerank=rerank, **overrides)
+    text = "unknown"
+    if hits:
+        c = await client.acomplete(_answer_messages(question, hits), stage="answer", max_tokens=MAX_TOKENS,
+                                   temperature=0.0)
+        text = _clean_answer(c.text) or "unknown"
+    return Answer(text=text, hits=hits, cost=cost_delta(client.ledger, before), seconds=time.perf_counter() - t0,
+                  rewrites=info["rewrites"], reranked=info["reranked"])

@@ -1,0 +1,172 @@
+"""What the query stage reads from an index, gathered once per index object (and rebuilt when
+the index changes).
+
+``CorpusView`` holds, for the N retrievable items (chunks first, then virtual items: cluster
+summaries, join/bridge nodes, meet nodes):
+
+* ``ids``, ``texts``, ``kinds`` (array of "chunk" | "summary" | "join" | "meet"), ``doc_ids`` (the
+  item's document; for a virtual item the documents of its member chunks joined by ",");
+* ``E``: (N, d) float32 unit-norm embeddings (cosine = dot product);
+* ``embed(list[str]) -> (Q, d)`` query embeddings and ``bm25_raw(question) -> (N,)`` raw BM25;
+* ``mask_fn(doc_ids) -> (N,) bool``: the §4.6 doc_id filter (the index's own ``item_mask``: an item
+  passes when all chunks whose text it shows come from the requested documents);
+* ``router``: a :class:`~contextrag.query.fuzzy.Router` for eq. 14–16, or None without a concept graph.
+
+Built from a ``contextrag.index.core.Index`` (fields: item_ids, item_kinds, item_texts, item_node,
+item_members, embeddings, bm25_scores(), item_mask(), embedder, attr_centroids, context, graph,
+node_extents()); a ``ContextRAG`` is unwrapped through its ``.index``.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+KINDS = ("chunk", "summary", "join", "meet")
+_KIND_ALIASES = {"bridge": "join", "cluster_summary": "summary"}
+
+
+def norm_kind(k) -> str:
+    if isinstance(k, (int, np.integer)):
+        if not 0 <= int(k) < len(KINDS):
+            raise ValueError(f"item kind code must be in [0, {len(KINDS)}), got {k}")
+        return KINDS[int(k)]
+    k = _KIND_ALIASES.get(str(k).lower(), str(k).lower())
+    if k not in KINDS:
+        raise ValueError(f"item kind must be one of {KINDS} (or 'bridge'), got {k!r}")
+    return k
+
+
+@dataclass
+class CorpusView:
+    ids: list
+    texts: list
+    kinds: np.ndarray
+    doc_ids: list
+    E: np.ndarray
+    embed: Callable
+    bm25_raw: Callable
+    mask_fn: Callable | None = None
+    router: object = None
+
+    def __post_init__(self):
+        n = len(self.ids)
+        self.kinds = np.asarray([norm_kind(k) for k in self.kinds], dtype=object)
+        self.E = np.ascontiguousarray(self.E, dtype=np.float32)
+        if self.E.ndim != 2 or self.E.shape[0] != n:
+            raise ValueError(f"embeddings must be (n_items={n}, d), got {self.E.shape}")
+        for name in ("texts", "kinds", "doc_ids"):
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"{name} has {len(getattr(self, name))} entries, expected n_items={n}")
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    def doc_mask(self, doc_ids) -> np.ndarray | None:
+        """Boolean (N,) mask of the items a doc_id filter allows (None: no filter)."""
+        if doc_ids is None:
+            return None
+        if isinstance(doc_ids, bytes) or not isinstance(doc_ids, str) and not hasattr(doc_ids, "__iter__"):
+            raise TypeError(f"doc_ids must be a str or an iterable of str, got {type(doc_ids).__name__}")
+        wanted = {doc_ids} if isinstance(doc_ids, str) else {str(d) for d in doc_ids}
+        if self.mask_fn is not None:
+            m = np.asarray(self.mask_fn(sorted(wanted)), dtype=bool)
+        else:
+            m = np.fromiter((d is not None and set(str(d).split(",")) <= wanted for d in self.doc_ids),
+                            bool, self.n)
+        if m.shape != (self.n,):
+            raise ValueError(f"doc_id mask has shape {m.shape}, expected ({self.n},)")
+        return m
+
+
+# ---------------------------------------------------------------- bm25 fallback (no bm25 in the index)
+class _OwnBM25:
+    """bm25s over the item texts, for index objects that carry none."""
+
+    def __init__(self, texts):
+        import bm25s
+
+        self._bm25s = bm25s
+        self.n = len(texts)
+        self.r = bm25s.BM25()
+        self.r.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
+
+    def __call__(self, question: str) -> np.ndarray:
+        toks = self._bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
+        vocab = self.r.vocab_dict
+        toks = [t for t in toks if t in vocab]
+        if not toks:
+            return np.zeros(self.n, dtype=np.float32)
+        return np.asarray(self.r.get_scores(toks), dtype=np.float32)
+
+
+# ---------------------------------------------------------------- from an index object
+_CACHE: dict = {}   # id(index) -> (weakref to it, signature, view); index dataclasses are unhashable
+_LOCK = threading.Lock()
+
+
+def _unwrap(index):
+    if index is None:
+        raise TypeError("index must be a contextrag Index (or ContextRAG), got None")
+    if isinstance(index, CorpusView):
+        return index
+    if not hasattr(index, "item_ids"):
+        inner = getattr(index, "index", None)
+        if inner is not None and hasattr(inner, "item_ids"):
+            return inner
+        raise TypeError(f"index must be a contextrag Index or ContextRAG (with item_ids, embeddings, ...), "
+                        f"got {type(index).__name__}")
+    return index
+
+
+def _signature(ix) -> tuple:
+    ext = ix.node_extents() if hasattr(ix, "node_extents") and getattr(ix, "graph", None) is not None else None
+    return (len(ix.item_ids), id(ix.embeddings), id(ext), id(getattr(ix, "bm25", None)))
+
+
+def view_of(index) -> CorpusView:
+    """The CorpusView of an index (cached per index object until the index changes)."""
+    ix = _unwrap(index)
+    if isinstance(ix, CorpusView):
+        return ix
+    sig = _signature(ix)
+    key = id(ix)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0]() is ix and hit[1] == sig:
+            return hit[2]
+    v = _build_view(ix)
+    with _LOCK:
+        for k in [k for k, e in _CACHE.items() if e[0]() is None]:
+            del _CACHE[k]
+        _CACHE[key] = (weakref.ref(ix), sig, v)
+    return v
+
+
+def _build_view(ix) -> CorpusView:
+    from .fuzzy import Router
+
+    n_chunks = len(ix.chunk_ids)
+    ids = [str(x) for x in ix.item_ids]
+    kinds = [norm_kind(k) for k in np.asarray(ix.item_kinds).tolist()]
+    doc_ids = list(ix.chunk_doc_ids)
+    mem = ix.item_members
+    for i in range(n_chunks, len(ids)):
+        cols = mem[i].indices if mem is not None else []
+        doc_ids.append(",".join(sorted({str(ix.chunk_doc_ids[c]) for c in cols})) or None)
+    E = np.asarray(ix.embeddings, dtype=np.float32)
+    embedder = getattr(ix, "embedder", None)
+    embed = getattr(ix, "embed_queries", None) or getattr(embedder, "embed_queries", None)
+    if embed is None:
+        raise TypeError("index must have an embedder with embed_queries(list[str])")
+    bm25 = getattr(ix, "bm25_scores", None)
+    if not callable(bm25):
+        bm25 = _OwnBM25(list(ix.item_texts))
+    router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
+    return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=np.asarray(kinds, dtype=object),
+                      doc_ids=doc_ids, E=E, embed=embed, bm25_raw=bm25,
+                      mask_fn=getattr(ix, "item_mask", None), router=router)

@@ -1,0 +1,65 @@
+"""Cosine term of eq. 13: exact inner products with the stored unit-norm embeddings.
+
+``dense_scores`` is one (Q, d) × (d, n) product over every item (exact; a few ms at 10^5 items).
+``dense_topk`` uses a FAISS ``IndexFlatIP`` (exact too, multi-threaded, no (Q, n) matrix kept) when
+faiss is installed and the corpus has at least ``FAISS_MIN_ITEMS`` items, else NumPy argpartition.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+import numpy as np
+
+FAISS_MIN_ITEMS = 100_000
+_FAISS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def embed_queries(view, texts: list[str]) -> np.ndarray:
+    Q = np.asarray(view.embed(list(texts)), dtype=np.float32)
+    if Q.ndim != 2 or Q.shape[1] != view.E.shape[1]:
+        raise ValueError(f"query embeddings must be (Q, {view.E.shape[1]}), got {Q.shape}")
+    n = np.linalg.norm(Q, axis=1, keepdims=True)
+    return Q / np.maximum(n, 1e-12)
+
+
+def dense_scores(view, qvecs: np.ndarray) -> np.ndarray:
+    """(Q, n) cosine similarities (embeddings are unit-norm)."""
+    q = np.asarray(qvecs, dtype=np.float32)
+    if q.ndim == 1:
+        q = q[None]
+    return q @ view.E.T
+
+
+def _faiss_index(view):
+    try:
+        import faiss
+    except ImportError:
+        return None
+    with _LOCK:
+        ix = _FAISS.get(view)
+        if ix is None:
+            ix = faiss.IndexFlatIP(view.E.shape[1])
+            ix.add(view.E)
+            _FAISS[view] = ix
+    return ix
+
+
+def dense_topk(view, qvecs: np.ndarray, k: int, *, use_faiss: bool | None = None):
+    """(scores, indices), each (Q, k'), k' = min(k, n), best first."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    q = np.ascontiguousarray(np.atleast_2d(qvecs), dtype=np.float32)
+    k = min(k, view.n)
+    if use_faiss is None:
+        use_faiss = view.n >= FAISS_MIN_ITEMS
+    ix = _faiss_index(view) if use_faiss else None
+    if ix is not None:
+        D, I = ix.search(q, k)
+        return D, I.astype(np.int64)
+    S = dense_scores(view, q)
+    part = np.argpartition(-S, k - 1, axis=1)[:, :k]
+    ps = np.take_along_axis(S, part, axis=1)
+    order = np.argsort(-ps, axis=1, kind="stable")
+    return np.take_along_axis(ps, order, axis=1), np.take_along_axis(part, order, axis=1)

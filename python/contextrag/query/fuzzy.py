@@ -1,0 +1,127 @@
+"""Fuzzy routing term of eq. 13 (paper §4.4, eq. 14–16).
+
+    s(q, a)     = (1 + cos(q, centroid(a))) / 2                        (14)
+    α(q, a)     = θ_ℓ(a) → s(q, a) = min(1, 1 − θ_ℓ(a) + s(q, a))        (15, one level)
+    μ(q, v)     = α(q, a)                  for a seed node v of attribute a
+                = μ(q, v₁) ⊗ μ(q, v₂)      for a meet node (centroids at two levels: eq. 15's ⊗)
+                = max(μ(q, v₁), μ(q, v₂))  for a join (bridge) node (its extent is the union)
+    fuzzy(q, c) = max_v μ(q, v) ⊗ I(c, v)                               (16)
+
+→ is the Łukasiewicz residuum, ⊗ the Łukasiewicz t-norm max(0, a + b − 1). The max over nodes of the
+t-norm is ``contextrag.ops.fuzzy_route`` (the max-plus kernel).
+
+Choices the paper leaves open (docs/QUERY.md):
+* centroid(a) is the index's ``attr_centroids[a]``: the unit mean embedding of the attribute's member
+  chunks. For RQ level 0 this is the (normalised) codebook centroid; for deeper levels the codebook
+  holds *residual* centroids, whose cosine with a query embedding means nothing, so the members' mean
+  embedding stands in. θ_ℓ(a) is ``Config.theta[level]`` for RQ attributes, the last θ otherwise.
+* A join node's two parents sit at the same level, so eq. 15 has nothing to ⊗ across levels; the
+  join is the least upper bound, so it is active when either parent is (max). A meet node's parents
+  sit at different levels (or families): eq. 15 literally, the ⊗ of its parents' activations.
+* I(c, v) for a chunk is its fuzzy extent degree (``index.node_extents()``). A virtual item (summary,
+  join or meet item) is scored as a pseudo-chunk whose degrees are the mean of its member chunks'
+  degrees. (Giving it degree 1 in its own node makes its fuzzy score μ(q, v), which is 1 for almost
+  every node at θ = 0.5 — every virtual item then outranks the chunks; measured, docs/QUERY.md.)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+SEED, JOIN, MEET = 0, 1, 2
+
+
+def _theta_tuple(theta, L: int) -> np.ndarray:
+    th = tuple(theta) if isinstance(theta, (tuple, list)) else (theta,)
+    try:
+        th = tuple(float(t) for t in th)
+    except (TypeError, ValueError):
+        raise TypeError(f"theta must be a number or a tuple of numbers, got {theta!r}") from None
+    if not th or any(not 0.0 <= t <= 1.0 for t in th):
+        raise ValueError(f"theta must be thresholds in [0, 1], got {theta!r}")
+    th = th + (th[-1],) * max(0, L - len(th))
+    return np.asarray(th, dtype=np.float32)
+
+
+class Router:
+    """Precomputed pieces of eq. 14–16 for one index."""
+
+    def __init__(self, centroids, attr_level, node_kind, node_attr, node_parents, I_items):
+        self.A = np.ascontiguousarray(centroids, dtype=np.float32)            # (M, d)
+        self.attr_level = np.asarray(attr_level, dtype=np.int64)              # (M,) -1: not an RQ level
+        self.kind = np.asarray(node_kind, dtype=np.int8)                      # (V,)
+        self.attr = np.asarray(node_attr, dtype=np.int64)                     # (V,)
+        self.parents = np.asarray(node_parents, dtype=np.int64).reshape(-1, 2)  # (V, 2)
+        self.I = np.ascontiguousarray(I_items, dtype=np.float32)              # (N, V)
+        V = len(self.kind)
+        if self.I.ndim != 2 or self.I.shape[1] != V:
+            raise ValueError(f"I_items must be (n_items, n_nodes={V}), got {self.I.shape}")
+        if self.A.shape[0] != len(self.attr_level):
+            raise ValueError("centroids and attr_level disagree on the number of attributes")
+        self.n_levels = int(self.attr_level.max()) + 1 if len(self.attr_level) and self.attr_level.max() >= 0 else 1
+        self.seeds = np.flatnonzero(self.kind == SEED)
+        self.joins = np.flatnonzero(self.kind == JOIN)
+        self.meets = np.flatnonzero(self.kind == MEET)
+        d = np.concatenate([self.joins, self.meets])
+        self._parents_are_seeds = bool(len(d) == 0 or (self.kind[self.parents[d].ravel()] == SEED).all())
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.kind)
+
+    @classmethod
+    def from_index(cls, ix) -> "Router | None":
+        g = ix.graph
+        if g is None or g.n_nodes == 0:
+            return None
+        A = np.asarray(ix.attr_centroids, dtype=np.float32)
+        level = np.full(A.shape[0], -1, np.int64)
+        try:
+            sl = ix.context.family_slice("rq")
+            level[sl] = np.asarray(ix.context.block("rq").groups, dtype=np.int64)
+        except KeyError:
+            pass
+        n = len(ix.chunk_ids)
+        N = len(ix.item_ids)
+        V = g.n_nodes
+        I = np.zeros((N, V), dtype=np.float32)
+        I[:n] = np.asarray(ix.node_extents(), dtype=np.float32).T
+        if N > n:   # a virtual item's memberships: the mean over its member chunks (a pseudo-chunk)
+            mem = ix.item_members[n:].astype(np.float32)
+            cnt = np.maximum(np.asarray(mem.sum(axis=1)).ravel(), 1.0)
+            I[n:] = np.asarray(mem @ I[:n]) / cnt[:, None]
+        return cls(A, level, g.kind, g.attr, g.parents, I)
+
+    def activations(self, qvecs: np.ndarray, theta) -> np.ndarray:
+        """μ (Q, V) of eq. 15 for unit query embeddings (Q, d)."""
+        q = np.atleast_2d(np.asarray(qvecs, dtype=np.float32))
+        th = _theta_tuple(theta, self.n_levels)
+        th_attr = np.where(self.attr_level >= 0, th[np.clip(self.attr_level, 0, len(th) - 1)], th[-1])
+        s = (1.0 + q @ self.A.T) * 0.5                                        # (14)
+        alpha = np.minimum(1.0, 1.0 - th_attr[None, :] + s)                    # θ → s
+        mu = np.zeros((q.shape[0], self.n_nodes), dtype=np.float32)
+        mu[:, self.seeds] = alpha[:, self.attr[self.seeds]]
+        derived = np.sort(np.concatenate([self.joins, self.meets]))
+        if self._parents_are_seeds:                                            # one vectorised pass
+            a, b = mu[:, self.parents[derived, 0]], mu[:, self.parents[derived, 1]]
+            is_join = (self.kind[derived] == JOIN)[None, :]
+            mu[:, derived] = np.where(is_join, np.maximum(a, b), np.maximum(0.0, a + b - 1.0))
+        else:
+            for v in derived:                                                  # parents come first
+                a, b = mu[:, self.parents[v, 0]], mu[:, self.parents[v, 1]]
+                mu[:, v] = np.maximum(a, b) if self.kind[v] == JOIN else np.maximum(0.0, a + b - 1.0)
+        return np.clip(mu, 0.0, 1.0)
+
+    def scores(self, qvecs: np.ndarray, theta) -> np.ndarray:
+        """(Q, N) eq. 16 for every item."""
+        from contextrag import ops
+
+        mu = self.activations(qvecs, theta)
+        return np.asarray(ops.fuzzy_route(mu, self.I), dtype=np.float32)
+
+
+def fuzzy_scores(view, qvecs: np.ndarray, theta) -> np.ndarray:
+    """(Q, N) routing scores of eq. 16; zeros when the index has no concept graph."""
+    q = np.atleast_2d(np.asarray(qvecs, dtype=np.float32))
+    if view.router is None:
+        return np.zeros((q.shape[0], view.n), dtype=np.float32)
+    return view.router.scores(q, theta)

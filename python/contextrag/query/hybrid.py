@@ -1,0 +1,91 @@
+"""Hybrid score of eq. 13 over chunks and virtual items, with the doc_id filter and boosts.
+
+score(c) = boost(c) · (w_bm25·bm25(q, c) + w_cos·cos(q, c) + w_fuzzy·fuzzy(q, c))
+
+* bm25: bm25s, divided by its per-query maximum over the allowed items (query/bm25.py);
+* cos: exact cosine with the stored embeddings (query/dense.py);
+* fuzzy: eq. 14–16 routing (query/fuzzy.py), 0 without a concept graph;
+* boost: ``boost_summary`` (×1.2) for cluster-summary virtual chunks, ``boost_bridge`` (×1.3) for
+  bridge (join) nodes, ×1 otherwise (§4.5: multiplicative, no forced slots). A boost multiplies
+  positive scores only, so it can never push a negative-cosine item further down;
+* doc_id filter (§4.6): items whose documents do not meet ``doc_ids`` get score −inf and are never
+  returned. A term whose weight is 0 is not computed at all (BM25-only / dense-only systems).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .bm25 import bm25_scores
+from .dense import dense_scores
+from .fuzzy import fuzzy_scores
+
+
+@dataclass
+class Hit:
+    id: str
+    doc_id: str | None
+    kind: str
+    text: str
+    score: float
+    parts: dict = field(default_factory=dict)   # {bm25, cos, fuzzy, boost} (+ rrf / rerank_rank after fusion)
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "doc_id": self.doc_id, "kind": self.kind, "text": self.text,
+                "score": float(self.score), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
+                                                       for k, v in self.parts.items()}}
+
+
+def boosts(view, cfg) -> np.ndarray:
+    b = np.ones(view.n, dtype=np.float32)
+    b[view.kinds == "summary"] = cfg.boost_summary
+    b[view.kinds == "join"] = cfg.boost_bridge
+    return b
+
+
+def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
+    """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "score"}."""
+    n = view.n
+    zeros = np.zeros(n, dtype=np.float32)
+    bm = bm25_scores(view, question, mask) if cfg.w_bm25 != 0 else zeros
+    cs = dense_scores(view, qvec)[0] if cfg.w_cos != 0 else zeros
+    fz = fuzzy_scores(view, qvec, cfg.theta)[0] if cfg.w_fuzzy != 0 else zeros
+    base = cfg.w_bm25 * bm + cfg.w_cos * cs + cfg.w_fuzzy * fz
+    bo = boosts(view, cfg)
+    total = np.where(base > 0, base * bo, base).astype(np.float32)
+    if mask is not None:
+        total = np.where(mask, total, -np.inf).astype(np.float32)
+    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "score": total}
+
+
+def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k best finite scores, best first (ties: lower index first)."""
+    finite = np.isfinite(scores)
+    m = int(finite.sum())
+    k = min(k, m)
+    if k <= 0:
+        return np.zeros(0, dtype=np.int64)
+    s = np.where(finite, scores, -np.inf)
+    if k < s.size:
+        part = np.argpartition(-s, k - 1)[:k]
+    else:
+        part = np.arange(s.size)
+    order = np.lexsort((part, -s[part]))
+    return part[order][:k].astype(np.int64)
+
+
+def make_hits(view, idx, parts: dict) -> list[Hit]:
+    out = []
+    for i in idx:
+        i = int(i)
+        out.append(Hit(id=view.ids[i], doc_id=view.doc_ids[i], kind=str(view.kinds[i]), text=view.texts[i],
+                       score=float(parts["score"][i]),
+                       parts={"bm25": float(parts["bm25"][i]), "cos": float(parts["cos"][i]),
+                              "fuzzy": float(parts["fuzzy"][i]), "boost": float(parts["boost"][i])}))
+    return out
+
+
+def hybrid_search(view, question: str, qvec: np.ndarray, cfg, k: int, mask=None) -> list[Hit]:
+    parts = score_all(view, question, qvec, cfg, mask)
+    return make_hits(view, top_indices(parts["score"], k), parts)

@@ -1,0 +1,153 @@
+"""Query-time spreading activation over the fuzzy formal context (issue 7).
+
+A fuzzy counterpart of personalised PageRank on the concept graph, in Łukasiewicz logic
+(a ⊗ b = max(0, a + b − 1)), two max-plus steps over a sparse incidence I (chunks × attributes):
+
+    act(a)  = max( μ(q, a),  max_{s ∈ seeds} r(s) ⊗ I(s, a) )      chunks → attributes  (eq. 16 transposed)
+    hop(c)  = max_a act(a) ⊗ I(c, a)                                 attributes → chunks  (eq. 16)
+
+r is the query's own relevance (hybrid score scaled to [0, 1] by its per-query maximum), the seeds
+are the query's first retrieved chunks, μ(q, a) the query's mention of attribute a. hop(c) is high
+when c shares a *rare* attribute (both incidences near 1) with a highly relevant seed: the second
+passage of a bridge question, which shares an entity with the first, not its topic.
+
+The final score adds the hop to the chunk's own relevance, so a chunk reached through the graph
+still competes on its relevance to the query (topic drift is penalised):
+
+    score(c) = r(c) + λ · hop(c)
+
+Everything here is NumPy/SciPy on CSR matrices; `seeds` and attributes are few, so a query costs
+O(nnz of the touched rows and columns).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def _csr(I) -> sp.csr_matrix:
+    if not sp.issparse(I):
+        I = sp.csr_matrix(np.asarray(I, dtype=np.float32))
+    I = I.tocsr()
+    if I.nnz and (I.data.min() < 0 or I.data.max() > 1):
+        raise ValueError("I must hold degrees in [0, 1]")
+    return I
+
+
+def seed_activation(r, seeds, I, mu=None) -> np.ndarray:
+    """act(a) = max(μ(a), max_{s ∈ seeds} r(s) ⊗ I(s, a)); r: (n,) in [0, 1]; seeds: chunk indices.
+
+    I: (n, M) CSR. mu: optional (M,) dense or (1, M) sparse query activation. Returns (M,) float32.
+    """
+    I = _csr(I)
+    act = np.zeros(I.shape[1], dtype=np.float32)
+    seeds = np.asarray(seeds, dtype=np.int64)
+    if seeds.size:
+        sub = I[seeds]
+        row = np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr))
+        v = np.asarray(r, dtype=np.float32)[seeds][row] + sub.data - 1.0
+        m = v > 0
+        np.maximum.at(act, sub.indices[m], v[m])
+    if mu is not None:
+        mu = mu.toarray().ravel() if sp.issparse(mu) else np.asarray(mu, dtype=np.float32).ravel()
+        np.maximum(act, mu.astype(np.float32), out=act)
+    return act
+
+
+def hop(act, It, n=None, agg: str = "max") -> np.ndarray:
+    """hop(c) = max_a act(a) ⊗ I(c, a); It: the transposed incidence (M, n) in CSR (= CSC of I).
+
+    agg="sum" aggregates with the Łukasiewicz strong disjunction (bounded sum min(1, Σ_a ...))
+    instead of max, so several shared attributes add up.
+    """
+    It = It.tocsr() if sp.issparse(It) else sp.csr_matrix(It)
+    n = It.shape[1] if n is None else n
+    out = np.zeros(n, dtype=np.float32)
+    act = np.asarray(act, dtype=np.float32)
+    A = np.flatnonzero(act > 0)
+    if A.size:
+        sub = It[A]
+        row = np.repeat(np.arange(sub.shape[0]), np.diff(sub.indptr))
+        v = act[A][row] + sub.data - 1.0
+        m = v > 0
+        if agg == "max":
+            np.maximum.at(out, sub.indices[m], v[m])
+        elif agg == "sum":
+            np.add.at(out, sub.indices[m], v[m])
+            np.minimum(out, 1.0, out=out)
+        else:
+            raise ValueError(f"agg must be 'max' or 'sum', got {agg!r}")
+    return out
+
+
+def spread(r, I, *, seeds=None, n_seeds=5, mu=None, It=None) -> np.ndarray:
+    """The two-step spreading hop(c) for relevance r (n,), seeds = top n_seeds of r unless given."""
+    r = np.asarray(r, dtype=np.float32)
+    if seeds is None:
+        k = min(n_seeds, r.size)
+        seeds = np.argpartition(-r, k - 1)[:k] if k else np.zeros(0, np.int64)
+    I = _csr(I)
+    act = seed_activation(r, seeds, I, mu)
+    return hop(act, I.T.tocsr() if It is None else It, n=r.size)
+
+
+def relevance(h) -> np.ndarray:
+    """The query's own relevance in [0, 1]: the hybrid score divided by its per-query maximum."""
+    h = np.asarray(h, dtype=np.float32)
+    mx = float(h.max()) if h.size else 0.0
+    return np.clip(h / mx, 0.0, 1.0) if mx > 0 else np.zeros_like(h)
+
+
+def seed_relevance(h, candidates: int = 25) -> np.ndarray:
+    """Seed degrees: the hybrid score min-max scaled over the top `candidates` (1 for the best chunk,
+    0 from the candidates' last one down), so only clearly relevant seeds spread with a high degree."""
+    h = np.asarray(h, dtype=np.float32)
+    if h.size == 0:
+        return h
+    k = min(candidates, h.size - 1)
+    top = -np.partition(-h, k)[: k + 1] if k > 0 else h[:1]
+    hi, lo = float(top.max()), float(top.min())
+    if hi <= lo:
+        return (h >= hi).astype(np.float32)
+    return np.clip((h - lo) / (hi - lo), 0.0, 1.0).astype(np.float32)
+
+
+def pick_seeds(h, n_seeds: int, doc=None) -> np.ndarray:
+    """Indices of the n_seeds best chunks; with `doc` (an int array of document ids), at most one
+    chunk (the best) per document, so the seeds cover n_seeds different documents."""
+    h = np.asarray(h)
+    if n_seeds <= 0 or h.size == 0:
+        return np.zeros(0, np.int64)
+    if doc is None:
+        k = min(n_seeds, h.size)
+        idx = np.argpartition(-h, k - 1)[:k]
+        return idx[np.argsort(-h[idx], kind="stable")]
+    order = np.argsort(-h, kind="stable")
+    out, seen = [], set()
+    for i in order:
+        d = doc[i]
+        if d in seen:
+            continue
+        seen.add(d)
+        out.append(i)
+        if len(out) >= n_seeds:
+            break
+    return np.asarray(out, dtype=np.int64)
+
+
+def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
+                  candidates: int = 25, doc=None, agg: str = "max"):
+    """The graph-using score of every chunk: relevance(h) + lam · hop, and the hop itself.
+
+    h: (n,) hybrid scores of the query (any scale, larger is better); I: (n, M) CSR incidence of the
+    lexical context (union of families, each scaled by its weight); It: I transposed in CSR (pass it
+    to avoid recomputing); mu: the query's attribute activation (M,) or (1, M) sparse.
+    """
+    h = np.asarray(h, dtype=np.float32)
+    r = relevance(h)
+    if lam == 0 or I is None or I.shape[1] == 0:
+        return r, np.zeros_like(r)
+    seeds = pick_seeds(h, n_seeds, doc)
+    act = seed_activation(seed_relevance(h, candidates), seeds, I, mu)
+    g = hop(act, I.T.tocsr() if It is None else It, n=h.size, agg=agg)
+    return r + lam * g, g
