@@ -206,3 +206,24 @@ class LexicalContext:
     def build(cls, titles, texts, families=("title", "phrase")) -> "LexicalContext":
         titles = [t or "" for t in titles]
         return cls({name: BUILDERS[name](titles, texts) for name in families})
+
+    def names(self, weights: dict | None = None) -> list[str]:
+        """Families taking part for these per-family weights (weight > 0), in build order."""
+        return [f for f in self.families if weights is None or weights.get(f, 0.0) > 0]
+
+    def incidence(self, weights: dict | None = None) -> sp.csr_matrix:
+        """The union of the families as one CSR (chunks x attributes), family f scaled by weights[f] (<= 1)."""
+        mats = [self.families[f].incidence * float(1.0 if weights is None else min(1.0, weights[f]))
+                for f in self.names(weights)]
+        if not mats:
+            n = next(iter(self.families.values())).incidence.shape[0] if self.families else 0
+            return sp.csr_matrix((n, 0), dtype=np.float32)
+        return sp.hstack(mats, format="csr", dtype=np.float32)
+
+    def query_activation(self, query: str, weights: dict | None = None) -> sp.csr_matrix:
+        """μ(q, ·) over the same columns as :meth:`incidence`, (1, M) CSR."""
+        mats = [self.families[f].query_activation(query) * float(1.0 if weights is None else min(1.0, weights[f]))
+                for f in self.names(weights)]
+        if not mats:
+            return sp.csr_matrix((1, 0), dtype=np.float32)
+        return sp.hstack(mats, format="csr", dtype=np.float32)
