@@ -91,6 +91,12 @@ def assemble_shard(work_dir: str, shard: int, start: int, stop: int, dim: int) -
     return path
 
 
+def _actor_pool(ray, size: int):
+    """A fixed pool of ``size`` model actors (ActorPoolStrategy; older Ray: the concurrency int)."""
+    strategy = getattr(ray.data, "ActorPoolStrategy", None)
+    return strategy(size=size) if strategy is not None else size
+
+
 def embed_to_shards(texts, work_dir: str, n_shards: int, *, model: str = "all-MiniLM-L6-v2",
                     passage_prefix: str | None = None, batch_size: int = 64, concurrency: int | None = None,
                     num_gpus: float | None = None, doc_ids=None) -> list[ShardSpec]:
@@ -126,7 +132,8 @@ def embed_to_shards(texts, work_dir: str, n_shards: int, *, model: str = "all-Mi
                          fn_constructor_kwargs={"model": model, "work_dir": work_dir, "bounds": bounds,
                                                 "passage_prefix": passage_prefix, "batch_size": batch_size,
                                                 "device": "cuda" if num_gpus else "cpu"},
-                         concurrency=concurrency, num_gpus=num_gpus, num_cpus=0.5 if num_gpus else 1)
+                         compute=_actor_pool(ray, concurrency), num_gpus=num_gpus,
+                         num_cpus=0.5 if num_gpus else 1)
     meta = out.take_all()
     dims = {int(m["dim"]) for m in meta}
     if len(dims) != 1:

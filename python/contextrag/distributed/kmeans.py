@@ -52,31 +52,35 @@ def _train_specs(shards, idx):
     return out
 
 
-def reduction_plan(n_train: int, device: str = "cpu", backend: str | None = None) -> list[tuple[int, int]]:
+def reduction_plan(n_train: int, device: str = "cpu", backend: str | None = None,
+                   threads: int | None = None) -> list[tuple[int, int]]:
     """The order in which the single-process ``kmeans_update`` adds rows into per-cluster sums, as
     contiguous segments of the training order, each folded from zero in row order, the segment sums
     then added in segment order.
 
     torch's ``index_add_`` (ops/kmeans.py ``_torch_update``): one segment. A parallel native
     ``centroid_sums`` (one private block per OpenMP thread, static schedule, blocks added in thread
-    order): one segment per thread, as libgomp's static schedule splits the rows.
+    order): one segment per thread, as libgomp's static schedule splits the rows. ``threads``: the
+    single machine's OpenMP thread count (default: this process's).
     """
     import torch as _t
+    from ..ops import kmeans as _km
     from ..ops._backend import native, select
     from ..ops._registry import IMPLS
-    from ..ops import kmeans as _km
     _, upd = select("kmeans_update", _t.device(device), backend, IMPLS["kmeans_update"])
-    if upd is _km._torch_update or n_train == 0:
-        return [(0, n_train)]
     Cn = native()
-    nt = int(Cn.omp_max_threads()) if Cn is not None and hasattr(Cn, "omp_max_threads") else 1
+    parallel_native = (upd is getattr(_km, "_cpu_update", None) and str(device).startswith("cpu")
+                       and Cn is not None and hasattr(Cn, "centroid_sums"))
+    if not parallel_native or n_train == 0:
+        return [(0, n_train)]          # torch index_add_: one fold over the rows in order
+    nt = threads if threads is not None else \
+        (int(Cn.omp_max_threads()) if hasattr(Cn, "omp_max_threads") else 1)
     q, r = divmod(n_train, nt)
     segs = []
     for t in range(nt):
         a = t * q + min(t, r)
         b = a + q + (1 if t < r else 0)
-        if b > a:
-            segs.append((a, b))
+        segs.append((a, b))
     return segs
 
 
@@ -205,7 +209,8 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
                     final.update(o[0])                  # later shards hold the longer running sums
                 sums = torch.zeros((k, d), dtype=wd)
                 for seg in range(len(plan)):
-                    sums += torch.from_numpy(np.array(final[seg]))
+                    if seg in final:               # a segment with no rows adds zeros
+                        sums += torch.from_numpy(np.array(final[seg]))
                 counts = np.sum([o[1] for o in outs], axis=0)
             else:
                 refs = [a.fold.remote(lvl, it, books_ref, C_ref, tr, None, None, "tree")

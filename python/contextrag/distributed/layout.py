@@ -1,7 +1,8 @@
 """Shard layout and the row-exact distance pass (no Ray here: importable and testable anywhere).
 
 Why row-exactness needs care: the single-process Lloyd loop (ops/kmeans.py) computes distances in
-row blocks of ``ROW_BLOCK`` with one GEMM per block. A BLAS GEMM gives every row the same bits
+row blocks (``assign_block_rows``: ROW_BLOCK, or ``cpu_row_block(n, k)`` with the native epilogue)
+with one GEMM per block. A BLAS GEMM gives every row the same bits
 whatever the block's height *as long as the block is not tiny*: measured on MKL, blocks of 1, 2, 3,
 5 or 7 rows take a different (gemv-like) kernel and round differently, blocks of 8+ rows agree
 bitwise with any larger block. So a shard computes each run of its rows that falls into one of the
@@ -68,6 +69,14 @@ def global_segments(offset: int, n_local: int, n_total: int, block: int = ROW_BL
         b = min(n_local, g_end - offset)
         yield a, b, g_end - g * block
         a = b
+
+
+def assign_block_rows(n_total: int, k: int, device: str = "cpu") -> int:
+    """The row-block height ops.kmeans_assign uses for an ``n_total``-row call with k centroids."""
+    from ..ops import kmeans as _km
+    if str(device).startswith("cpu") and hasattr(_km, "cpu_row_block") and _km._native_fn("kmeans_epilogue"):
+        return int(_km.cpu_row_block(n_total, k))
+    return ROW_BLOCK
 
 
 def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, block: int = ROW_BLOCK):

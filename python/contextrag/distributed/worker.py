@@ -22,7 +22,7 @@ import torch
 from ..ops._backend import select
 from ..ops._registry import IMPLS
 from ..ops import fcm_memberships, luk_down, luk_up, meet_cardinality
-from .layout import rowexact
+from .layout import assign_block_rows, rowexact
 
 
 def _atomic_save(path: str, arr: np.ndarray) -> None:
@@ -129,7 +129,8 @@ class ShardWorker:
         return R[idx], int(offset), int(n_train)
 
     def _assign_rows(self, T, offset, n_rows, C):
-        return rowexact(self._assign, T, offset, n_rows, C)
+        block = assign_block_rows(n_rows, int(C.shape[0]), str(self.device))
+        return rowexact(self._assign, T, offset, n_rows, C, block=block)
 
     # ---- Lloyd ----------------------------------------------------------------------------------
     def assign(self, level: int, it: int, books, C, train=None) -> float:
@@ -208,37 +209,28 @@ class ShardWorker:
     def _context(self, spec: dict) -> torch.Tensor:
         """This shard's rows of the fuzzy context I, computed by the index's own per-chunk code: the
         "rq" family's ``transform`` (codes, FCM memberships of the residual per level, crisp members)
-        and ``index.context._block_from`` (family weight). Run per run of rows inside one global row
-        block (see layout.rowexact), so every row gets the bits of the single-process pass."""
+        and ``index.context._block_from`` (family weight): the same bits per row as the single-process
+        pass (see layout: GEMM rows do not depend on the block height from MIN_GEMM_ROWS up)."""
         key = spec["key"]
         if self._ctx is not None and self._ctx[0] == key:
             return self._ctx[1]
         import scipy.sparse as sp
         from ..index.context import FAMILIES, ChunkView, FamilyResult, _as_result, _block_from, dense
-        from .layout import MIN_GEMM_ROWS, global_segments
+        from .layout import MIN_GEMM_ROWS
         cfg = spec["config"]
         books = [np.asarray(b, dtype=np.float32) for b in spec["books"]]
         state = {f"codebook_{i}": b for i, b in enumerate(books)}
         X = _np(self.X).astype(np.float32, copy=False)
         n, d = X.shape
         fam = FAMILIES["rq"]
-        parts = []
-        for a, b, g_rows in global_segments(self.start, n, self.n_total):
-            m = b - a
-            xs = X[a:b]
-            if m < MIN_GEMM_ROWS and m != g_rows:
-                xs = np.concatenate([xs, np.zeros((MIN_GEMM_ROWS - m, d), np.float32)])
-            view = ChunkView([""] * len(xs), [""] * len(xs), [""] * len(xs), np.zeros(len(xs), np.int32))
-            r = _as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
-            parts.append((dense(r.matrix)[:m], sp.csr_matrix(r.members)[:m], {k: v[:m] for k, v in r.rows.items()}, r))
-        if parts:
-            r0 = parts[0][3]
-            res = FamilyResult(np.concatenate([p[0] for p in parts]), r0.names, r0.groups,
-                               sp.vstack([p[1] for p in parts], format="csr"), r0.state,
-                               {k: np.concatenate([p[2][k] for p in parts]) for k in r0.rows}, r0.info)
-        else:
-            view = ChunkView([], [], [], np.zeros(0, np.int32))
-            res = _as_result(fam.transform(view, X, cfg, state), "rq", 0)
+        # the family's per-chunk pass over the whole shard (GEMM row results do not depend on the
+        # block height from MIN_GEMM_ROWS rows up); a shard smaller than that is padded with zero rows
+        pad = MIN_GEMM_ROWS - n if 0 < n < MIN_GEMM_ROWS and n != self.n_total else 0
+        xs = np.concatenate([X, np.zeros((pad, d), np.float32)]) if pad else X
+        view = ChunkView([""] * len(xs), [""] * len(xs), [""] * len(xs), np.zeros(len(xs), np.int32))
+        r = _as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
+        res = FamilyResult(dense(r.matrix)[:n], r.names, r.groups, sp.csr_matrix(r.members)[:n], r.state,
+                           {k: v[:n] for k, v in r.rows.items()}, r.info)
         blk = _block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
         I = torch.from_numpy(np.ascontiguousarray(dense(blk.matrix), dtype=np.float32))
         self._ctx = (key, I, res, sp.csr_matrix(blk.members, dtype=bool))
