@@ -61,6 +61,13 @@ def peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time of this process, all threads: on a shared machine wall time measures
+    the neighbours as much as the code, CPU time does not (wall ≈ cpu / cores when unloaded)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def write(name: str, out: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     out["machine"]["loadavg_end"] = os.getloadavg()
@@ -81,10 +88,11 @@ def ultradomain(args) -> Path:
     out["config"] = cfg.to_dict()
     tmp = Path(tempfile.mkdtemp(prefix="ctxrag-bench-"))
     try:
-        t = time.perf_counter()
+        t, c = time.perf_counter(), cpu_seconds()
         rag = ContextRAG.build([{"id": f"mix{i}", "text": d} for i, d in enumerate(docs)], path=tmp / "idx",
                                config=cfg, llm=None)
         total = time.perf_counter() - t
+        out["cpu_seconds_total"] = cpu_seconds() - c
         st = rag.stats()
         ix = rag.index
         ledger_tokens = ix.ledger.to_dict()["total"]
@@ -139,22 +147,29 @@ def synthetic(args) -> Path:
     view = ChunkView([""] * n, [""] * n, doc_ids, positions)
     out["seconds_generate"] = time.perf_counter() - t
     out["rss_after_generate_bytes"] = peak_rss()
-    stages = {}
-    t = time.perf_counter()
+    stages, cpu = {}, {}
+    t, c = time.perf_counter(), cpu_seconds()
     ctx = build_context(view, X, cfg)
     stages["stage2_rq_kmeans_and_fcm_context"] = time.perf_counter() - t
+    cpu["stage2_rq_kmeans_and_fcm_context"] = cpu_seconds() - c
     out["rss_after_stage2_bytes"] = peak_rss()
-    t = time.perf_counter()
+    print(f"stage 2: {stages} cpu {cpu} rss {peak_rss() / 2**30:.2f} GiB", flush=True)
+    t, c = time.perf_counter(), cpu_seconds()
     I = ctx.dense()
     g = build_graph(I, ctx.members(), ctx.attr_group, doc_ids, positions, cfg)
     stages["stage3_concept_graph"] = time.perf_counter() - t
+    cpu["stage3_concept_graph"] = cpu_seconds() - c
     out.update({"seconds_per_stage": stages, "seconds_stages_2_3": sum(stages.values()),
+                "cpu_seconds_per_stage": cpu, "cpu_seconds_stages_2_3": sum(cpu.values()),
+                "estimated_unloaded_seconds_stages_2_3": sum(cpu.values()) / max(os.cpu_count() or 1, 1),
                 "peak_rss_bytes": peak_rss(), "attributes": int(I.shape[1]),
                 "context_storage": [("csr" if hasattr(b.matrix, "nnz") else "dense") for b in ctx.blocks],
                 "nodes_by_kind": {k: int((g.kind == i).sum()) for i, k in enumerate(("seed", "join", "meet"))},
                 "edges_by_kind": {k: int((g.edge_kind == i).sum()) for i, k in enumerate(("up", "down", "cooc"))},
                 "goal": {"seconds": 300, "peak_bytes": 8 * 2 ** 30}})
-    out["meets_goal"] = out["seconds_stages_2_3"] < 300 and out["peak_rss_bytes"] < 8 * 2 ** 30
+    out["meets_goal_wall"] = out["seconds_stages_2_3"] < 300 and out["peak_rss_bytes"] < 8 * 2 ** 30
+    out["meets_goal_cpu_estimate"] = (out["estimated_unloaded_seconds_stages_2_3"] < 300
+                                      and out["peak_rss_bytes"] < 8 * 2 ** 30)
     return write(f"index_synthetic_{n // 1000}k.json" if n < 1_000_000 else "index_synthetic_1m.json", out)
 
 
