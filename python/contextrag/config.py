@@ -7,6 +7,7 @@ Helpers extending this: add fields with defaults (small edits), never rename exi
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,6 +58,12 @@ class Config:
     boost_bridge: float = 1.3
     n_rewrites: int = 3
     rrf_k: int = 60
+    # ---- issue 7: query-time spreading over the lexical fuzzy context (docs/MULTIHOP.md)
+    # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = one Łukasiewicz step
+    # seeds -> shared entity/term attributes -> chunks (query/spread.py). 0 = the paper's flat eq. 13.
+    w_spread: float = 1.0
+    spread_families: dict = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
+    spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
 
     def __post_init__(self):
         self.rq_sizes = tuple(self.rq_sizes)
@@ -71,15 +78,24 @@ class Config:
             raise ValueError(f"Config.rq_sizes must be a non-empty tuple of ints >= 1, got {self.rq_sizes!r}")
         if self.fcm_m <= 1.0:
             raise ValueError(f"Config.fcm_m must be > 1, got {self.fcm_m}")
-        for name in ("n_join", "n_meet", "n_summaries", "cooc_threshold", "n_rewrites"):
+        if isinstance(self.w_spread, bool) or not isinstance(self.w_spread, (int, float)) \
+                or not math.isfinite(self.w_spread) or self.w_spread < 0:
+            raise ValueError(f"Config.w_spread must be a finite number >= 0, got {self.w_spread!r}")
+        if not isinstance(self.spread_families, dict) or any(
+                isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1
+                for w in self.spread_families.values()):
+            raise ValueError("Config.spread_families must be a dict family -> weight in [0, 1], "
+                             f"got {self.spread_families!r}")
+        for name in ("n_join", "n_meet", "n_summaries", "cooc_threshold", "n_rewrites", "spread_seeds"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be an int >= 0, got {v!r}")
 
     @classmethod
     def paper(cls, **overrides) -> "Config":
-        """The paper's configuration as written (Appendix A), for side-by-side comparison."""
-        return cls(**overrides)
+        """The paper's configuration as written (Appendix A), for side-by-side comparison:
+        RQ-KMeans clusters only (FCM m = 2), eq. 14-16 routing, w = (0.3, 0.5, 0.2), no spreading."""
+        return cls(**{"w_spread": 0.0, "family_weights": {"rq": 1.0}, "fcm_m": 2.0, **overrides})
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

@@ -227,3 +227,54 @@ class LexicalContext:
         if not mats:
             return sp.csr_matrix((1, 0), dtype=np.float32)
         return sp.hstack(mats, format="csr", dtype=np.float32)
+
+
+# ---- registration with the index's fuzzy context (contextrag.index.context) -----------------------
+#
+# With Config.family_weights = {"rq": 1, "title": w, ...} a lexical family joins the fuzzy context of
+# the index (stored with it, and seen by the concept graph: meet nodes of a topic and an entity are the
+# "chunks that share an entity and a topic"). The graph code works on the dense context, so this is
+# for small corpora; query-time spreading (query/spread.py) does not need it: it reuses these blocks
+# when the index has them and otherwise builds the lexical context from the chunk texts once per index.
+
+MEMBER_DEGREE = 0.5   # crisp support of a lexical attribute: chunks holding it with degree >= 0.5
+
+
+def family_state(fam: Family) -> dict:
+    return {"weight": fam.weight.astype(np.float32), "df": fam.df.astype(np.int64),
+            "max_n": np.asarray([fam.max_n], dtype=np.int64)}
+
+
+def family_from_arrays(name: str, names, matrix, state: dict | None = None) -> Family:
+    """A :class:`Family` from stored pieces (attribute names, CSR incidence, optional state)."""
+    I = sp.csr_matrix(matrix, dtype=np.float32)
+    vocab = {str(a): j for j, a in enumerate(names)}
+    n = I.shape[0]
+    if state and "df" in state:
+        df = np.asarray(state["df"], dtype=np.int64)
+    else:
+        df = np.diff(I.tocsc().indptr).astype(np.int64)
+    w = np.asarray(state["weight"], np.float32) if state and "weight" in state else idf_weight(df, n).astype(np.float32)
+    max_n = int(np.asarray(state["max_n"]).ravel()[0]) if state and "max_n" in state else \
+        max([len(a.split()) for a in vocab] + [1])
+    return Family(name=name, vocab=vocab, df=df, weight=w, incidence=I, max_n=max_n)
+
+
+def _register():
+    from .context import FamilyResult, register_family
+
+    def make(name):
+        def fit(chunks, embeddings, config):
+            fam = BUILDERS[name]([t or "" for t in chunks.titles], list(chunks.texts))
+            members = sp.csr_matrix(fam.incidence >= MEMBER_DEGREE, dtype=bool)
+            return FamilyResult(fam.incidence, fam.attributes, members=members, state=family_state(fam),
+                                info={"attributes": len(fam.vocab), "nnz": int(fam.incidence.nnz),
+                                      "linking_attributes": int((fam.df >= 2).sum())})
+        fit.__name__ = f"{name}_fit"
+        return fit
+
+    for name in BUILDERS:
+        register_family(name, make(name))   # no transform: df-based weights are refitted on add
+
+
+_register()

@@ -31,7 +31,7 @@ __all__ = ["retrieve", "search", "asearch", "answer", "aanswer", "Hit", "Answer"
            "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
-                "boost_bridge", "n_rewrites", "rrf_k")
+                "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")
 
 
 def _config(index, overrides: dict) -> Config:

@@ -51,6 +51,7 @@ class CorpusView:
     bm25_raw: Callable
     mask_fn: Callable | None = None
     router: object = None
+    source: object = None      # weakref to the index the view was built from (query/spread.py reads its chunks)
 
     def __post_init__(self):
         n = len(self.ids)
@@ -169,4 +170,4 @@ def _build_view(ix) -> CorpusView:
     router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
     return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=np.asarray(kinds, dtype=object),
                       doc_ids=doc_ids, E=E, embed=embed, bm25_raw=bm25,
-                      mask_fn=getattr(ix, "item_mask", None), router=router)
+                      mask_fn=getattr(ix, "item_mask", None), router=router, source=weakref.ref(ix))

@@ -52,11 +52,15 @@ def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | Non
     cs = dense_scores(view, qvec)[0] if cfg.w_cos != 0 else zeros
     fz = fuzzy_scores(view, qvec, cfg.theta)[0] if cfg.w_fuzzy != 0 else zeros
     base = cfg.w_bm25 * bm + cfg.w_cos * cs + cfg.w_fuzzy * fz
+    hop = zeros
+    if getattr(cfg, "w_spread", 0):   # issue 7: spreading over the lexical context (query/spread.py)
+        from .spread import spread_view
+        base, hop = spread_view(view, question, base, cfg, mask)
     bo = boosts(view, cfg)
     total = np.where(base > 0, base * bo, base).astype(np.float32)
     if mask is not None:
         total = np.where(mask, total, -np.inf).astype(np.float32)
-    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "score": total}
+    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total}
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
@@ -82,7 +86,8 @@ def make_hits(view, idx, parts: dict) -> list[Hit]:
         out.append(Hit(id=view.ids[i], doc_id=view.doc_ids[i], kind=str(view.kinds[i]), text=view.texts[i],
                        score=float(parts["score"][i]),
                        parts={"bm25": float(parts["bm25"][i]), "cos": float(parts["cos"][i]),
-                              "fuzzy": float(parts["fuzzy"][i]), "boost": float(parts["boost"][i])}))
+                              "fuzzy": float(parts["fuzzy"][i]), "boost": float(parts["boost"][i]),
+                              **({"spread": float(parts["spread"][i])} if "spread" in parts else {})}))
     return out
 
 

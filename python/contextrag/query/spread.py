@@ -151,3 +151,113 @@ def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
     act = seed_activation(seed_relevance(h, candidates), seeds, I, mu)
     g = hop(act, I.T.tocsr() if It is None else It, n=h.size, agg=agg)
     return r + lam * g, g
+
+
+# ---- the query-stage hook (query/hybrid.py score_all) -------------------------------------------
+
+import threading  # noqa: E402
+import weakref  # noqa: E402
+
+_LEX: dict = {}        # id(view) -> (weakref to the view, families key, LexicalState)
+_LEX_LOCK = threading.Lock()
+
+
+class LexicalState:
+    """What the hook needs per index view: the weighted incidence over all N items (virtual items have
+    no lexical attributes), its transpose, the context (for the query's mentions) and document codes."""
+
+    def __init__(self, ctx, weights: dict, n_items: int, n_chunks: int, doc_ids):
+        self.ctx, self.weights, self.n_chunks = ctx, weights, n_chunks
+        I = ctx.incidence(weights).tocsr()
+        I.resize((n_items, I.shape[1]))
+        self.I = I
+        self.It = I.T.tocsr()
+        codes: dict = {}
+        self.doc = np.asarray([codes.setdefault(d, len(codes)) for d in doc_ids[:n_chunks]], dtype=np.int64)
+
+    def mu(self, question: str):
+        return self.ctx.query_activation(question, self.weights)
+
+
+def _families_key(families: dict) -> tuple:
+    return tuple((str(k), float(v)) for k, v in families.items() if v > 0)
+
+
+def _build_state(view, key: tuple) -> LexicalState:
+    from ..index.lexical import BUILDERS, LexicalContext, family_from_arrays
+
+    src = getattr(view, "source", None)
+    ix = src() if callable(src) else None
+    kinds = np.asarray(view.kinds)
+    n_chunks = int((kinds == "chunk").sum())
+    if ix is not None and hasattr(ix, "chunk_texts"):
+        texts = list(ix.chunk_texts)
+        titles = [t or "" for t in getattr(ix, "chunk_titles", [""] * len(texts))]
+    else:
+        texts, titles = list(view.texts[:n_chunks]), [""] * n_chunks
+    if len(texts) != n_chunks:
+        raise ValueError(f"spreading: the index has {len(texts)} chunk texts but the view {n_chunks} chunks")
+    ctx = getattr(ix, "context", None)
+    fams = {}
+    for name, _ in key:
+        block = None
+        if ctx is not None:
+            try:
+                block = ctx.block(name)
+            except KeyError:
+                block = None
+        if block is not None and block.weight > 0:
+            # the index stores w·M (clipped); spreading applies its own weights, so undo the index's
+            M = sp.csr_matrix(block.matrix, dtype=np.float32)
+            M.data = np.clip(M.data / block.weight, 0.0, 1.0)
+            fams[name] = family_from_arrays(name, block.names, M, block.state)
+        else:
+            if name not in BUILDERS:
+                raise ValueError(f"Config.spread_families names an unknown lexical family {name!r} "
+                                 f"(have {sorted(BUILDERS)})")
+            fams[name] = BUILDERS[name](titles, texts)
+    return LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, list(view.doc_ids))
+
+
+def lexical_state(view, families: dict) -> LexicalState:
+    """The lexical context of an index view (built once per view and families, then cached)."""
+    key = _families_key(families)
+    with _LEX_LOCK:
+        hit = _LEX.get(id(view))
+        if hit is not None and hit[0]() is view and hit[1] == key:
+            return hit[2]
+    st = _build_state(view, key)
+    with _LEX_LOCK:
+        for k in [k for k, e in _LEX.items() if e[0]() is None]:
+            del _LEX[k]
+        _LEX[id(view)] = (weakref.ref(view), key, st)
+    return st
+
+
+def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
+    """The hook: (new base, hop) for one query. base: the (N,) eq. 13 scores before boosts.
+
+    new base = r + cfg.w_spread · hop, with r = base / max over the allowed items, seeds = the best
+    cfg.spread_seeds chunks of distinct documents among the allowed ones, seed degrees min-max scaled
+    over the top cfg.candidates (see :func:`spread_scores`).
+    """
+    base = np.asarray(base, dtype=np.float32)
+    fam = getattr(cfg, "spread_families", None) or {}
+    if not _families_key(fam):
+        return base, np.zeros_like(base)
+    st = lexical_state(view, fam)
+    h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
+    finite = np.isfinite(h)
+    if not finite.any():
+        return base, np.zeros_like(base)
+    lo = float(h[finite].min())
+    h = np.where(finite, h, lo).astype(np.float32)
+    r = relevance(h)
+    hc = h[:st.n_chunks]
+    seeds = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
+    seeds = seeds[finite[seeds]] if seeds.size else seeds
+    act = seed_activation(seed_relevance(h, int(cfg.candidates)), seeds, st.I, st.mu(question))
+    g = hop(act, st.It, n=h.size)
+    if mask is not None:
+        g = np.where(mask, g, 0.0).astype(np.float32)
+    return (r + float(cfg.w_spread) * g).astype(np.float32), g
