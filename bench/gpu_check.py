@@ -267,10 +267,19 @@ def group_kmeans(ctx: Ctx):
             return {"s_per_iter": s}
 
         ctx.step(f"k{k}/torch", torch_iter)
-        for b in ctx.backends:
+        variants = list(ctx.backends)
+        if "cuda" in variants and X.dtype in (torch.float16, torch.bfloat16):
+            variants.append("cuda_simt")  # the CUDA-core kernel, for comparison with the WMMA one
+        for b in variants:
             def run(b=b):
-                assign = ctx.IMPLS["kmeans_assign"][b]
-                update = ctx.IMPLS["kmeans_update"][b]
+                from contextrag.ops import _gpu
+                if b == "cuda_simt":
+                    def assign(X_, C_):
+                        return _gpu._cuda_assign(X_, C_, tensor_cores=False)
+                    update = ctx.IMPLS["kmeans_update"]["cuda"]
+                else:
+                    assign = ctx.IMPLS["kmeans_assign"][b]
+                    update = ctx.IMPLS["kmeans_update"][b]
                 labels, _ = assign(X, C0)
                 s_a = ctx.bench(lambda: assign(X, C0))
                 s_u = ctx.bench(lambda: update(X, labels, k))
@@ -281,6 +290,8 @@ def group_kmeans(ctx: Ctx):
                 if tb:
                     r["speedup_vs_torch"] = tb / r["s_per_iter"]
                 r.update(_kmeans_bounds(ctx, n, d, k, s_a, s_u))
+                if b == "cuda_simt":
+                    return r
                 t, res = ctx.once(lambda: ctx.ops.kmeans_fit(X, k, n_iter=ctx.fit_iter, tol=0.0, init=C0, backend=b))
                 r["kmeans_fit"] = {"s": t, "n_iter": res.n_iter, "s_per_iter_incl_final_assign": t / (res.n_iter + 1),
                                    "inertia": res.inertia}
@@ -389,6 +400,28 @@ def group_semiring(ctx: Ctx):
                     return r
 
                 ctx.step(f"{shape_name}/{op}/{b}", run)
+
+    # meet cardinality of memberships quantised to 16 levels on int8 tensor cores (Triton)
+    if "triton" in ctx.backends:
+        for shape_name in ("square", "index"):
+            A, B = cases[shape_name]["meet_cardinality"]
+            L = 16
+
+            def levels(A=A, B=B, shape_name=shape_name):
+                from contextrag.ops import _gpu
+                Aq, Bq = torch.round(A * L) / L, torch.round(B * L) / L
+                out = _gpu.meet_cardinality_levels(Aq, Bq, L)
+                s = ctx.bench(lambda: _gpu.meet_cardinality_levels(Aq, Bq, L))
+                terms = A.shape[0] * A.shape[1] * B.shape[0]
+                exact = ctx.IMPLS["meet_cardinality"]["triton"](Aq, Bq)
+                r = {"levels": L, "s": s, "terms_per_s": terms / s,
+                     "max_abs_diff_vs_minsum": float((out - exact).abs().max())}
+                plain = ctx.out.get(f"{shape_name}/meet_cardinality/triton", {}).get("s")
+                if plain:
+                    r["speedup_vs_minsum_kernel"] = plain / s
+                return r
+
+            ctx.step(f"{shape_name}/meet_cardinality_int8_L16/triton", levels)
 
 
 def group_graph(ctx: Ctx):

@@ -134,13 +134,16 @@ def _mode(dtype) -> int:
     return 2
 
 
-def _assign_blocks(mode: int, interp: bool):
+def _assign_blocks(mode: int, interp: bool, k: int = 128):
+    """(rows, centroids, features) per tile and warps. The centroid tile shrinks to the smallest power
+    of two ≥ k (at least 16, the MMA minimum), so k = 12 or 24 does not pay for 128 columns."""
     if interp:
         return 32, 32, 32, 4
+    bk = max(16, min(128, triton.next_power_of_2(max(int(k), 1))))
     if mode == 0:
-        return 128, 128, 64, 8
+        return 128, bk, 64, (8 if bk >= 64 else 4)
     if mode == 1:
-        return 64, 64, 32, 4
+        return 64, min(bk, 64), 32, 4
     return 16, 16, 16, 4
 
 
@@ -163,7 +166,7 @@ def assign(X: torch.Tensor, C: torch.Tensor, *, blocks: tuple | None = None):
         return labels, d2
     mode = _mode(X.dtype)
     interp = _interpret()
-    BN, BK, BD, warps = blocks or _assign_blocks(mode, interp)
+    BN, BK, BD, warps = blocks or _assign_blocks(mode, interp, k)
     dummy = labels  # unused table pointers in the single-problem case
     launch_with_fallback(_assign_kernel, (triton.cdiv(n, BN),), (
         X, Cd, cn, labels, d2, dummy, dummy, dummy, dummy, dummy,
@@ -186,7 +189,8 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
     d2 = torch.empty(n, dtype=acc_dt, device=X.device)
     mode = _mode(X.dtype)
     interp = _interpret()
-    BN, BK, BD, warps = blocks or _assign_blocks(mode, interp)
+    kmax = max([int(c_off[i + 1]) - int(c_off[i]) for i in range(len(c_off) - 1)] or [1])
+    BN, BK, BD, warps = blocks or _assign_blocks(mode, interp, kmax)
     if tables is None:
         tables = block_table(row_off, c_off, BN, X.device)
     blk_prob, blk_row0, row1, coff, kp = tables
@@ -203,7 +207,7 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
 def block_table(row_off, c_off, BN: int | None = None, device=None, dtype=None):
     """(block→problem, block→first row, problem→end row, problem→centroid offset, problem→k)."""
     if BN is None:
-        BN = _assign_blocks(_mode(dtype or torch.float32), _interpret())[0]
+        BN = _assign_blocks(_mode(dtype or torch.float32), _interpret())[0]  # rows per tile: independent of k
     ro = [int(v) for v in row_off]
     co = [int(v) for v in c_off]
     probs, starts = [], []

@@ -61,6 +61,20 @@ void register_cuda(py::module_& m) {
       "Nearest centroid per row of row-major X (n,d) in dtype; C (k,d) in X's dtype, cn = |c|^2 (float32, "
       "float64 for float64 X); writes labels int64 (n,) and squared distances (n,). With a block table "
       "(blk_prob != 0) runs many problems in one launch; labels are problem-local.");
+  m.def(
+      "kmeans_assign_tc",
+      [](int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t labels, uintptr_t d2, int64_t n, int64_t k,
+         int64_t d, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::kmeans_assign_tc(dtype, x, c, cn, labels, d2, n, k, d, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("x"), py::arg("c"), py::arg("cn"), py::arg("labels"), py::arg("d2"), py::arg("n"),
+      py::arg("k"), py::arg("d"), py::arg("stream"),
+      "kmeans_assign on tensor cores (WMMA, fp32 accumulation) for float16/bfloat16 X; same outputs.");
   m.def("assign_rows_per_block", &cu::assign_rows_per_block, "Rows per block of kmeans_assign (block-table granularity)");
   m.def(
       "kmeans_update",

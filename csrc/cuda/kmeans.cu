@@ -159,7 +159,7 @@ template <typename TIn, typename Acc, bool SMEM>
 __global__ void __launch_bounds__(UD * UR)
 update_kernel(const TIn* __restrict__ X, const int64_t* __restrict__ labels, Acc* __restrict__ sums,
               unsigned long long* __restrict__ counts, int64_t n, int64_t k, int64_t d, int64_t rows_per) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* part = reinterpret_cast<Acc*>(smem_raw);
   unsigned int* cnt = reinterpret_cast<unsigned int*>(part + (SMEM ? k * UD : 0));
   const int tx = threadIdx.x, ty = threadIdx.y, tid = ty * UD + tx;
@@ -210,7 +210,7 @@ fcm_kernel(const TIn* __restrict__ X, const TIn* __restrict__ C, const Acc* __re
   __shared__ Acc Xs[ABD][ABM + 4];
   __shared__ Acc Cs[ABD][ABK + 4];
   __shared__ Acc xn_s[ABM];
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   Acc* Ds = reinterpret_cast<Acc*>(smem_raw);  // [ABM][c]: cn − 2x·c
   const int tid = threadIdx.x;
   const int tx = tid % 16, ty = tid / 16;

@@ -23,6 +23,9 @@ std::string kmeans_assign(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uin
                           uintptr_t prob_row1, uintptr_t prob_coff, uintptr_t prob_k, int64_t n_blocks,
                           uintptr_t stream);
 int assign_rows_per_block();
+// Tensor-core (WMMA) assignment for float16/bfloat16 X, single problem.
+std::string kmeans_assign_tc(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t labels, uintptr_t d2,
+                             int64_t n, int64_t k, int64_t d, uintptr_t stream);
 
 std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t sums, uintptr_t counts,
                           int64_t n, int64_t k, int64_t d, uintptr_t stream);

@@ -14,7 +14,7 @@ import torch
 import contextrag.ops as ops
 
 C = pytest.importorskip("contextrag._C")
-CUDA_FUNCS = ("semiring", "semiring_default_split", "kmeans_assign", "assign_rows_per_block",
+CUDA_FUNCS = ("semiring", "semiring_default_split", "kmeans_assign", "kmeans_assign_tc", "assign_rows_per_block",
               "kmeans_update", "fcm_memberships", "fcm_max_centres")
 
 
@@ -51,6 +51,10 @@ def test_cuda_argument_errors_raise_before_any_launch():
         cu.kmeans_assign(0, 1, 1, 1, 1, 1, 4, 0, 3, 0, 0, 0, 0, 0, 0, 0)
     with pytest.raises(RuntimeError, match="unsupported dtype"):
         cu.kmeans_assign(9, 1, 1, 1, 1, 1, 4, 2, 3, 0, 0, 0, 0, 0, 0, 0)
+    with pytest.raises(RuntimeError, match="float16 or bfloat16"):
+        cu.kmeans_assign_tc(0, 1, 1, 1, 1, 1, 4, 2, 3, 0)
+    with pytest.raises(RuntimeError, match="k must be positive"):
+        cu.kmeans_assign_tc(3, 1, 1, 1, 1, 1, 4, 0, 3, 0)
 
 
 def test_cuda_launch_parameters():

@@ -84,6 +84,26 @@ def test_fuzzy_route_and_meet_float32(K, Q, V, C, split):
                                rtol=0, atol=4e-7 * max(V, 1))
 
 
+@pytest.mark.parametrize("p,G,q,L", [(1, 1, 1, 1), (7, 33, 65, 16), (20, 100, 3, 8), (17, 70, 5, 127)])
+@pytest.mark.parametrize("split", [None, 3])
+def test_meet_cardinality_levels_exact_on_quantised(K, p, G, q, L, split):
+    semiring = K[0]
+    g = torch.Generator().manual_seed(p * G + q)
+    A = torch.randint(0, L + 1, (p, G), generator=g).float() / L
+    B = torch.randint(0, L + 1, (q, G), generator=g).float() / L
+    got = semiring.meet_cardinality_levels(A, B, L, split=split).double().numpy()
+    want = ref.meet_cardinality(A.numpy(), B.numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-7, atol=1e-9)
+    # unquantised input: the meet cardinality of the rounded memberships
+    Ar = torch.rand(p, G, generator=g)
+    got = semiring.meet_cardinality_levels(Ar, B, L, split=split).double().numpy()
+    Aq = np.floor(Ar.double().numpy() * L + 0.5) / L
+    np.testing.assert_allclose(got, ref.meet_cardinality(Aq, B.numpy()), rtol=1e-7, atol=1e-6)
+    assert np.all(np.abs(got - ref.meet_cardinality(Ar.numpy(), B.numpy())) <= G / (2 * L) + 1e-6)
+    with pytest.raises(ValueError, match="levels"):
+        semiring.meet_cardinality_levels(A, B, 0)
+
+
 def test_semiring_noncontiguous_and_empty(K):
     semiring = K[0]
     At = _rand(33, 7, seed=10)          # A = At.t() is a (7, 33) non-contiguous view

@@ -12,6 +12,7 @@ pointers and ``cupy.cuda.get_current_stream().ptr`` the same way).
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import torch
@@ -98,6 +99,18 @@ def _triton_meet(A, B):
     return _tk()[2].meet_cardinality(A, B)
 
 
+def meet_cardinality_levels(A, B, levels: int = 16):
+    """meet_cardinality of memberships rounded to ``levels`` levels, on int8 tensor cores (Triton).
+
+    Exact (integer accumulation) for inputs that are multiples of 1/levels; otherwise the meet
+    cardinality of the rounded inputs (|error| ≤ G/(2·levels)). A (p, G), B (q, G) torch tensors on
+    a CUDA device (or CPU under TRITON_INTERPRET=1) -> float32 (p, q).
+    """
+    if A.dim() != 2 or B.dim() != 2 or A.shape[1] != B.shape[1]:
+        raise ValueError(f"A and B must be (p, G) and (q, G), got {tuple(A.shape)} and {tuple(B.shape)}")
+    return _tk()[2].meet_cardinality_levels(A, B, levels)
+
+
 # ---- CUDA ----------------------------------------------------------------------------------
 
 def _cuda_semiring(op: int, A, B, *, split: int | None = None):
@@ -178,17 +191,29 @@ def _block_table(row_off, c_off, BN, device):
             torch.tensor(co[:-1], **i32), torch.tensor([co[p + 1] - co[p] for p in range(len(co) - 1)], **i32))
 
 
+def _use_tensor_cores() -> bool:
+    return os.environ.get("CONTEXTRAG_CUDA_TC", "1") != "0"
+
+
 @register("kmeans_assign", "cuda")
-def _cuda_assign(X, C):
+def _cuda_assign(X, C, *, tensor_cores: bool | None = None):
+    """fp16/bf16 X runs on tensor cores (WMMA) unless ``tensor_cores=False`` or CONTEXTRAG_CUDA_TC=0;
+    fp32/fp64 X (and the batched form) run the register-blocked CUDA-core kernel."""
     cu = _cu()
     X = X.contiguous()
     n, d = X.shape
     Cd, cn, acc = _cuda_centroids(X, C)
     labels = torch.empty(n, dtype=torch.int64, device=X.device)
     d2 = torch.empty(n, dtype=acc, device=X.device)
+    if tensor_cores is None:
+        tensor_cores = _use_tensor_cores()
     if n:
-        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
-                         0, 0, 0, 0, 0, 0, _stream(X))
+        if tensor_cores and X.dtype in (torch.float16, torch.bfloat16):
+            cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2),
+                                n, int(C.shape[0]), d, _stream(X))
+        else:
+            cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n,
+                             int(C.shape[0]), d, 0, 0, 0, 0, 0, 0, _stream(X))
     return labels, d2
 
 

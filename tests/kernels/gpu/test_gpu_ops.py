@@ -89,6 +89,27 @@ def test_kmeans_assign(backend, dtype, n, d, k):
     assert (lab == rl).mean() > 0.99
 
 
+@pytest.mark.parametrize("tensor_cores", [True, False])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,d,k", [(1, 8, 1), (300, 20, 7), (2049, 1024, 96), (1000, 64, 130)])
+def test_cuda_assign_tensor_core_and_simt_paths(tensor_cores, dtype, n, d, k):
+    _need("cuda")
+    g = torch.Generator().manual_seed(n + d + k)
+    X = torch.randn(n, d, generator=g).to(dtype)
+    C = torch.randn(k, d, generator=g)
+    C[k // 2] = C[0]  # a duplicated centroid: ties go to the lower index
+    labels, d2 = _gpu._cuda_assign(X.cuda(), C.cuda(), tensor_cores=tensor_cores)
+    Xd, Cd = X.double().numpy(), C.to(dtype).double().numpy()
+    D = ref.kmeans.sq_distances(Xd, Cd)
+    rl, rd = ref.kmeans_assign(Xd, Cd)
+    lab = labels.cpu().numpy()
+    scale = (Xd ** 2).sum(1) + (Cd ** 2).sum(1)[lab]
+    assert np.all(D[np.arange(n), lab] - D[np.arange(n), rl] <= 2e-5 * (1 + scale))
+    np.testing.assert_allclose(d2.double().cpu().numpy(), rd, rtol=0, atol=2e-5 * (1 + scale.max()))
+    if k > 1:
+        assert not np.any(lab == k // 2)
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_kmeans_update(backend, dtype):
@@ -145,3 +166,14 @@ def test_kmeans_fit_and_rq_batched(backend, monkeypatch):
             agree = (rb.codes.cpu().numpy() == rs.codes.cpu().numpy()).mean()
             assert agree > 0.95, agree
             np.testing.assert_allclose(rb.inertia, rs.inertia, rtol=2e-2)
+
+
+def test_meet_cardinality_levels_int8():
+    _need("triton")
+    g = torch.Generator().manual_seed(3)
+    for p, G, q, L in [(7, 33, 65, 16), (64, 20_000, 40, 16), (5, 3000, 9, 100)]:
+        A = (torch.randint(0, L + 1, (p, G), generator=g).float() / L).cuda()
+        B = (torch.randint(0, L + 1, (q, G), generator=g).float() / L).cuda()
+        got = _gpu.meet_cardinality_levels(A, B, L)
+        want = ref.meet_cardinality(A.cpu().numpy(), B.cpu().numpy())
+        np.testing.assert_allclose(got.double().cpu().numpy(), want, rtol=1e-6, atol=1e-6)
