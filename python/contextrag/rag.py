@@ -73,6 +73,9 @@ class ContextRAG:
         docs = normalize_docs(docs)
         if not docs:
             raise ValueError("docs is empty: give at least one document")
+        if path is not None:
+            from .index.store import check_writable
+            check_writable(path)   # fail before the expensive work, not after it
         emb = embedder if embedder is not None else Embedder.from_config(config)
         if executor == "ray":
             from .distributed.build import build_index_ray
@@ -109,6 +112,8 @@ class ContextRAG:
         from .index.build import add_docs
         from .index.chunking import normalize_docs
         start = len(self.index.docs)
+        while any(f"doc{start + i}" in self.index.docs for i in range(8)):
+            start += 8   # generated ids ("doc<k>" for plain strings) must not collide after deletes
         docs = normalize_docs(docs, start=start)
         if not docs:
             raise ValueError("docs is empty: give at least one document")

@@ -179,3 +179,39 @@ def test_retrieve_delegates_to_query_module(base, monkeypatch):
     monkeypatch.setattr(q, "retrieve", fake, raising=False)
     assert base.retrieve("who?", k=3, doc_ids=["p1"], w_fuzzy=0.0) == ["hit"]
     assert seen["index"] is base.index and seen["k"] == 3 and seen["kw"] == {"w_fuzzy": 0.0}
+
+
+class FailingLLM(LLMClient):
+    model = "broken"
+
+    def _generate(self, messages, *, max_tokens, temperature):
+        raise ConnectionError("server went away")
+
+
+def test_failing_llm_keeps_the_build(hotpot_paragraphs, embedder, tmp_path):
+    cfg = Config(rq_sizes=(6, 2), n_join=2, n_meet=2, n_summaries=3)
+    with pytest.warns(RuntimeWarning, match="summary calls failed"):
+        rag = ContextRAG.build(hotpot_paragraphs[:40], path=tmp_path / "f", config=cfg, llm=FailingLLM(),
+                               embedder=embedder)
+    assert (rag.index.item_kinds == SUMMARY).sum() == 0
+    assert "3 calls failed" in rag.stats()["summaries"]
+
+
+def test_foreign_path_rejected_before_any_work(embedder, tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    calls = embedder.calls
+    with pytest.raises(ValueError, match="not a contextrag index"):
+        ContextRAG.build(["a fresh text never embedded before: quux frobnicate"], path=tmp_path,
+                         embedder=embedder)
+    assert embedder.calls == calls and [p.name for p in tmp_path.iterdir()] == ["mine.txt"]
+
+
+def test_plain_string_ids_do_not_collide_after_delete(embedder, tmp_path):
+    cfg = Config(rq_sizes=(2,), n_join=1, n_meet=0, n_summaries=0, min_support=1)
+    texts = [f"Paragraph {w} about the history of {w} in the northern provinces." for w in
+             ("Alder", "Birch", "Cedar", "Dogwood")]
+    rag = ContextRAG.build(texts, config=cfg, embedder=embedder)
+    assert list(rag.index.docs) == ["doc0", "doc1", "doc2", "doc3"]
+    rag.delete(["doc1"])
+    rag.add(["Paragraph Elm about the history of Elm in the northern provinces."])
+    assert len(rag.index.docs) == 4 and len(set(rag.index.docs)) == 4

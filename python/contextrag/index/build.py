@@ -158,20 +158,29 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
     I = ix.context.dense()
     nodes = summ.select_concepts(ix.graph, ix.context.attr_group, n)
     k = int(getattr(ix.config, "summary_chunks", 8))
-    out, texts = [], []
+    out, texts, failed = [], [], []
     for v in nodes:
         src = summ.central_chunks(ix.graph, I, v, k)
         if not len(src):
             continue
-        text = summ.summarize(llm, [_render(ix, [c]) for c in src], ix.ledger)
+        try:
+            text = summ.summarize(llm, [_render(ix, [c]) for c in src], ix.ledger)
+        except Exception as e:  # a flaky server must not throw away the embeddings and the graph
+            failed.append(f"node {v}: {type(e).__name__}: {e}"[:300])
+            continue
         if text:
             out.append({"node": v, "text": text, "sources": np.sort(src)})
             texts.append(text)
+    if failed:
+        warnings.warn(f"contextrag: {len(failed)} of {len(nodes)} summary calls failed; first: {failed[0]}",
+                      RuntimeWarning)
+        ix.info["summary_failures"] = failed
     if out:
         E = ix.embedder.embed_passages(texts)
         for s, e in zip(out, E):
             s["embedding"] = e
-    ix.info["summaries"] = f"{len(out)} summaries from {len(nodes)} selected concepts"
+    ix.info["summaries"] = (f"{len(out)} summaries from {len(nodes)} selected concepts"
+                            + (f" ({len(failed)} calls failed)" if failed else ""))
     return out
 
 

@@ -199,8 +199,8 @@ def write_snapshot(ix, d: Path) -> dict:
     return manifest
 
 
-def save(ix, path) -> Path:
-    """Write ``ix`` to the index directory ``path`` atomically (see module docstring)."""
+def check_writable(path) -> Path:
+    """``path`` may receive an index: absent, empty, or already an index directory."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
     root = Path(path)
@@ -209,6 +209,12 @@ def save(ix, path) -> Path:
     if root.is_dir() and any(root.iterdir()) and not (root / CURRENT).exists():
         raise ValueError(f"path {str(root)!r} is a non-empty directory that is not a contextrag index; "
                          "refusing to write into it")
+    return root
+
+
+def save(ix, path) -> Path:
+    """Write ``ix`` to the index directory ``path`` atomically (see module docstring)."""
+    root = check_writable(path)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
