@@ -16,6 +16,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -189,6 +190,97 @@ static void fcm_epilogue(const py::array& G, const py::array& X, const py::array
   throw py::type_error("G must be float32 or float64");
 }
 
+// ---- bounded (Hamerly) Lloyd support -------------------------------------------------------
+// assigned_sq_dist(X, C, labels) -> (n,) float64: ‖x_i − c_{labels_i}‖² accumulated in double.
+template <class T>
+static py::array_t<double> assigned_typed(const py::array& X_, const py::array& C_, const int64_t* lab) {
+  const ptrdiff_t n = X_.shape(0), d = X_.shape(1), k = C_.shape(0);
+  const T* X = static_cast<const T*>(X_.data());
+  const T* C = static_cast<const T*>(C_.data());
+  py::array_t<double> out(n);
+  double* o = out.mutable_data();
+  bool bad = false;
+  {
+    py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static) reduction(|| : bad)
+    for (ptrdiff_t i = 0; i < n; ++i) {
+      const int64_t j = lab[i];
+      if (j < 0 || j >= k) { bad = true; o[i] = 0; continue; }
+      const T* x = X + i * d;
+      const T* c = C + j * d;
+      double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+      for (ptrdiff_t t = 0; t < d; ++t) {
+        const double v = (double)x[t] - (double)c[t];
+        acc += v * v;
+      }
+      o[i] = acc;
+    }
+  }
+  if (bad) throw std::invalid_argument("labels must lie in [0, k)");
+  return out;
+}
+
+static py::array_t<double> assigned_sq_dist(const py::array& X, const py::array& C, const py::array_t<int64_t>& labels) {
+  check2(X, "X"); check2(C, "C");
+  if (X.shape(1) != C.shape(1)) throw std::invalid_argument("X and C must have the same number of columns");
+  if (labels.ndim() != 1 || labels.shape(0) != X.shape(0) || !(labels.flags() & py::array::c_style))
+    throw std::invalid_argument("labels must be a contiguous (n,) int64 array");
+  if (!X.dtype().is(C.dtype())) throw py::type_error("X and C must share one dtype");
+  if (X.dtype().is(py::dtype::of<float>())) return assigned_typed<float>(X, C, labels.data());
+  if (X.dtype().is(py::dtype::of<double>())) return assigned_typed<double>(X, C, labels.data());
+  throw py::type_error("X must be float32 or float64");
+}
+
+// kmeans_top2(G (b,k), X (b,d), C (k,d)) -> (labels int64, d2 float64 exact, g2 float64):
+// first argmin of G, the exact squared distance to it (double accumulation), and the second
+// smallest G value (GEMM form, for a lower bound on the distance to every other centre).
+template <class T>
+static py::tuple top2_typed(const py::array& G_, const py::array& X_, const py::array& C_) {
+  const ptrdiff_t b = G_.shape(0), k = G_.shape(1), d = X_.shape(1);
+  const T* Gm = static_cast<const T*>(G_.data());
+  const T* X = static_cast<const T*>(X_.data());
+  const T* C = static_cast<const T*>(C_.data());
+  py::array_t<int64_t> lab(b);
+  py::array_t<double> d2(b), g2(b);
+  int64_t* L = lab.mutable_data();
+  double* D = d2.mutable_data();
+  double* S = g2.mutable_data();
+  {
+    py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < b; ++i) {
+      const T* g = Gm + i * k;
+      const ptrdiff_t j = row_argmin(g, k);
+      T second = std::numeric_limits<T>::infinity();
+      for (ptrdiff_t t = 0; t < k; ++t)
+        if (t != j && g[t] < second) second = g[t];
+      L[i] = j;
+      S[i] = (double)second;
+      const T* x = X + i * d;
+      const T* c = C + j * d;
+      double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+      for (ptrdiff_t t = 0; t < d; ++t) {
+        const double v = (double)x[t] - (double)c[t];
+        acc += v * v;
+      }
+      D[i] = acc;
+    }
+  }
+  return py::make_tuple(lab, d2, g2);
+}
+
+static py::tuple kmeans_top2(const py::array& G, const py::array& X, const py::array& C) {
+  check2(G, "G"); check2(X, "X"); check2(C, "C");
+  if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1)
+    throw std::invalid_argument("shapes must be G (b, k), X (b, d), C (k, d) with k >= 1");
+  if (!G.dtype().is(X.dtype()) || !G.dtype().is(C.dtype())) throw py::type_error("G, X and C must share one dtype");
+  if (G.dtype().is(py::dtype::of<float>())) return top2_typed<float>(G, X, C);
+  if (G.dtype().is(py::dtype::of<double>())) return top2_typed<double>(G, X, C);
+  throw py::type_error("G must be float32 or float64");
+}
+
 static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& labels, int64_t k) {
   if (X.ndim() != 2 || !(X.flags() & py::array::c_style))
     throw std::invalid_argument("X must be a C-contiguous 2-D array");
@@ -205,6 +297,10 @@ static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& l
 void register_kmeans(py::module_& m) {
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel.");
+  m.def("assigned_sq_dist", &assigned_sq_dist, py::arg("X"), py::arg("C"), py::arg("labels"),
+        "‖x_i − C[labels_i]‖² in float64, in parallel.");
+  m.def("kmeans_top2", &kmeans_top2, py::arg("G"), py::arg("X"), py::arg("C"),
+        "(labels, exact d2 to the nearest, second-smallest G) per row of G = ‖c‖² − 2x·c.");
   m.def("kmeans_epilogue", &kmeans_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("labels"),
         py::arg("d2"), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
   m.def("fcm_epilogue", &fcm_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn"), py::arg("m"),

@@ -166,3 +166,25 @@ def test_rq_kmeans_batched_equals_single(backend, rng):
             np.testing.assert_array_equal(cb, cs)
     assert batched[1].sizes == (5, 3) and batched[0].sizes == (6, 3)
     assert ops.rq_kmeans_batched([], (2,)) == []
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bounded_lloyd_equals_plain(rng, dtype, monkeypatch):
+    """The CPU loop's Hamerly bounds skip work but not results: same labels/centroids as the plain
+    loop and the reference, and it does skip (fewer than all points re-evaluated late in the fit)."""
+    from contextrag.ops import kmeans as K
+    X, _ = blobs(rng, 3000, 12, 15, spread=1.5, dtype=dtype)
+    init = X[:15].copy()
+    K._STATS.clear()
+    bounded = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu")
+    skipped = list(K._STATS)
+    monkeypatch.setattr(K, "BOUNDED_LLOYD", False)
+    plain = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu")
+    C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0)
+    np.testing.assert_array_equal(bounded.labels, l_ref)
+    np.testing.assert_array_equal(plain.labels, l_ref)
+    assert bounded.n_iter == plain.n_iter == it_ref
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(bounded.centroids, C_ref, rtol=rtol, atol=rtol)
+    assert bounded.inertia == pytest.approx(inertia_ref, rel=rtol)
+    assert skipped and min(skipped) < 0.5

@@ -51,10 +51,13 @@ def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool 
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got shape {tuple(t.shape)}")
     if t.numel():
-        if check_finite and not bool(torch.isfinite(t).all()):
+        # One min/max pass answers both checks without a temporary: torch's min/max propagate NaN,
+        # and an inf shows up as an infinite extreme.
+        lo_t, hi_t = torch.aminmax(t) if t.dtype in FLOAT_DTYPES or t.device.type == "cuda" else (t.min(), t.max())
+        lo, hi = float(lo_t), float(hi_t)
+        if check_finite and not (np.isfinite(lo) and np.isfinite(hi)):
             raise ValueError(f"{name} contains NaN or inf")
         if unit_interval:
-            lo, hi = t.min().item(), t.max().item()
             if lo < 0.0 or hi > 1.0:
                 raise ValueError(f"{name} must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
     return t, kind

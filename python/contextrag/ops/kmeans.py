@@ -204,6 +204,89 @@ def _lloyd(X, C, n_iter, tol, assign, update):
     return C, it
 
 
+# ---- bounded Lloyd for the CPU (Hamerly's bounds) ------------------------------------------
+# Exact Lloyd iterations that skip the distance GEMM for points whose nearest centre provably has
+# not changed. Per point we keep u = ‖x − c_a‖ (recomputed exactly each iteration, one pass over X)
+# and l ≤ distance to every other centre (from the last full evaluation, minus how far the other
+# centres moved since). A point is re-evaluated against all k centres only when
+# u > max(l, s_a) with s_a = half the distance from c_a to its nearest other centre.
+# l carries a slack for the GEMM form's rounding (γ_d·(‖x‖² + max‖c‖²), γ_d = (d+4)·u_roundoff),
+# so skipping is conservative: labels match the plain loop except where it meets rounding-level ties.
+BOUNDED_LLOYD = True  # module switch (benchmarks and tests compare both loops)
+_STATS: list = []     # fraction of points re-evaluated per iteration (last fits; for benchmarks)
+
+
+def _bounded_available(X, assign, update) -> bool:
+    C = native()
+    return (BOUNDED_LLOYD and X.device.type == "cpu" and assign is _cpu_assign and update is _cpu_update
+            and C is not None and hasattr(C, "kmeans_top2") and hasattr(C, "assigned_sq_dist"))
+
+
+def _lloyd_bounded(X, C, n_iter, tol):
+    Cn = native()
+    wd = _work_dtype(X)
+    X = X.to(wd).contiguous()
+    Xn = X.numpy()
+    n, d = X.shape
+    k = C.shape[0]
+    C = C.to(wd).contiguous()
+    xn2 = torch.einsum("ij,ij->i", X, X).double()
+    gamma = 2.0 * (d + 4) * float(torch.finfo(wd).eps)
+    labels = torch.zeros(n, dtype=torch.int64)
+    lower = torch.zeros(n, dtype=torch.float64)
+    move = None
+    prev = float("inf")
+    it = 0
+    for it in range(1, n_iter + 1):
+        if move is None:
+            active = torch.arange(n)
+            d2 = torch.empty(n, dtype=torch.float64)
+        else:
+            d2 = torch.from_numpy(Cn.assigned_sq_dist(Xn, C.numpy(), labels.numpy()))
+            upper = d2.sqrt()
+            # every other centre moved by at most max_{j ≠ a} δ_j
+            top = torch.topk(move, min(2, k)).indices
+            other = torch.full((n,), float(move[top[0]]), dtype=torch.float64)
+            if k > 1:
+                other[labels == top[0]] = float(move[top[1]])
+            else:
+                other.zero_()
+            lower = (lower - other).clamp_min_(0.0)
+            Cd = C.double()
+            cc = (Cd[:, None, :] - Cd[None, :, :]).norm(dim=2)
+            cc.fill_diagonal_(float("inf"))
+            half = 0.5 * cc.min(dim=1).values if k > 1 else torch.full((1,), float("inf"), dtype=torch.float64)
+            active = (upper > torch.maximum(lower, half[labels])).nonzero().flatten()
+            _STATS.append(active.numel() / n)
+        if active.numel():
+            cn = (C * C).sum(dim=1)
+            cmax = float(cn.max())
+            Ct = C.t()
+            B = cpu_row_block(active.numel(), k)
+            for i in range(0, active.numel(), B):
+                rows = active[i:i + B]
+                xb = X[rows] if move is not None or active.numel() != n else X[i:i + B]
+                G = torch.addmm(cn, xb, Ct, alpha=-2.0)
+                lab, dd, g2 = Cn.kmeans_top2(G.numpy(), xb.contiguous().numpy(), C.numpy())
+                lab, dd, g2 = torch.from_numpy(lab), torch.from_numpy(dd), torch.from_numpy(g2)
+                labels[rows] = lab
+                d2[rows] = dd
+                slack = gamma * (xn2[rows] + cmax)
+                lower[rows] = (g2 + xn2[rows] - slack).clamp_min_(0.0).sqrt()
+        inertia = float(d2.sum())
+        sums, counts = _cpu_update(X, labels, k)
+        nz = counts > 0
+        C_new = C.clone()
+        C_new[nz] = sums[nz] / counts[nz].to(C.dtype)[:, None]
+        _split_empty(C_new, counts)
+        move = (C_new.double() - C.double()).norm(dim=1)
+        C = C_new
+        if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
+            break
+        prev = inertia
+    return C, it
+
+
 def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
                max_points_per_centroid: int | None = None, backend: str | None = None) -> KMeansResult:
     """Lloyd's k-means. Returns KMeansResult(centroids, labels, inertia, n_iter).
@@ -232,7 +315,10 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
             idx = np.sort(rng.choice(n, size=k * cap, replace=False))
             train = tX[torch.from_numpy(idx).to(tX.device)]
     C = _initial_centroids(train, k, init, seed)
-    C, it = _lloyd(train, C, n_iter, float(tol), assign, update)
+    if _bounded_available(train, assign, update):
+        C, it = _lloyd_bounded(train, C, n_iter, float(tol))
+    else:
+        C, it = _lloyd(train, C, n_iter, float(tol), assign, update)
     labels, d2 = assign(tX, C)
     return KMeansResult(kind.out(C), kind.out(labels), float(d2.sum()), it)
 
