@@ -62,7 +62,7 @@ class OverlapRAG:
         q = _words(question)
         w_cos = overrides.get("w_cos", self.config.w_cos)
         scores = [len(q & w) / (1 + (0.0 if w_cos else 0.1) * len(w)) for w in self.words]
-        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:k - 1]
+        order = sorted(range(len(scores)), key=lambda i: -scores[i])[:k]   # plus one summary item
         hits = [_Hit("summary:0", None, "summary", "a cluster summary", 9.0, {"boost": 1.2})]
         hits += [_Hit(self.docs[i]["id"], self.docs[i]["id"], "chunk", self.docs[i]["text"], scores[i],
                       {"bm25": scores[i]}) for i in order]
@@ -163,7 +163,7 @@ def test_flat_systems_switch_the_graph_off():
     for s in make_systems(Config()):
         if s.name in FLAT_SYSTEMS:
             assert s.overrides.get("w_fuzzy") == 0.0 and s.overrides.get("boost_bridge") == 1.0
-            assert {"summary", "meet"} <= set(s.drop_kinds)
+            assert s.drop_kinds == ("virtual",)
     w = {s.name: (s.overrides["w_bm25"], s.overrides["w_cos"]) for s in make_systems(Config()) if s.flat}
     assert w == {"bm25": (1.0, 0.0), "dense": (0.0, 1.0), "hybrid": (0.3, 0.5), "hybrid_renorm": (0.375, 0.625)}
     with pytest.raises(ValueError, match="systems"):
@@ -239,3 +239,48 @@ def test_answers_with_an_llm_client(tmp_path, data, fresh_backend, hotpot):
     assert tb["query/answer (per query)"]["calls"] == 1.0
     md = (tmp_path / "o" / "report.md").read_text()
     assert "## Answers" in md and "query/answer" in md
+
+
+class TwoChunkRAG(OverlapRAG):
+    """Every document comes back as two chunks: k hits cover only k/2 documents."""
+
+    def retrieve(self, question, k=12, doc_ids=None, **overrides):
+        hits = [h for h in super().retrieve(question, k=k, **overrides) if h.kind == "chunk"]
+        out = []
+        for h in hits:
+            out += [h, _Hit(h.id + "#2", h.doc_id, "chunk", h.text, h.score * 0.99, h.parts)]
+        return out[:k]
+
+
+def test_deeper_calls_fill_the_document_list(tmp_path, data, fresh_backend):
+    TwoChunkRAG.calls = 0
+    res = R.run(data / "hotpotqa_500.json", format="hotpotqa", out=tmp_path / "o", limit=4,
+                cache_dir=tmp_path / "c", backend=TwoChunkRAG, progress=False, systems=["hybrid"])
+    rows = [json.loads(x) for x in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
+    for r in rows:
+        assert len(r["ranked"]) == 20 and len(set(r["ranked"])) == 20
+    # one timed call of k=20 (10 documents), then one deeper untimed call, per question and for the warm-up
+    assert TwoChunkRAG.calls == 2 + 2 * 4
+    assert res["systems"]["hybrid"]["recall@10"] >= res["systems"]["hybrid"]["recall@5"]
+
+
+def test_shared_query_embeddings_embed_each_question_once():
+    import numpy as np
+    from contextrag.eval.embed_cache import SharedQueryEmbeddings
+
+    class Counting:
+        dim = 3
+        calls = 0
+
+        def embed_queries(self, texts):
+            Counting.calls += len(texts)
+            return np.array([[len(t), 1.0, 0.0] for t in texts], dtype=np.float32)
+
+    s = SharedQueryEmbeddings(Counting())
+    a = s.embed_queries(["who?", "where?"])
+    assert s.take_reused_ms() == 0.0
+    b = s.embed_queries(["where?", "who?", "when?"])
+    assert Counting.calls == 3
+    assert np.array_equal(b[0], a[1]) and np.array_equal(b[1], a[0]) and b[2][0] == 5
+    assert s.take_reused_ms() > 0 and s.take_reused_ms() == 0.0     # taken once
+    assert s.dim == 3                                                # everything else delegates

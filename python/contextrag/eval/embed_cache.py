@@ -25,6 +25,7 @@ def caching_embedder(config, path: str | Path):
         return None
 
     class CachingEmbedder(Embedder):
+        BLOCK = 512
         def __init__(self, *a, cache_path, **kw):
             super().__init__(*a, **kw)
             self._db_path = str(cache_path)
@@ -53,14 +54,19 @@ def caching_embedder(config, path: str | Path):
             miss = [i for i, k in enumerate(keys) if k not in found]
             self.hits += len(texts) - len(miss)
             self.misses += len(miss)
-            if miss:
-                E_new = super().embed_passages([texts[i] for i in miss])
+            # embed the misses in blocks, each stored as soon as it is done: an interrupted build
+            # keeps what it embedded
+            uniq = list(dict.fromkeys(keys[i] for i in miss))
+            text_of = {keys[i]: texts[i] for i in miss}
+            for b in range(0, len(uniq), self.BLOCK):
+                block = uniq[b:b + self.BLOCK]
+                E_new = super().embed_passages([text_of[k] for k in block])
                 with self._db_lock, sqlite3.connect(self._db_path) as db:
                     db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
-                                   [(keys[i], E_new.shape[1], E_new[j].astype(np.float32).tobytes())
-                                    for j, i in enumerate(miss)])
-                for j, i in enumerate(miss):
-                    found[keys[i]] = E_new[j]
+                                   [(k, E_new.shape[1], E_new[j].astype(np.float32).tobytes())
+                                    for j, k in enumerate(block)])
+                for j, k in enumerate(block):
+                    found[k] = E_new[j]
             if not texts:
                 return super().embed_passages([])
             return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
@@ -71,3 +77,57 @@ def caching_embedder(config, path: str | Path):
                                device=config.device, cache_path=Path(path))
     except Exception:   # an incompatible Embedder signature: build without the cache
         return None
+
+
+class SharedQueryEmbeddings:
+    """Wraps an index's embedder so that each question is embedded once per run and shared by every
+    system (7 systems would otherwise embed the same 500 questions 7 times on a CPU). The embedding
+    time of a question is measured when it is computed; ``take_reused_ms()`` gives the time of the
+    embeddings served from memory since the last call, which the runner adds back to that query's
+    latency, so every system's latency still includes embedding its question once."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self._vecs: dict[str, tuple[np.ndarray, float]] = {}
+        self._reused_ms = 0.0
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def embed_queries(self, texts):
+        import time
+        texts = list(texts)
+        miss = [t for t in dict.fromkeys(texts) if t not in self._vecs]
+        if miss:
+            t0 = time.perf_counter()
+            E = self._inner.embed_queries(miss)
+            per = (time.perf_counter() - t0) * 1000.0 / len(miss)
+            for t, v in zip(miss, E):
+                self._vecs[t] = (np.asarray(v, dtype=np.float32), per)
+        with self._lock:
+            self._reused_ms += sum(self._vecs[t][1] for t in texts if t not in miss)
+        if not texts:
+            return self._inner.embed_queries([])
+        return np.stack([self._vecs[t][0] for t in texts])
+
+    def take_reused_ms(self) -> float:
+        with self._lock:
+            v, self._reused_ms = self._reused_ms, 0.0
+        return v
+
+
+def share_query_embeddings(rag):
+    """Install :class:`SharedQueryEmbeddings` on a ContextRAG's index; None when it has no such embedder."""
+    ix = getattr(rag, "index", None)
+    emb = getattr(ix, "embedder", None)
+    if emb is None or not callable(getattr(emb, "embed_queries", None)):
+        return None
+    if isinstance(emb, SharedQueryEmbeddings):
+        return emb
+    shared = SharedQueryEmbeddings(emb)
+    try:
+        ix.embedder = shared
+    except AttributeError:
+        return None
+    return shared

@@ -79,7 +79,7 @@ class System:
     description: str
     config: Config
     overrides: dict = field(default_factory=dict)     # query fields passed to retrieve/answer
-    drop_kinds: tuple = ()                             # hit kinds removed from the ranking
+    drop_kinds: tuple = ()        # hit kinds removed from the ranking; "virtual" = every non-chunk kind
     flat: bool = False
 
     def fingerprint(self, index_key_: str, extra: dict | None = None) -> str:
@@ -119,7 +119,7 @@ def make_systems(config: Config | None = None, names=None) -> list[System]:
     if bad:
         raise ValueError(f"systems: unknown {bad}; choose from {list(ALL_SYSTEMS)}")
     off = _graph_off(base)
-    virtual = ("summary", "bridge", "join", "meet")
+    virtual = ("virtual",)     # every non-chunk item (summary, bridge/join, meet, ...)
     flat = {
         "bm25": ((1.0, 0.0), "BM25 only (normalised by its per-query maximum)"),
         "dense": ((0.0, 1.0), "dense cosine only"),
