@@ -42,7 +42,7 @@ def _min_reduce(parts):
     return out
 
 
-def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int):
+def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, *, gather: bool = True):
     """index.graph.build_graph's rules with every per-chunk reduction done on the shards."""
     from ..index.graph import (COOC, JOIN, MEET, SEED, ConceptGraph, _joins_by_group, _pair_candidates,
                                lattice_edges)
@@ -54,6 +54,7 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int):
     seeds = np.flatnonzero(support >= min_support)
     S = len(seeds)
     parts = shards.get(shards.map("seed_pairs", spec_ref, seeds))
+    nb = {"pairs_in": int(sum(p[0].nbytes + p[1].nbytes for p in parts))}
     K = np.sum([p[0] for p in parts], axis=0) if S else np.zeros((0, 0))
     inter = np.sum([p[1] for p in parts], axis=0) if S else np.zeros((0, 0), np.int64)
     tm["pairs"] = time.perf_counter() - t0
@@ -81,23 +82,31 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int):
     # -- members (per chunk) and intents (min over chunks)
     t0 = time.perf_counter()
     g_ref = ray.put((kind, parents, attr))
-    mem_refs = shards.map("node_members", spec_ref, kind, parents, attr)
     up_refs = shards.map("node_up", spec_ref, kind, parents, attr, np.arange(V))
-    members = sp.hstack(shards.get(mem_refs), format="csr").astype(bool) if V else \
-        sp.csr_matrix((0, n), dtype=bool)
-    intent = _min_reduce(shards.get(up_refs)) if V else np.zeros((0, len(attr_group)), np.float32)
+    if gather:
+        mem_refs = shards.map("node_members", spec_ref, kind, parents, attr)
+        members = sp.hstack(shards.get(mem_refs), format="csr").astype(bool) if V else \
+            sp.csr_matrix((0, n), dtype=bool)
+    else:   # members stay on the shards (a sharded index would store them there); count them only
+        members = int(sum(shards.get(shards.map("node_members_nnz", spec_ref, kind, parents, attr))))
+    ups = shards.get(up_refs)
+    nb["intents_in"] = int(sum(u.nbytes for u in ups))
+    intent = _min_reduce(ups) if V else np.zeros((0, len(attr_group)), np.float32)
     tm["members_intents"] = time.perf_counter() - t0
     del g_ref
     # -- edges: lattice (driver, from the selection) and co-occurrence (integer partials)
     t0 = time.perf_counter()
     ls, ld, lk, lw = lattice_edges(kind, parents, score)
     C = None
+    nb["cooc_in"] = 0
     for part in shards.get(shards.map("cooc", spec_ref, kind, parents, attr, int(config.cooc_window))):
+        nb["cooc_in"] += int(part.data.nbytes + part.indices.nbytes + part.indptr.nbytes)
         C = part if C is None else C + part
     C = sp.coo_matrix(C) if C is not None else sp.coo_matrix((V, V))
     keep = (C.row != C.col) & (C.data >= max(int(config.cooc_threshold), 1))
     cs, cd, cw = C.row[keep].astype(np.int32), C.col[keep].astype(np.int32), C.data[keep].astype(np.float32)
     tm["edges"] = time.perf_counter() - t0
+    tm["bytes"] = nb
     g = ConceptGraph(kind, parents, attr, np.asarray(intent, np.float32), members, score,
                      np.concatenate([ls, cs]).astype(np.int32), np.concatenate([ld, cd]).astype(np.int32),
                      np.concatenate([lk, np.full(len(cs), COOC, np.int8)]).astype(np.int8),
@@ -105,14 +114,17 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int):
     return g, tm
 
 
-def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "ordered", graph: bool = True) -> dict:
+def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "ordered", graph: bool = True,
+                       gather: bool = True) -> dict:
     """Stages 2-3 of the index on ``shards`` (a ShardSet over the chunk embeddings).
 
     Returns the arrays the single-machine path computes: 'codebooks', 'codes' (n, L), 'I' (n, M)
     memberships (before the family weight), 'residual_sq' (n,), 'sizes', 'inertia', 'n_iter', 'groups', and with ``graph``
     'graph' (index.graph.ConceptGraph) and 'attr_centroids' (M, d); 'timings' (seconds per stage)
     and 'message_bytes'; 'members', 'names', 'state' (the family's crisp supports, attribute names,
-    codebook state). ``init``/``reduce``: see ``kmeans.rq_kmeans``.
+    codebook state). ``init``/``reduce``: see ``kmeans.rq_kmeans``. ``gather=False`` leaves every
+    per-chunk array on the shards (the driver then holds only k×d, M×M and V×V matrices; 'context'
+    and the graph's 'members' become sizes/counts): what a sharded index writer would use.
     """
     from ..index.build import _unit_rows
     fw = getattr(config, "family_weights", {"rq": 1.0})
@@ -129,18 +141,27 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     spec = context_spec(rq.codebooks, config, float(fw.get("rq", 1.0)))
     spec_ref = ray.put(spec)
     t0 = time.perf_counter()
-    rows = shards.get(shards.map("context_rows", spec_ref))
-    groups = np.asarray(rows[0]["groups"], np.int32)
-    timings["memberships"] = time.perf_counter() - t0
     out = {"codebooks": rq.codebooks, "sizes": rq.sizes, "inertia": rq.inertia, "n_iter": rq.n_iter,
-           "codes": np.concatenate([r["codes"] for r in rows]), "I": np.concatenate([r["I"] for r in rows]),
-           "residual_sq": np.concatenate([r["residual_sq"] for r in rows]), "groups": groups,
-           "members": sp.vstack([r["members"] for r in rows], format="csr"), "names": rows[0]["names"],
-           "state": rows[0]["state"],
            "message_bytes": dict(rq.message_bytes), "rq_timings": rq.timings}
+    if gather:
+        rows = shards.get(shards.map("context_rows", spec_ref))
+        groups = np.asarray(rows[0]["groups"], np.int32)
+        out.update({"codes": np.concatenate([r["codes"] for r in rows]),
+                    "I": np.concatenate([r["I"] for r in rows]),
+                    "residual_sq": np.concatenate([r["residual_sq"] for r in rows]), "groups": groups,
+                    "members": sp.vstack([r["members"] for r in rows], format="csr"), "names": rows[0]["names"],
+                    "state": rows[0]["state"]})
+    else:
+        summ = shards.get(shards.map("context_summary", spec_ref))
+        groups = np.concatenate([np.full(C.shape[0], lvl, np.int32) for lvl, C in enumerate(rq.codebooks)])
+        out.update({"groups": groups, "context": {"rows": sum(x["rows"] for x in summ),
+                                                  "bytes_on_shards": sum(x["bytes"] for x in summ),
+                                                  "members_nnz": sum(x["members_nnz"] for x in summ)}})
+    timings["memberships"] = time.perf_counter() - t0
     if graph:
-        g, tg = distributed_graph(shards, spec_ref, groups, config, shards.n_total)
+        g, tg = distributed_graph(shards, spec_ref, groups, config, shards.n_total, gather=gather)
         out["graph"] = g
+        out["message_bytes"].update({f"graph_{k}": v for k, v in tg.pop("bytes").items()})
         timings.update({f"graph_{k}": v for k, v in tg.items()})
         t0 = time.perf_counter()
         out["attr_centroids"] = _unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))

@@ -127,7 +127,8 @@ def embed_to_shards(texts, work_dir: str, n_shards: int, *, model: str = "all-Mi
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
     items = [{"row": i, "text": t} for i, t in enumerate(texts)]
-    ds = ray.data.from_items(items, override_num_blocks=max(1, min(n // max(batch_size, 1), 4 * concurrency)))
+    blocks = max(min(concurrency, n), min(-(-n // batch_size), 4 * concurrency))   # >= one per actor
+    ds = ray.data.from_items(items, override_num_blocks=blocks)
     out = ds.map_batches(EmbedShardWriter, batch_size=batch_size, batch_format="numpy",
                          fn_constructor_kwargs={"model": model, "work_dir": work_dir, "bounds": bounds,
                                                 "passage_prefix": passage_prefix, "batch_size": batch_size,

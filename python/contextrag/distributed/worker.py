@@ -96,7 +96,8 @@ class ShardWorker:
         os._exit(1)
 
     def info(self) -> dict:
-        return {"shard": self.shard_id, "rows": int(self.X.shape[0]), "dim": int(self.X.shape[1]),
+        import resource
+        return {"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,"shard": self.shard_id, "rows": int(self.X.shape[0]), "dim": int(self.X.shape[1]),
                 "start": self.start, "stop": self.stop, "pid": os.getpid(), "device": str(self.device),
                 "starts": self.restarts_seen, "dtype": str(self.X.dtype).replace("torch.", ""),
                 "bytes": int(self.X.element_size() * self.X.numel())}
@@ -246,6 +247,16 @@ class ShardWorker:
         return {"codes": res.rows["codes"], "I": np.asarray(res.matrix, np.float32),
                 "residual_sq": res.rows["residual_sq"], "members": sp_members(res),
                 "names": list(res.names), "groups": np.asarray(res.groups), "state": res.state}
+
+    def context_summary(self, spec: dict) -> dict:
+        """Compute this shard's context rows and keep them here; return only their sizes."""
+        self._maybe_fail("context")
+        I = self._context(spec)
+        return {"rows": int(I.shape[0]), "bytes": int(I.numel() * I.element_size()),
+                "members_nnz": int(self._ctx[3].nnz)}
+
+    def node_members_nnz(self, spec: dict, kind, parents, attr) -> int:
+        return int(self.node_members(spec, kind, parents, attr).nnz)
 
     def _extents(self, spec, B) -> torch.Tensor:
         """B↓ restricted to this shard's chunks: luk_down is per chunk, so it never leaves the shard."""
