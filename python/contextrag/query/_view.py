@@ -5,7 +5,8 @@ the index changes).
 summaries, join/bridge nodes, meet nodes):
 
 * ``ids``, ``texts``, ``kinds`` (array of "chunk" | "summary" | "join" | "meet"), ``doc_ids`` (the
-  item's document; for a virtual item the documents of its member chunks joined by ",");
+  item's document; None for a virtual item) and ``item_docs`` (tuple of the documents whose text the
+  item shows: its own for a chunk, its source chunks' documents for a virtual item);
 * ``E``: (N, d) float32 unit-norm embeddings (cosine = dot product);
 * ``embed(list[str]) -> (Q, d)`` query embeddings and ``bm25_raw(question) -> (N,)`` raw BM25;
 * ``mask_fn(doc_ids) -> (N,) bool``: the §4.6 doc_id filter (the index's own ``item_mask``: an item
@@ -51,6 +52,7 @@ class CorpusView:
     bm25_raw: Callable
     mask_fn: Callable | None = None
     router: object = None
+    item_docs: list | None = None
     source: object = None      # weakref to the index the view was built from (query/spread.py reads its chunks)
 
     def __post_init__(self):
@@ -59,7 +61,9 @@ class CorpusView:
         self.E = np.ascontiguousarray(self.E, dtype=np.float32)
         if self.E.ndim != 2 or self.E.shape[0] != n:
             raise ValueError(f"embeddings must be (n_items={n}, d), got {self.E.shape}")
-        for name in ("texts", "kinds", "doc_ids"):
+        if self.item_docs is None:
+            self.item_docs = [(d,) if d is not None else () for d in self.doc_ids]
+        for name in ("texts", "kinds", "doc_ids", "item_docs"):
             if len(getattr(self, name)) != n:
                 raise ValueError(f"{name} has {len(getattr(self, name))} entries, expected n_items={n}")
 
@@ -77,8 +81,7 @@ class CorpusView:
         if self.mask_fn is not None:
             m = np.asarray(self.mask_fn(sorted(wanted)), dtype=bool)
         else:
-            m = np.fromiter((d is not None and set(str(d).split(",")) <= wanted for d in self.doc_ids),
-                            bool, self.n)
+            m = np.fromiter((bool(ds) and set(map(str, ds)) <= wanted for ds in self.item_docs), bool, self.n)
         if m.shape != (self.n,):
             raise ValueError(f"doc_id mask has shape {m.shape}, expected ({self.n},)")
         return m
@@ -154,11 +157,14 @@ def _build_view(ix) -> CorpusView:
     n_chunks = len(ix.chunk_ids)
     ids = [str(x) for x in ix.item_ids]
     kinds = [norm_kind(k) for k in np.asarray(ix.item_kinds).tolist()]
-    doc_ids = list(ix.chunk_doc_ids)
-    mem = ix.item_members
+    doc_ids = list(ix.chunk_doc_ids) + [None] * (len(ids) - n_chunks)
+    item_docs = [(d,) for d in ix.chunk_doc_ids]
+    src = getattr(ix, "item_sources", None)
+    if src is None:
+        src = getattr(ix, "item_members", None)
     for i in range(n_chunks, len(ids)):
-        cols = mem[i].indices if mem is not None else []
-        doc_ids.append(",".join(sorted({str(ix.chunk_doc_ids[c]) for c in cols})) or None)
+        cols = src[i].indices if src is not None else []
+        item_docs.append(tuple(sorted({str(ix.chunk_doc_ids[c]) for c in cols})))
     E = np.asarray(ix.embeddings, dtype=np.float32)
     embedder = getattr(ix, "embedder", None)
     embed = getattr(ix, "embed_queries", None) or getattr(embedder, "embed_queries", None)
@@ -170,4 +176,5 @@ def _build_view(ix) -> CorpusView:
     router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
     return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=np.asarray(kinds, dtype=object),
                       doc_ids=doc_ids, E=E, embed=embed, bm25_raw=bm25,
-                      mask_fn=getattr(ix, "item_mask", None), router=router, source=weakref.ref(ix))
+                      mask_fn=getattr(ix, "item_mask", None), router=router, source=weakref.ref(ix),
+                      item_docs=item_docs)

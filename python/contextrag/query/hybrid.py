@@ -8,8 +8,12 @@ score(c) = boost(c) · (w_bm25·bm25(q, c) + w_cos·cos(q, c) + w_fuzzy·fuzzy(q
 * boost: ``boost_summary`` (×1.2) for cluster-summary virtual chunks, ``boost_bridge`` (×1.3) for
   bridge (join) nodes, ×1 otherwise (§4.5: multiplicative, no forced slots). A boost multiplies
   positive scores only, so it can never push a negative-cosine item further down;
-* doc_id filter (§4.6): items whose documents do not meet ``doc_ids`` get score −inf and are never
-  returned. A term whose weight is 0 is not computed at all (BM25-only / dense-only systems).
+* doc_id filter (§4.6): an item passes when every chunk whose text it shows comes from one of
+  ``doc_ids`` (the index's ``item_mask``); the others get score −inf and are never returned.
+  A term whose weight is 0 is not computed at all (BM25-only / dense-only systems).
+* spreading (issue 7, ``Config.w_spread`` > 0, query/spread.py): before the boosts the eq. 13 score
+  becomes r + w_spread·hop with r = eq. 13 / its per-query max; ``parts["spread"]`` is the hop.
+  ``w_spread=0`` (``Config.paper()``) is the paper's flat eq. 13.
 """
 from __future__ import annotations
 
@@ -29,10 +33,12 @@ class Hit:
     kind: str
     text: str
     score: float
-    parts: dict = field(default_factory=dict)   # {bm25, cos, fuzzy, boost} (+ rrf / rerank_rank after fusion)
+    parts: dict = field(default_factory=dict)   # {bm25, cos, fuzzy, boost, spread} (+ hybrid, rrf, rerank_rank)
+    doc_ids: tuple = ()                         # documents whose text the item shows (virtual items: several)
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "doc_id": self.doc_id, "kind": self.kind, "text": self.text,
+        return {"id": self.id, "doc_id": self.doc_id, "doc_ids": list(self.doc_ids), "kind": self.kind,
+                "text": self.text,
                 "score": float(self.score), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
                                                        for k, v in self.parts.items()}}
 
@@ -83,7 +89,8 @@ def make_hits(view, idx, parts: dict) -> list[Hit]:
     out = []
     for i in idx:
         i = int(i)
-        out.append(Hit(id=view.ids[i], doc_id=view.doc_ids[i], kind=str(view.kinds[i]), text=view.texts[i],
+        out.append(Hit(id=view.ids[i], doc_id=view.doc_ids[i], doc_ids=tuple(view.item_docs[i]),
+                       kind=str(view.kinds[i]), text=view.texts[i],
                        score=float(parts["score"][i]),
                        parts={"bm25": float(parts["bm25"][i]), "cos": float(parts["cos"][i]),
                               "fuzzy": float(parts["fuzzy"][i]), "boost": float(parts["boost"][i]),

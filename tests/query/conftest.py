@@ -1,0 +1,49 @@
+"""A small real index for the query tests: the 10 paragraphs of each of the first N_QUESTIONS HotpotQA
+questions (gold and distractors), built once per session with ContextRAG.build and the embedded MiniLM."""
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+N_QUESTIONS = 8
+
+
+def _data_dir():
+    env = os.environ.get("CONTEXTRAG_DATA")
+    for p in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
+        if (p / "hotpotqa_500.json").is_file():
+            return p
+    return None
+
+
+@pytest.fixture(scope="session")
+def hotpot():
+    d = _data_dir()
+    if d is None:
+        pytest.skip("HotpotQA data not found: set CONTEXTRAG_DATA to the folder holding hotpotqa_500.json")
+    qs = json.loads((d / "hotpotqa_500.json").read_text())[:N_QUESTIONS]
+    docs: dict[str, str] = {}
+    for q in qs:
+        for title, sents in q["context"]:
+            docs.setdefault(title, "".join(sents))
+    return qs, [{"id": t, "title": t, "text": x} for t, x in docs.items()]
+
+
+@pytest.fixture(scope="session")
+def rag(hotpot):
+    from contextrag import Config, ContextRAG
+
+    _, docs = hotpot
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # codebook sizes clamped to the small corpus
+        return ContextRAG.build(docs, config=Config(n_summaries=0, rq_sizes=(12, 4, 2)))
+
+
+@pytest.fixture(scope="session")
+def index(rag):
+    return rag.index
