@@ -509,8 +509,16 @@ def group_graph(ctx: Ctx):
 
 def group_tests(ctx_smoke: bool, part: Path):
     out: dict = {}
+    import importlib.util
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE",
            "tests/kernels/gpu", "tests/kernels/test_cuda_build.py"]
+    if not ctx_smoke:
+        # Triton compiling is most of this group's time: spread it over processes when xdist is
+        # there, and let a hanging test fail alone when pytest-timeout is
+        if importlib.util.find_spec("xdist") is not None:
+            cmd += ["-n", "4"]
+        if importlib.util.find_spec("pytest_timeout") is not None:
+            cmd += ["--timeout", "90"]
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     t = time.perf_counter()
