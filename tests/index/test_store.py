@@ -70,6 +70,23 @@ def test_failed_write_leaves_previous_index(fresh, embedder, monkeypatch):
     assert sorted(os.listdir(path)) == entries_before  # the temporary directory was removed
 
 
+def test_failed_build_over_existing_index_keeps_it(fresh, hotpot_paragraphs, embedder, small_config,
+                                                  monkeypatch):
+    path = fresh.path
+    before = store.load(path, embedder=embedder)
+
+    def boom(*a, **k):
+        raise OSError("no space left on device")
+    monkeypatch.setattr(store, "save_file", boom, raising=False)
+    import safetensors.numpy
+    monkeypatch.setattr(safetensors.numpy, "save_file", boom)
+    with pytest.raises(OSError, match="no space"):
+        ContextRAG.build(hotpot_paragraphs[:20], path=path, config=small_config.replace(rq_sizes=(4, 2)),
+                         embedder=embedder)
+    _assert_same_index(before, store.load(path, embedder=embedder))
+    assert not [p for p in os.listdir(path) if p.startswith(".tmp-")]
+
+
 def test_killed_save_leaves_a_loadable_index(fresh, tmp_path):
     """Kill -9 a process in the middle of repeated saves; the index must load every time."""
     code = textwrap.dedent(f"""
