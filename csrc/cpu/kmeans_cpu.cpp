@@ -109,7 +109,16 @@ static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, cons
   for (ptrdiff_t i = 0; i < b; ++i) {
     const ptrdiff_t j = row_argmin(Gm + i * k, k);
     lab[i] = j;
-    d2[i] = exact_sq(X + i * d, C + j * d, d);
+    // accumulated in double (as assigned_sq_dist), so both Lloyd loops see the same inertia
+    const T* x = X + i * d;
+    const T* c = C + j * d;
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (ptrdiff_t t = 0; t < d; ++t) {
+      const double v = (double)x[t] - (double)c[t];
+      acc += v * v;
+    }
+    d2[i] = (T)acc;
   }
 }
 

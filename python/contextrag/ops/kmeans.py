@@ -192,7 +192,7 @@ def _lloyd(X, C, n_iter, tol, assign, update):
     k = C.shape[0]
     for it in range(1, n_iter + 1):
         labels, d2 = assign(X, C)
-        inertia = float(d2.sum())
+        inertia = float(d2.sum(dtype=torch.float64))
         sums, counts = update(X, labels, k)
         nz = counts > 0
         C = C.clone()
@@ -241,6 +241,7 @@ def _lloyd_bounded(X, C, n_iter, tol):
         if move is None:
             active = torch.arange(n)
             d2 = torch.empty(n, dtype=torch.float64)
+            _STATS.clear()
         else:
             d2 = torch.from_numpy(Cn.assigned_sq_dist(Xn, C.numpy(), labels.numpy()))
             upper = d2.sqrt()
@@ -262,18 +263,21 @@ def _lloyd_bounded(X, C, n_iter, tol):
             cn = (C * C).sum(dim=1)
             cmax = float(cn.max())
             Ct = C.t()
-            B = cpu_row_block(active.numel(), k)
-            for i in range(0, active.numel(), B):
-                rows = active[i:i + B]
-                xb = X[rows] if move is not None or active.numel() != n else X[i:i + B]
+            # Mostly active: evaluate every row from contiguous slices (a gather would cost as much).
+            full = active.numel() * 2 > n
+            m = n if full else active.numel()
+            B = cpu_row_block(m, k)
+            for i in range(0, m, B):
+                sel = slice(i, min(i + B, m)) if full else active[i:i + B]
+                xb = X[sel]
                 G = torch.addmm(cn, xb, Ct, alpha=-2.0)
                 lab, dd, g2 = Cn.kmeans_top2(G.numpy(), xb.contiguous().numpy(), C.numpy())
-                lab, dd, g2 = torch.from_numpy(lab), torch.from_numpy(dd), torch.from_numpy(g2)
-                labels[rows] = lab
-                d2[rows] = dd
-                slack = gamma * (xn2[rows] + cmax)
-                lower[rows] = (g2 + xn2[rows] - slack).clamp_min_(0.0).sqrt()
-        inertia = float(d2.sum())
+                labels[sel] = torch.from_numpy(lab)
+                d2[sel] = torch.from_numpy(dd)
+                g2 = torch.from_numpy(g2)
+                slack = gamma * (xn2[sel] + cmax)
+                lower[sel] = (g2 + xn2[sel] - slack).clamp_min_(0.0).sqrt_()
+        inertia = float(d2.to(wd).sum(dtype=torch.float64))  # as the plain loop sums its d2
         sums, counts = _cpu_update(X, labels, k)
         nz = counts > 0
         C_new = C.clone()

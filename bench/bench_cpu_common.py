@@ -1,0 +1,112 @@
+"""Shared helpers for the CPU kernel benchmarks (bench_cpu_*.py): machine facts, timing, JSON.
+
+These are measurements, not tests. Every script records the machine (CPU model, cores, clock,
+SIMD width, library versions) and the load average at start and end: on a shared machine the
+other tenants' load is part of the result, so each timing is repeated and the best and median
+are both kept.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _cpuinfo() -> dict:
+    info = {}
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return info
+    first = text.split("\n\n")[0]
+    for line in first.splitlines():
+        if ":" in line:
+            k, v = line.split(":", 1)
+            info[k.strip()] = v.strip()
+    return info
+
+
+def machine() -> dict:
+    ci = _cpuinfo()
+    flags = set(ci.get("flags", "").split())
+    lanes32 = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    versions = {"python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__}
+    for mod in ("faiss", "skfuzzy", "scipy"):
+        try:
+            versions[mod] = __import__(mod).__version__
+        except Exception as e:  # a peer not installed is recorded, not fatal
+            versions[mod] = f"unavailable ({type(e).__name__})"
+    try:
+        from contextrag import _C
+        isa = _C.cpu_isa()
+    except Exception:
+        isa = "n/a"
+    return {
+        "cpu_model": ci.get("model name", platform.processor()),
+        "cpu_family_model": f"{ci.get('cpu family', '?')}/{ci.get('model', '?')}",
+        "cores": os.cpu_count(),
+        "cpu_mhz": float(ci.get("cpu MHz", "nan")),
+        "simd": "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse",
+        "fp32_lanes_per_vector": lanes32,
+        "contextrag_cpu_isa": isa,
+        "torch_threads": torch.get_num_threads(),
+        "versions": versions,
+        "shared_machine": True,
+        "note": "2-core VM shared with other engineers' jobs during the run; see load averages. "
+                "Times are best-of and median-of repeats; ratios use the best of each.",
+    }
+
+
+def loadavg() -> list:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def timed(fn, repeats: int = 3, warmup: int = 0) -> dict:
+    """Run fn repeats times; returns best/median seconds and the last result."""
+    for _ in range(warmup):
+        fn()
+    ts, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+    return {"best_s": min(ts), "median_s": statistics.median(ts), "all_s": ts, "result": out}
+
+
+def gemm_rate(n: int = 4096, repeats: int = 5) -> dict:
+    """The machine's fp32 GEMM rate right now: a large square torch.matmul (MKL/oneDNN)."""
+    a = torch.randn(n, n)
+    b = torch.randn(n, n)
+    torch.matmul(a, b)
+    t = timed(lambda: torch.matmul(a, b), repeats)
+    flops = 2.0 * n ** 3
+    return {"n": n, "best_s": t["best_s"], "median_s": t["median_s"],
+            "gflops_best": flops / t["best_s"] / 1e9, "gflops_median": flops / t["median_s"] / 1e9}
+
+
+def write(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"cpu_{name}.json"
+
+    def clean(o):
+        if isinstance(o, dict):
+            return {k: clean(v) for k, v in o.items() if k != "result"}
+        if isinstance(o, (list, tuple)):
+            return [clean(v) for v in o]
+        if isinstance(o, (np.floating, np.integer)):
+            return o.item()
+        return o
+    path.write_text(json.dumps(clean(payload), indent=2) + "\n")
+    print(f"wrote {path}")
+    return path
