@@ -250,6 +250,43 @@ def _cuda_fcm(X, C, m, k):
 
 # ---- batched RQ-KMeans ---------------------------------------------------------------------
 
+def _kmeans_pp_batched(T, t_off, t_prob, ks, seed):
+    """k-means++ seeding of every problem at once: the same draws, in the same order, from the same
+    per-problem generators as ``ops.kmeans._kmeans_plus_plus`` run problem by problem, but one
+    distance pass and one device→host copy per step for all problems (max k steps, not Σ k).
+    Returns the concatenated (Σ k, d) centroids."""
+    dev = T.device
+    P = len(ks)
+    ns = [int(t_off[p + 1] - t_off[p]) for p in range(P)]
+    rngs = [np.random.default_rng(seed) for _ in range(P)]
+    chosen = [[] for _ in range(P)]
+    live = [p for p in range(P) if ns[p] > 0 and ks[p] > 0]
+    if not live:
+        return torch.zeros((0, T.shape[1]), dtype=T.dtype, device=dev)
+    cur = torch.zeros(P, dtype=torch.int64)
+    for p in live:
+        cur[p] = int(t_off[p]) + int(rngs[p].integers(ns[p]))
+        chosen[p].append(int(cur[p]))
+    cur_d = cur.to(dev)
+    d2 = ((T - T[cur_d[t_prob]]) ** 2).sum(dim=1)
+    for j in range(1, max(ks)):
+        act = [p for p in live if ks[p] > j]
+        if not act:
+            break
+        allp = d2.double().cpu().numpy()
+        for p in act:
+            seg = allp[int(t_off[p]):int(t_off[p + 1])]
+            total = seg.sum()
+            idx = int(rngs[p].integers(ns[p])) if total <= 0 else int(rngs[p].choice(ns[p], p=seg / total))
+            cur[p] = int(t_off[p]) + idx
+            chosen[p].append(int(cur[p]))
+        cur_d = cur.to(dev)
+        # a finished problem keeps its last centroid: its distances are recomputed bit for bit, min unchanged
+        d2 = torch.minimum(d2, ((T - T[cur_d[t_prob]]) ** 2).sum(dim=1))
+    rows = torch.tensor([r for p in range(P) for r in chosen[p]], dtype=torch.int64, device=dev)
+    return T[rows].clone()
+
+
 def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid,
                            assign_seg, update=None):
     """RQ-KMeans for many independent problems, every Lloyd step of a level in one launch.
@@ -304,8 +341,7 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
         t_off = np.cumsum([0] + [t.shape[0] for t in trains])
         t_prob = torch.repeat_interleave(torch.arange(P, device=dev),
                                          torch.tensor([t.shape[0] for t in trains], device=dev))
-        C = torch.cat([K._initial_centroids(trains[p], ks[p], "k-means++", seed + lvl) if ns[p]
-                       else torch.zeros((0, d), dtype=wd, device=dev) for p in range(P)])
+        C = _kmeans_pp_batched(T, t_off, t_prob, ks, seed + lvl)
         c_off_t = torch.tensor(c_off[:-1], device=dev)
         ktot = int(c_off[-1])
         active = set(live)
