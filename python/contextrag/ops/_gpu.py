@@ -73,7 +73,7 @@ def _triton_update(X, labels, k):
 @register("fcm_memberships", "triton")
 def _triton_fcm(X, C, m, k):
     fcm = _tk()[1]
-    # fp64 on a GPU: Triton's exp2/log2 are fp32 intrinsics there, so use the torch path instead
+    # fp64 on a GPU: fp64 exp2/log2 lowering in Triton is unverified there, so use the torch path instead
     if C.shape[0] > fcm.MAX_C or (X.dtype == torch.float64 and X.device.type == "cuda"):
         from .fcm import _torch_memberships
         return _torch_memberships(X, C, m, k)
