@@ -31,7 +31,7 @@ def caching_embedder(config, path: str | Path):
             self._db_path = str(cache_path)
             self._db_lock = threading.Lock()
             Path(cache_path).parent.mkdir(parents=True, exist_ok=True)
-            with sqlite3.connect(self._db_path) as db:
+            with sqlite3.connect(self._db_path, timeout=120) as db:
                 db.execute("CREATE TABLE IF NOT EXISTS emb (key TEXT PRIMARY KEY, dim INTEGER, vec BLOB)")
             self.hits = self.misses = 0
 
@@ -44,7 +44,7 @@ def caching_embedder(config, path: str | Path):
             texts = list(texts)
             keys = [self._key(t) if isinstance(t, str) else None for t in texts]
             found: dict[str, np.ndarray] = {}
-            with self._db_lock, sqlite3.connect(self._db_path) as db:
+            with self._db_lock, sqlite3.connect(self._db_path, timeout=120) as db:
                 want = sorted({k for k in keys if k})
                 for i in range(0, len(want), 500):
                     part = want[i:i + 500]
@@ -61,7 +61,7 @@ def caching_embedder(config, path: str | Path):
             for b in range(0, len(uniq), self.BLOCK):
                 block = uniq[b:b + self.BLOCK]
                 E_new = super().embed_passages([text_of[k] for k in block])
-                with self._db_lock, sqlite3.connect(self._db_path) as db:
+                with self._db_lock, sqlite3.connect(self._db_path, timeout=120) as db:
                     db.executemany("INSERT OR REPLACE INTO emb VALUES (?, ?, ?)",
                                    [(k, E_new.shape[1], E_new[j].astype(np.float32).tobytes())
                                     for j, k in enumerate(block)])

@@ -10,23 +10,36 @@ from functools import lru_cache
 from pathlib import Path
 
 
-@lru_cache(maxsize=1)
-def code_fingerprint() -> str:
-    """Hash of the sources that decide an index's content (index/, ops/, ref/, rag.py, config.py), so a
-    cached index is rebuilt when that code changes even if the version string does not."""
+def _hash_sources(subdirs: tuple[str, ...], files: tuple[str, ...]) -> str:
     import contextrag
     root = Path(contextrag.__file__).parent
     h = hashlib.sha256(contextrag.__version__.encode())
-    files = []
-    for sub in ("index", "ops", "ref", "query"):
+    paths = []
+    for sub in subdirs:
         d = root / sub
         if d.is_dir():
-            files += sorted(d.rglob("*.py"))
-    files += [root / n for n in ("rag.py", "config.py") if (root / n).exists()]
-    for f in files:
+            paths += sorted(d.rglob("*.py"))
+    paths += [root / n for n in files if (root / n).exists()]
+    for f in paths:
         h.update(str(f.relative_to(root)).encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of the sources that decide an index's content (index/ and rag.py), so a cached index is
+    rebuilt when that code changes even if the version string does not. The kernels (ops/) are left
+    out: their backends are tested equal to the reference, and they change often without changing
+    what an index holds. Config values are hashed separately."""
+    return _hash_sources(("index",), ("rag.py",))
+
+
+@lru_cache(maxsize=1)
+def query_code_fingerprint() -> str:
+    """Hash of the query code: part of each system's fingerprint, so per-question rows are recomputed
+    (but the index is kept) when the query code changes."""
+    return _hash_sources(("query",), ())
 
 
 def versions() -> dict:

@@ -83,7 +83,9 @@ class System:
     flat: bool = False
 
     def fingerprint(self, index_key_: str, extra: dict | None = None) -> str:
+        from contextrag.eval.env import query_code_fingerprint
         payload = {"name": self.name, "index": index_key_, "overrides": self.overrides,
+                   "query_code": query_code_fingerprint(),
                    "drop": list(self.drop_kinds), "query": {k: v for k, v in self.config.to_dict().items()
                                                             if k in query_fields()}, "extra": extra or {}}
         return hashlib.sha256(_stable(payload).encode()).hexdigest()[:16]
