@@ -60,6 +60,9 @@ def test_add_then_find_new_document(fresh, hotpot_paragraphs, embedder):
     newE = ix.chunk_embeddings[n0:]
     d = ((newE[:, None, :] - ix.codebooks[0][None]) ** 2).sum(-1)
     np.testing.assert_array_equal(ix.codes[n0:, 0], d.argmin(1))
+    # the incrementally updated intents equal a full recomputation by the kernel
+    from contextrag import ops
+    np.testing.assert_allclose(ix.graph.intent, ops.luk_up(ix.node_extents(), ix.context.dense()), atol=1e-5)
     # retrieval by cosine finds the new document for a question built from its own words
     for doc in new[:3]:
         q = embedder.inner.embed_queries([f"{doc['title']}: {doc['text'][:120]}"])[0]
@@ -101,6 +104,8 @@ def test_delete_removes_document_everywhere(fresh, embedder):
     hits = con.execute("SELECT count(*) FROM items WHERE text LIKE ?", (f"%{marker}%",)).fetchone()[0]
     con.close()
     assert rows == 0 and hits == 0
+    from contextrag import ops
+    np.testing.assert_allclose(ix.graph.intent, ops.luk_up(ix.node_extents(), ix.context.dense()), atol=1e-5)
     with pytest.raises(ValueError, match="doc_ids"):
         fresh.delete(["no-such-doc"])
     with pytest.raises(TypeError, match="doc_ids"):

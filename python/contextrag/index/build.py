@@ -11,7 +11,8 @@ import scipy.sparse as sp
 from ..llm.ledger import CostLedger
 from . import summaries as summ
 from .chunking import Chunker, Document
-from .context import ChunkView, build_context, extend_context
+from .. import ops
+from .context import FAMILIES, ChunkView, build_context, extend_context
 from .core import CHUNK, ITEM_KINDS, JOIN_ITEM, MEET_ITEM, SUMMARY, Index
 from .graph import JOIN, MEET, build_graph, compute_intents, node_members, set_edges
 
@@ -63,26 +64,32 @@ def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
 
 # ---- virtual items -------------------------------------------------------------------------
 
-def _join_sources(ix, v, ext, k):
+def _seed_extent(ix, I, p, rows):
+    """Extent of seed node p ({m}↓ = column m of I) on the given chunk rows."""
+    return I[rows, ix.graph.attr[p]]
+
+
+def _join_sources(ix, I, v, k):
     """Bridge text: from each parent, its member chunk closest to the other parent."""
     g = ix.graph
     a, b = (int(p) for p in g.parents[v])
-    ea, eb = ext[a], ext[b]
     out = []
-    for own, other in ((a, eb), (b, ea)):
+    for own, other in ((a, b), (b, a)):
         mem = np.setdiff1d(g.members[own].indices, out)
         if len(mem):
-            out.append(int(mem[np.lexsort((mem, -other[mem]))[0]]))
+            deg = _seed_extent(ix, I, other, mem)
+            out.append(int(mem[np.lexsort((mem, -deg))[0]]))
     return np.asarray(sorted(out)[:max(k, 1)], dtype=np.int64)
 
 
-def _meet_sources(ix, v, ext, k):
+def _meet_sources(ix, I, v, k):
     """Meet text: the node's member chunks with the highest meet degree min(A_a, A_b)."""
     g = ix.graph
     mem = g.members[v].indices
     if not len(mem):
         return mem
-    deg = ext[v][mem]
+    a, b = (int(p) for p in g.parents[v])
+    deg = np.minimum(_seed_extent(ix, I, a, mem), _seed_extent(ix, I, b, mem))
     return np.sort(mem[np.lexsort((mem, -deg))[:k]])
 
 
@@ -105,7 +112,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict]) -> 
     """items = chunks, then summaries (kept as given), then one item per join/meet node."""
     n = ix.n_chunks
     k = int(getattr(ix.config, "node_text_chunks", 2))
-    ext = ix.node_extents()
+    I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
     ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
                                                         [-1] * n, [[i] for i in range(n)],
                                                         [[i] for i in range(n)], [chunk_E])
@@ -119,7 +126,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict]) -> 
         sources.append(s["sources"])
         embs.append(s["embedding"][None, :].astype(np.float32))
     for v in np.flatnonzero((ix.graph.kind == JOIN) | (ix.graph.kind == MEET)):
-        src = _join_sources(ix, v, ext, k) if ix.graph.kind[v] == JOIN else _meet_sources(ix, v, ext, k)
+        src = _join_sources(ix, I, v, k) if ix.graph.kind[v] == JOIN else _meet_sources(ix, I, v, k)
         if not len(src):
             continue  # a meet emptied by deletes: no text to show until rebuild
         kind = JOIN_ITEM if ix.graph.kind[v] == JOIN else MEET_ITEM
@@ -257,16 +264,32 @@ def rebuild(ix: Index, llm=None) -> Index:
 
 # ---- incremental updates -------------------------------------------------------------------
 
-def _refresh_nodes(ix: Index, affected: np.ndarray | None) -> None:
-    """Members of every node, intents of the affected ones, co-occurrence edges, centroids."""
+def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
+    """Members of every node, intents, co-occurrence edges. Returns the number of affected nodes.
+
+    ``new_rows``: chunks appended at the end while every old row of I stayed as it was. Then a
+    node's extent on old rows is unchanged (seeds are columns of I, joins/meets their max/min), and
+    A↑(m) = min over objects, so the new intent is min(old intent, the same min over the new rows
+    alone): exact, and O(new chunks). Otherwise (delete, refitted families) all intents are
+    recomputed.
+    """
     g = ix.graph
     g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
     ix._extents = None
     I = ix.context.dense()
-    nodes = np.arange(g.n_nodes) if affected is None else affected
-    if len(nodes):
-        g.intent[nodes] = compute_intents(g, I, nodes)
+    if new_rows is not None:
+        I_new = np.ascontiguousarray(I[new_rows])
+        ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
+        affected = np.flatnonzero((ext_new > 0).any(axis=1))
+        if len(affected):
+            up = np.asarray(ops.luk_up(np.ascontiguousarray(ext_new[affected]), I_new), dtype=np.float32)
+            g.intent[affected] = np.minimum(g.intent[affected], up)
+    else:
+        affected = np.arange(g.n_nodes)
+        if len(affected):
+            g.intent[:] = compute_intents(g, I)
     set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+    return int(len(affected))
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:
@@ -298,21 +321,19 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     with _Timer(t, "context"):
         extend_context(ix.context, _view(ix), new_rows, chunk_E, ix.config)
     with _Timer(t, "graph"):
-        I_new = ix.context.dense()[new_rows]
-        # a node is affected when its extent is non-zero on a new chunk (its intent can only shrink)
-        ext_new = ix.graph.extents(ix.context.dense(), None)[:, new_rows] if len(new_rows) else None
-        affected = np.flatnonzero((ext_new > 0).any(axis=1)) if ext_new is not None else np.zeros(0, int)
-        del I_new
-        _refresh_nodes(ix, affected)
+        # a node is affected when its extent is non-zero on a new chunk (its intent can only shrink);
+        # a family refitted on add (no transform) may change old rows: then refresh everything
+        incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
+        n_aff = _refresh_nodes(ix, new_rows if incremental else None)
         ix.attr_centroids = attr_centroids(ix, chunk_E)
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items)
     with _Timer(t, "bm25"):
         build_bm25(ix)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
-                                              "affected_nodes": int(len(affected)),
+                                              "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
-    return {"docs": len(docs), "chunks": len(chunks), "affected_nodes": int(len(affected)), "timings": t}
+    return {"docs": len(docs), "chunks": len(chunks), "affected_nodes": n_aff, "timings": t}
 
 
 def delete_docs(ix: Index, doc_ids) -> dict:
@@ -346,7 +367,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "context"):
         ix.context.keep_rows(keep)
     with _Timer(t, "graph"):
-        _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: refresh all
+        _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: recompute all
         ix.attr_centroids = attr_centroids(ix, chunk_E)
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items)
