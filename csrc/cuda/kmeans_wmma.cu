@@ -28,6 +28,9 @@ template <typename T, int NF, bool VEC>
 __global__ void __launch_bounds__(WTHREADS)
 assign_wmma_kernel(const T* __restrict__ X, const T* __restrict__ C, const float* __restrict__ cn,
                    int64_t* __restrict__ labels, float* __restrict__ d2, int64_t n, int64_t k, int64_t d) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // bf16 WMMA needs sm_80+; the launcher refuses older devices before getting here
+#else
   __shared__ __align__(32) T Xs[WM * WLD];
   __shared__ __align__(32) T Cs[WMAXC * WLD];
   __shared__ __align__(32) float stage[8][16 * 16];
@@ -125,6 +128,7 @@ assign_wmma_kernel(const T* __restrict__ X, const T* __restrict__ C, const float
       d2[r] = v > 0.f ? v : 0.f;
     }
   }
+#endif
 }
 
 template <typename T, int NF>
@@ -168,6 +172,10 @@ std::string kmeans_assign_tc(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, 
   if (k <= 0) return "kmeans_assign_tc: k must be positive";
   if (n <= 0) return std::string();
   if ((n + WM - 1) / WM > 2147483647LL) return "kmeans_assign_tc: too many rows";
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) == cudaSuccess &&
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major < 8)
+    return "kmeans_assign_tc: tensor-core path needs compute capability 8.0 or newer";
   cudaStream_t st = as_stream(stream);
   if (dtype == kBF16) return launch_t<__nv_bfloat16>(x, c, cn, labels, d2, n, k, d, st);
   if (dtype == kF16) return launch_t<__half>(x, c, cn, labels, d2, n, k, d, st);

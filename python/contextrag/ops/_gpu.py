@@ -209,7 +209,8 @@ def _cuda_assign(X, C, *, tensor_cores: bool | None = None):
     if tensor_cores is None:
         tensor_cores = _use_tensor_cores()
     if n:
-        if tensor_cores and X.dtype in (torch.float16, torch.bfloat16):
+        if (tensor_cores and X.dtype in (torch.float16, torch.bfloat16)
+                and torch.cuda.get_device_capability(X.device)[0] >= 8):
             cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2),
                                 n, int(C.shape[0]), d, _stream(X))
         else:
