@@ -56,8 +56,11 @@ def test_assign_kinds(backend, rng, kind):
     np.testing.assert_array_equal(to_numpy(lab), ref.kmeans_assign(X, C)[0])
 
 
+@pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_fit_same_init_gives_ref_labels(backend, rng, dtype):
+def test_fit_same_init_gives_ref_labels(backend, rng, dtype, bounded, monkeypatch):
+    from contextrag.ops import kmeans as K
+    monkeypatch.setattr(K, "BOUNDED_LLOYD", bounded)
     X, _ = blobs(rng, 600, 8, 6, spread=0.5, dtype=dtype)
     init = X[rng.choice(600, 6, replace=False)].copy()
     res = ops.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6, backend=backend)
@@ -76,8 +79,11 @@ def test_fit_torch_in_torch_out(rng):
     np.testing.assert_array_equal(res.labels.numpy(), ref.kmeans_assign(X, res.centroids.numpy())[0])
 
 
-def test_empty_cluster_split(backend, rng):
+@pytest.mark.parametrize("bounded", [False, True])
+def test_empty_cluster_split(backend, rng, bounded, monkeypatch):
     """A centroid far from every point gets no points; it takes half of the largest cluster (as the ref)."""
+    from contextrag.ops import kmeans as K
+    monkeypatch.setattr(K, "BOUNDED_LLOYD", bounded)
     X, _ = blobs(rng, 300, 4, 3, spread=0.3)
     init = np.vstack([X[:3], np.full((1, 4), 1e3)])
     res = ops.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0, backend=backend)
@@ -175,6 +181,7 @@ def test_bounded_lloyd_equals_plain(rng, dtype, monkeypatch):
     from contextrag.ops import kmeans as K
     X, _ = blobs(rng, 3000, 12, 15, spread=1.5, dtype=dtype)
     init = X[:15].copy()
+    monkeypatch.setattr(K, "BOUNDED_LLOYD", True)
     K._STATS.clear()
     bounded = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu")
     skipped = list(K._STATS)
