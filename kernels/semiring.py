@@ -87,12 +87,18 @@ def _sm_count(device) -> int:
     return 1
 
 
-def _blocks(dtype, interp: bool):
+def _tile(x: int) -> int:
+    """64, or 32 where it pads less (132 -> 160 rather than 192: the index's 132-wide sets)."""
+    return 32 if triton.cdiv(x, 32) * 32 < triton.cdiv(x, 64) * 64 else 64
+
+
+def _blocks(dtype, interp: bool, M: int = 64, N: int = 64):
     if interp:
         return 32, 32, 16, 4
     if dtype == torch.float64:
         return 32, 32, 4, 4
-    return 64, 64, 4, 8
+    bm, bn = _tile(M), _tile(N)
+    return bm, bn, 4, (8 if bm * bn >= 4096 else 4)
 
 
 def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None = None,
@@ -113,7 +119,7 @@ def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None 
     if K == 0:
         return out.fill_(1.0 if code == MINPLUS else 0.0)
     interp = _interpret()
-    BM, BN, BK, warps = blocks or _blocks(dt, interp)
+    BM, BN, BK, warps = blocks or _blocks(dt, interp, M, N)
     tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
     if split is None:
         target = 1 if interp else 2 * _sm_count(A.device)

@@ -2,7 +2,8 @@
 //   op 0 min-plus : out = min(1, 1 + min_k (B[k,n] − A[m,k]))   Łukasiewicz A↑ / B↓ (eq. 6–7)
 //   op 1 max-plus : out = max(0, max_k (A[m,k] + B[k,n]) − 1)   fuzzy routing (eq. 16)
 //   op 2 min-sum  : out = Σ_k min(A[m,k], B[k,n])               meet cardinality
-// A block computes a BM×BN output tile; each thread keeps TM×TN accumulators in registers and,
+// A block computes a BM×BN output tile (128×128, or 66×66 where that pads less: the index's
+// 132-wide sets); each thread keeps TM×TN accumulators in registers and,
 // per reduction step, reads TM values of A and TN of B from shared memory (TM+TN loads for TM·TN
 // terms). Operands are read through arbitrary strides (transposed views are free); the global→shared
 // staging picks the coalesced order from whichever stride is 1. The Łukasiewicz clamp is applied
@@ -128,17 +129,25 @@ __global__ void fold_splits(const T* __restrict__ ws, T* __restrict__ out, int64
   }
 }
 
-template <typename T>
-struct Tiles;
-template <>
-struct Tiles<float> { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
-template <>
-struct Tiles<double> { static constexpr int BM = 64, BN = 64, BK = 8, TM = 4, TN = 4; };
+// Tile shapes. Big: 128×128, 8×8 per thread (16 shared loads per 64 terms). Small: 66×66, 6×6 per
+// thread on 121 threads, for the index's 132-wide sets: 132 = 2·66 pads nothing, where 128-tiles
+// would compute 256 rows or columns for 132 (up to 3.8× the useful work for a 132×132 output).
+struct BigF { static constexpr int BM = 128, BN = 128, BK = 8, TM = 8, TN = 8; };
+struct SmallF { static constexpr int BM = 66, BN = 66, BK = 8, TM = 6, TN = 6; };
+struct BigD { static constexpr int BM = 64, BN = 64, BK = 8, TM = 4, TN = 4; };
 
-template <typename T, int OP>
+inline int64_t padded(int64_t x, int64_t b) { return ((x + b - 1) / b) * b; }
+
+// 1 when the small tiles do less than 80% of the big tiles' (padded) work, else 0.
+inline int pick_float_tile(int64_t M, int64_t N) {
+  const double big = double(padded(M, BigF::BM)) * double(padded(N, BigF::BN));
+  const double small = double(padded(M, SmallF::BM)) * double(padded(N, SmallF::BN));
+  return small < 0.8 * big ? 1 : 0;
+}
+
+template <typename T, int OP, typename TL>
 std::string run(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K, int64_t s_am, int64_t s_ak,
                 int64_t s_bk, int64_t s_bn, int split, T* ws, cudaStream_t st) {
-  using TL = Tiles<T>;
   constexpr int threads = (TL::BM / TL::TM) * (TL::BN / TL::TN);
   if (split < 1) split = 1;
   int64_t kps = (K + split - 1) / split;
@@ -163,6 +172,18 @@ std::string run(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K,
   return check_launch("fold_splits");
 }
 
+template <typename T, int OP>
+std::string run_tiles(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K, int64_t s_am, int64_t s_ak,
+                      int64_t s_bk, int64_t s_bn, int split, T* ws, cudaStream_t st) {
+  if constexpr (sizeof(T) == 8) {
+    return run<T, OP, BigD>(A, B, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);
+  } else {
+    if (pick_float_tile(M, N) == 1)
+      return run<T, OP, SmallF>(A, B, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);
+    return run<T, OP, BigF>(A, B, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);
+  }
+}
+
 template <typename T>
 std::string run_op(int op, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
                    int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws, cudaStream_t st) {
@@ -171,9 +192,9 @@ std::string run_op(int op, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, i
   T* O = reinterpret_cast<T*>(out);
   T* W = reinterpret_cast<T*>(ws);
   switch (op) {
-    case 0: return run<T, 0>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
-    case 1: return run<T, 1>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
-    case 2: return run<T, 2>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    case 0: return run_tiles<T, 0>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    case 1: return run_tiles<T, 1>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    case 2: return run_tiles<T, 2>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
     default: return "semiring: op must be 0 (min-plus), 1 (max-plus) or 2 (min-sum), got " + std::to_string(op);
   }
 }
@@ -192,7 +213,9 @@ std::string semiring(int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out,
 }
 
 int semiring_default_split(int64_t M, int64_t N, int64_t K, int sms) {
-  const int64_t tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  const int64_t bm = pick_float_tile(M, N) ? SmallF::BM : BigF::BM;
+  const int64_t bn = pick_float_tile(M, N) ? SmallF::BN : BigF::BN;
+  const int64_t tiles = ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
   const int64_t target = 2 * int64_t(sms > 0 ? sms : 1);
   int64_t split = (target + tiles - 1) / tiles;
   const int64_t max_split = (K + 511) / 512;  // at least 512 reduction steps per split
