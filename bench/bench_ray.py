@@ -97,6 +97,7 @@ def run_one(n: int, workers: int, seed: int) -> dict:
             info = shards.info()
         out["stage_seconds"] = {k: round(v, 3) for k, v in arr["timings"].items()}
         out["rq_seconds"] = {k: round(v, 3) for k, v in arr["rq_timings"].items()}
+        out["worker_cpu_seconds"] = arr["worker_cpu_seconds"]
         out["rq_iterations"] = arr["n_iter"]
         out["rq_inertia"] = arr["inertia"]
         out["message_bytes"] = arr["message_bytes"]
@@ -160,6 +161,7 @@ def main():
         r = json.loads(line[-1][7:])
         results["runs"].append(r)
         print(f"workers={w}: stages 2-3 {r['seconds_stages_2_3']:.1f}s {r['stage_seconds']} "
+              f"worker cpu {r['worker_cpu_seconds']} "
               f"driver peak {r['driver_peak_rss_mb']:.0f} MB, load {r['loadavg_end']}", flush=True)
         if a.embed:
             cmd = [sys.executable, __file__, "--one", "--embed", str(a.embed), "--workers", str(w)]

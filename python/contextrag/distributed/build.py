@@ -134,10 +134,19 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
                          f"also names {other} (set their weight to 0 or build on one machine)")
     ray = shards._ray
     timings = {}
+    cpu = {}
+    c0 = shards.get(shards.map("cpu_seconds"))
+
+    def _cpu(stage):   # per-shard CPU seconds spent in a stage (independent of other load on the host)
+        nonlocal c0
+        c1 = shards.get(shards.map("cpu_seconds"))
+        cpu[stage] = [round(b - a, 3) for a, b in zip(c0, c1)]
+        c0 = c1
     t0 = time.perf_counter()
     rq = rq_kmeans(shards, tuple(config.rq_sizes), n_iter=config.rq_iters, seed=config.seed, init=init,
                    max_points_per_centroid=getattr(config, "rq_max_points_per_centroid", None), reduce=reduce)
     timings["rq_kmeans"] = time.perf_counter() - t0
+    _cpu("rq_kmeans")
     spec = context_spec(rq.codebooks, config, float(fw.get("rq", 1.0)))
     spec_ref = ray.put(spec)
     t0 = time.perf_counter()
@@ -158,15 +167,19 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
                                                   "bytes_on_shards": sum(x["bytes"] for x in summ),
                                                   "members_nnz": sum(x["members_nnz"] for x in summ)}})
     timings["memberships"] = time.perf_counter() - t0
+    _cpu("memberships")
     if graph:
         g, tg = distributed_graph(shards, spec_ref, groups, config, shards.n_total, gather=gather)
         out["graph"] = g
         out["message_bytes"].update({f"graph_{k}": v for k, v in tg.pop("bytes").items()})
         timings.update({f"graph_{k}": v for k, v in tg.items()})
+        _cpu("graph")
         t0 = time.perf_counter()
         out["attr_centroids"] = _unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
         timings["attr_centroids"] = time.perf_counter() - t0
+        _cpu("attr_centroids")
     out["timings"] = timings
+    out["worker_cpu_seconds"] = cpu
     return out
 
 

@@ -95,6 +95,12 @@ class ShardWorker:
         os.close(fd)
         os._exit(1)
 
+    def cpu_seconds(self) -> float:
+        """User + system CPU time of this worker process so far (all its threads)."""
+        import resource
+        r = resource.getrusage(resource.RUSAGE_SELF)
+        return r.ru_utime + r.ru_stime
+
     def info(self) -> dict:
         import resource
         return {"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,"shard": self.shard_id, "rows": int(self.X.shape[0]), "dim": int(self.X.shape[1]),
