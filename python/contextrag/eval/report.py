@@ -99,7 +99,7 @@ def render_markdown(res: dict) -> str:
     L += ["## Retrieval", "",
           "recall@k: gold passages among the first k distinct documents of the chunk hits (virtual items skipped); "
           "strict: within the first k items of any kind; complete@5: all gold passages in the top 5. "
-          "Latency: one `retrieve` call without LLM.", ""]
+          "Latency: one `retrieve` call without LLM, including embedding the question once.", ""]
     L.append(_table(["system", "recall@2", "recall@5", "recall@10", "complete@5", "strict r@5",
                      "p50 ms", "p95 ms", "virtual in top 5 %"],
                     [[n, sysm[n].get("recall@2"), sysm[n].get("recall@5"), sysm[n].get("recall@10"),
