@@ -97,7 +97,7 @@ static inline ptrdiff_t row_argmin(const T* g, ptrdiff_t k) {
 
 template <class T>
 static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_,
-                                  py::array_t<int64_t>& lab_, py::array& d2_) {
+                                  py::array_t<int64_t>& lab_, py::array& d2_, const T* xn) {
   const ptrdiff_t b = G_.shape(0), k = G_.shape(1), d = X_.shape(1);
   const T* Gm = static_cast<const T*>(G_.data());
   const T* X = static_cast<const T*>(X_.data());
@@ -109,6 +109,11 @@ static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, cons
   for (ptrdiff_t i = 0; i < b; ++i) {
     const ptrdiff_t j = row_argmin(Gm + i * k, k);
     lab[i] = j;
+    if (xn) {  // GEMM form ‖x‖² + G_min (inside Lloyd iterations: no pass over X)
+      const T t = xn[i] + Gm[i * k + j];
+      d2[i] = t > T(0) ? t : T(0);
+      continue;
+    }
     // accumulated in double (as assigned_sq_dist), so both Lloyd loops see the same inertia
     const T* x = X + i * d;
     const T* c = C + j * d;
@@ -170,7 +175,15 @@ static void check2(const py::array& a, const char* name) {
 
 // kmeans_epilogue(G (b,k), X (b,d), C (k,d), labels_out (b,) int64, d2_out (b,)): in place.
 static void kmeans_epilogue(const py::array& G, const py::array& X, const py::array& C,
-                            py::array_t<int64_t> labels, py::array d2) {
+                            py::array_t<int64_t> labels, py::array d2, py::object xn_obj) {
+  py::array xn;  // a default py::array is a real (empty) array, so track presence separately
+  const bool has_xn = !xn_obj.is_none();
+  if (has_xn) {
+    xn = py::array::ensure(xn_obj);
+    if (!xn || xn.ndim() != 1 || xn.shape(0) != G.shape(0) || !(xn.flags() & py::array::c_style) ||
+        !xn.dtype().is(G.dtype()))
+      throw std::invalid_argument("xn must be a contiguous (b,) array of G's dtype");
+  }
   check2(G, "G"); check2(X, "X"); check2(C, "C");
   if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1)
     throw std::invalid_argument("shapes must be G (b, k), X (b, d), C (k, d) with k >= 1");
@@ -179,8 +192,10 @@ static void kmeans_epilogue(const py::array& G, const py::array& X, const py::ar
     throw std::invalid_argument("labels and d2 must be contiguous (b,) arrays");
   if (!G.dtype().is(X.dtype()) || !G.dtype().is(C.dtype()) || !G.dtype().is(d2.dtype()))
     throw py::type_error("G, X, C and d2 must share one dtype");
-  if (G.dtype().is(py::dtype::of<float>())) return kmeans_epilogue_typed<float>(G, X, C, labels, d2);
-  if (G.dtype().is(py::dtype::of<double>())) return kmeans_epilogue_typed<double>(G, X, C, labels, d2);
+  if (G.dtype().is(py::dtype::of<float>()))
+    return kmeans_epilogue_typed<float>(G, X, C, labels, d2, has_xn ? static_cast<const float*>(xn.data()) : nullptr);
+  if (G.dtype().is(py::dtype::of<double>()))
+    return kmeans_epilogue_typed<double>(G, X, C, labels, d2, has_xn ? static_cast<const double*>(xn.data()) : nullptr);
   throw py::type_error("G must be float32 or float64");
 }
 
@@ -311,7 +326,7 @@ void register_kmeans(py::module_& m) {
   m.def("kmeans_top2", &kmeans_top2, py::arg("G"), py::arg("X"), py::arg("C"),
         "(labels, exact d2 to the nearest, second-smallest G) per row of G = ‖c‖² − 2x·c.");
   m.def("kmeans_epilogue", &kmeans_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("labels"),
-        py::arg("d2"), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
+        py::arg("d2"), py::arg("xn") = py::none(), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
   m.def("fcm_epilogue", &fcm_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn"), py::arg("m"),
         py::arg("U"), "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖², written into U (one-hot on a centre).");
 }

@@ -82,9 +82,12 @@ def _native_fn(name: str):
 
 
 @register("kmeans_assign", "cpu")
-def _cpu_assign(X, C):
+def _cpu_assign(X, C, xn=None):
     """Blocked ‖c‖² − 2x·c GEMM (torch CPU BLAS) + a C++ row epilogue: first argmin and the exact
-    ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once."""
+    ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once.
+
+    With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the distance is the GEMM form
+    ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
     n = X.shape[0]
     wd = _work_dtype(X)
     C = C.to(wd).contiguous()
@@ -99,7 +102,8 @@ def _cpu_assign(X, C):
         xb = X[i:i + B].to(wd).contiguous()
         D = torch.addmm(cn, xb, Ct, alpha=-2.0, out=buf[:xb.shape[0]])
         if epi is not None:
-            epi(D.numpy(), xb.numpy(), C.numpy(), labels[i:i + B].numpy(), d2[i:i + B].numpy())
+            epi(D.numpy(), xb.numpy(), C.numpy(), labels[i:i + B].numpy(), d2[i:i + B].numpy(),
+                None if xn is None else xn[i:i + B].numpy())
         else:
             dmin, lab = D.min(dim=1)
             labels[i:i + B] = lab
@@ -324,6 +328,10 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     C = _initial_centroids(train, k, init, seed)
     if _bounded_available(train, assign, update):
         C, it = _lloyd_bounded(train, C, n_iter, float(tol))
+    elif assign is _cpu_assign and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
+        Xw = train.to(_work_dtype(train)).contiguous()
+        xn = torch.einsum("ij,ij->i", Xw, Xw).contiguous()
+        C, it = _lloyd(Xw, C, n_iter, float(tol), lambda X_, C_: _cpu_assign(X_, C_, xn), update)
     else:
         C, it = _lloyd(train, C, n_iter, float(tol), assign, update)
     labels, d2 = assign(tX, C)
