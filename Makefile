@@ -14,9 +14,14 @@ install-test: $(VENV)/.base
 	$(PIP) install -q scikit-build-core pybind11
 	$(PIP) install -q --no-build-isolation -e ".[test]"
 
+# llama-cpp-python (the `local` extra) is built first, on its own: its default native build emits AMX
+# instructions that crash with SIGILL on these CPUs, so it is built portable, never from a cached wheel.
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON -DGGML_FMA=ON -DGGML_F16C=ON
+
 install-demo: $(VENV)/.base
 	$(PIP) install -q scikit-build-core pybind11
-	$(PIP) install -q --no-build-isolation -e ".[index]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir "llama-cpp-python>=0.3.7"
+	$(PIP) install -q --no-build-isolation -e ".[index,local]"
 
 demo: install-demo
 	$(VENV)/bin/contextrag demo $(ARGS)

@@ -1,45 +1,145 @@
-"""`contextrag demo`: the main job on the embedded defaults, offline.
+"""`contextrag demo [FOLDER]`: the main job on the embedded defaults, offline.
 
-Until the index lands this is a kernel demo: RQ-KMeans → FCM memberships → Łukasiewicz closures
-→ meet cardinality → fuzzy routing on synthetic clustered embeddings, with the backend used.
+Indexes a corpus — the repository's own README.md and docs/*.md by default, or a folder of your
+.txt/.md files (or a .json/.jsonl corpus) — with the embedded MiniLM embedder, then answers a question
+with the embedded GGUF model (llama-cpp-python, the ``local`` extra) and prints the answer, its
+sources and the cost of the query. Without the ``local`` extra it still indexes and retrieves, and
+says how to install the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
 """
 from __future__ import annotations
 
+import argparse
+import hashlib
+import json
+import os
+import sys
 import time
+import warnings
+from pathlib import Path
+
+DEFAULT_QUESTION = "How is the BM25 score normalised in the hybrid retrieval score?"
 
 
 def add_arguments(p):
-    p.add_argument("--n", type=int, default=20000, help="number of synthetic embeddings")
-    p.add_argument("--dim", type=int, default=384)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("corpus", nargs="?", default=None,
+                   help="a folder of .txt/.md files, a .jsonl or a .json corpus (default: this repository's "
+                        "README.md and docs/)")
+    p.add_argument("-q", "--question", default=DEFAULT_QUESTION, help=f"the question (default: {DEFAULT_QUESTION!r})")
+    p.add_argument("--out", default=None, help="index directory (default: ~/.cache/contextrag/demo/<corpus hash>)")
+    p.add_argument("--llm", default="local", help="'local' (embedded GGUF, default), 'http://host:port/v1#MODEL', "
+                   "'vllm:MODEL' or 'none' (retrieval only)")
+    p.add_argument("-k", type=int, default=8, help="passages to answer from (default 8)")
+    p.add_argument("--summaries", type=int, default=0, help="cluster-summary virtual chunks to generate with the "
+                   "LLM at index time (default 0: the embedded model on a CPU is slow)")
+    p.add_argument("--no-rewrite", action="store_true", help="skip the three query rewrites")
+    p.add_argument("--no-rerank", action="store_true", help="skip the LLM rerank")
+    p.add_argument("--rebuild", action="store_true", help="rebuild the index even if the corpus is unchanged")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def repo_docs() -> Path | None:
+    """The repository this package runs from (editable install): its README.md and docs/ folder."""
+    root = Path(__file__).resolve().parents[3]
+    if (root / "README.md").is_file() and (root / "docs").is_dir():
+        return root
+    return None
+
+
+def shipped_corpus() -> list[dict]:
+    root = repo_docs()
+    if root is None:
+        raise FileNotFoundError("the repository's docs are not next to this installation; "
+                                "pass a folder of .txt/.md files: contextrag demo FOLDER")
+    files = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
+    return [{"id": f.relative_to(root).as_posix(), "title": f.stem.replace("_", " "), "text": f.read_text(errors="replace")}
+            for f in files if f.is_file() and f.read_text(errors="replace").strip()]
+
+
+def corpus_docs(path) -> list[dict]:
+    if path is None:
+        return shipped_corpus()
+    from .index import read_corpus
+
+    ns = argparse.Namespace(text_field="text", id_field="id", title_field="title")
+    return read_corpus(path, ns)
+
+
+def fingerprint(docs, config) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps(config.to_dict(), sort_keys=True, default=str).encode())
+    for d in docs:
+        h.update(json.dumps([d.get("id"), d.get("title"), d["text"]]).encode())
+    return h.hexdigest()
 
 
 def run(args) -> int:
-    import numpy as np
-    from contextrag import ops
+    from contextrag import Config, ContextRAG, query
+    from .query import print_result
 
-    rng = np.random.default_rng(args.seed)
-    centers = rng.standard_normal((64, args.dim)).astype(np.float32)
-    X = centers[rng.integers(64, size=args.n)] + 0.3 * rng.standard_normal((args.n, args.dim)).astype(np.float32)
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    print("backends:", {k: v["available"] for k, v in ops.backends().items()})
-    t = time.perf_counter()
-    rq = ops.rq_kmeans(X, (96, 24, 12), n_iter=20, seed=args.seed)
-    print(f"rq_kmeans {X.shape} sizes={rq.sizes}: {time.perf_counter() - t:.2f}s, inertia per level "
-          + ", ".join(f"{v:.1f}" for v in rq.inertia))
-    t = time.perf_counter()
-    I = ops.fcm_memberships(X, rq.codebooks[0], m=2.0)
-    print(f"fcm_memberships {I.shape}: {time.perf_counter() - t:.2f}s, mean max membership {I.max(1).mean():.3f}")
-    t = time.perf_counter()
-    attr = np.eye(I.shape[1], dtype=np.float32)
-    extents = ops.luk_down(attr, I)          # attribute concepts: {m}↓
-    closed, intents = ops.luk_closure(extents, I)
-    print(f"closures of {attr.shape[0]} attribute concepts over {I.shape[0]} chunks: {time.perf_counter() - t:.2f}s, "
-          f"closed: {bool(np.allclose(closed, extents, atol=1e-6))}")
-    t = time.perf_counter()
-    card = ops.meet_cardinality(extents, extents)
-    print(f"meet_cardinality {card.shape}: {time.perf_counter() - t:.2f}s")
-    mu = np.clip(I[:5] / I[:5].max(axis=1, keepdims=True), 0, 1)   # queries' activation of each cluster
-    scores = ops.fuzzy_route(mu, I)
-    print(f"fuzzy_route {scores.shape}: best chunk per query {scores.argmax(1).tolist()}")
+    if args.k < 1:
+        raise ValueError(f"-k must be >= 1, got {args.k}")
+    if args.summaries < 0:
+        raise ValueError(f"--summaries must be >= 0, got {args.summaries}")
+    log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print
+    docs = corpus_docs(args.corpus)
+    if not docs:
+        raise ValueError("the corpus holds no documents")
+    config = Config(n_summaries=args.summaries)
+    fp = fingerprint(docs, config)
+    out = Path(args.out) if args.out else Path.home() / ".cache" / "contextrag" / "demo" / fp[:16]
+    stamp = Path(str(out) + ".corpus-sha256")
+
+    # ---- the LLM (embedded by default); without the local extra: retrieval only, said clearly
+    client, note = None, None
+    if args.llm and args.llm.lower() not in ("none", "off"):
+        from contextrag.llm import make_client
+        from contextrag.llm.local import LocalLLMUnavailable
+        try:
+            client = make_client(args.llm)
+        except LocalLLMUnavailable as e:
+            note = f"retrieval only — the embedded LLM is not installed: {e}"
+            log(f"! {note}")
+
+    # ---- index (reused while the corpus and config are unchanged)
+    t0 = time.perf_counter()
+    if not args.rebuild and stamp.is_file() and stamp.read_text().strip() == fp and (out / "manifest.json").is_file():
+        rag = ContextRAG.load(out)
+        log(f"index: reusing {out} ({len(docs)} documents)")
+    else:
+        log(f"index: {len(docs)} documents -> {out} ...")
+        with warnings.catch_warnings(record=True) as ws:
+            warnings.simplefilter("always")
+            rag = ContextRAG.build(docs, path=os.fspath(out), config=config,
+                                   llm=client if args.summaries else None)
+        for w in {str(w.message) for w in ws}:
+            log(f"  note: {w}")
+        stamp.write_text(fp)
+        st = rag.stats()
+        log(f"  {st['chunks']} chunks, {st['items']} items, "
+            f"{sum(v['count'] for v in st['nodes'].values())} concept nodes in {time.perf_counter() - t0:.1f} s")
+
+    # ---- the question
+    t1 = time.perf_counter()
+    if client is None:
+        hits = query.retrieve(rag.index, args.question, k=args.k)
+        dt = time.perf_counter() - t1
+        if args.json:
+            print(json.dumps({"question": args.question, "answer": None, "note": note,
+                              "hits": [h.to_dict() for h in hits], "cost": {"total": {"calls": 0}},
+                              "seconds": dt}, indent=2))
+        else:
+            print()
+            print_result(args.question, hits, seconds=dt, note=note)
+        return 0
+    ans = query.answer(rag.index, args.question, llm=client, k=args.k, rewrite=not args.no_rewrite,
+                       rerank=not args.no_rerank)
+    dt = time.perf_counter() - t1
+    if args.json:
+        d = ans.to_dict()
+        d.update(question=args.question, model=client.model, index=str(out))
+        print(json.dumps(d, indent=2))
+    else:
+        print()
+        print_result(args.question, ans.hits, answer=ans.text, cost=ans.cost, seconds=dt,
+                     note=f"model {client.model}, offline; rewrites: {'; '.join(ans.rewrites) or 'none'}")
     return 0

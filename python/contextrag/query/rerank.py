@@ -43,7 +43,7 @@ def parse(reply: str, n: int, top: int) -> RerankResult:
     if isinstance(top, bool) or not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be an int >= 1, got {top!r}")
     picked = []
-    for m in re.finditer(r"\d+", reply if isinstance(reply, str) else ""):
+    for m in re.finditer(r"-?\d+", reply if isinstance(reply, str) else ""):
         j = int(m.group()) - 1
         if 0 <= j < n and j not in picked:
             picked.append(j)
