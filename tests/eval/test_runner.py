@@ -284,3 +284,12 @@ def test_shared_query_embeddings_embed_each_question_once():
     assert np.array_equal(b[0], a[1]) and np.array_equal(b[1], a[0]) and b[2][0] == 5
     assert s.take_reused_ms() > 0 and s.take_reused_ms() == 0.0     # taken once
     assert s.dim == 3                                                # everything else delegates
+
+
+def test_query_threads_validated_and_restored(tmp_path, data, fresh_backend):
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    with pytest.raises(ValueError, match="query_threads"):
+        _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, query_threads=0)
+    res = _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, limit=2, systems=["bm25"], query_threads=1)
+    assert res["run"]["query_threads"] == 1 and torch.get_num_threads() == before

@@ -289,6 +289,19 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
     return n
 
 
+def _set_torch_threads(n):
+    """Set torch's intra-op threads if torch is loaded; returns the previous value (None: untouched)."""
+    if n is None:
+        return None
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        return None
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    return before
+
+
 def load_rows(path: Path) -> list[dict]:
     rows = []
     if path.exists():
@@ -310,15 +323,21 @@ def load_rows(path: Path) -> list[dict]:
 def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, corpus=None,
         limit: int | None = None, llm=None, config=None, systems=None, cache_dir=None, seed: int = ds.DEFAULT_SEED,
         retrieve_k: int = RETRIEVE_K, rebuild: bool = False, progress: bool = True, plots: bool = True,
-        backend=None) -> dict:
+        backend=None, query_threads: int | None = 1) -> dict:
     """Evaluate ``systems`` on a QA set; write ``out/report.md``, ``out/results.json``, the per-question
     ``out/questions.jsonl`` and plots; return the results dict. ``data`` is a path or a loaded QASet.
     ``backend``: a class with ContextRAG's ``build(docs, path, config=)``/``load(path)``/``retrieve``/
-    ``stats`` (default: ContextRAG itself), to evaluate another retriever with the same harness."""
+    ``stats`` (default: ContextRAG itself), to evaluate another retriever with the same harness.
+    ``query_threads``: torch intra-op threads while querying (None: leave as is). One by default:
+    embedding one short question gains nothing from more, and on a busy machine extra threads stall
+    each other (measured here at load 20: 215 ms with one thread, 3.4 s with two, per question)."""
     if out is None or not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a directory path, got {out!r}")
     if isinstance(retrieve_k, bool) or not isinstance(retrieve_k, int) or retrieve_k < max(M.K_VALUES):
         raise ValueError(f"retrieve_k must be an int >= {max(M.K_VALUES)}, got {retrieve_k!r}")
+    if query_threads is not None and (isinstance(query_threads, bool) or not isinstance(query_threads, int)
+                                      or query_threads < 1):
+        raise ValueError(f"query_threads must be an int >= 1 or None, got {query_threads!r}")
     t0 = time.perf_counter()
     try:
         load_start = round(os.getloadavg()[0], 2)
@@ -359,16 +378,21 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
     done = {(r.get("system"), r.get("qid")) for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")}
     resumed = len(done)
     new = 0
-    with open(rpath, "a", encoding="utf-8") as fh:
-        for key, members in groups.items():
-            for s in members:
-                new += _run_system(s, rags[key], qa, fps[s.name], done, fh, client, retrieve_k, progress,
-                                   cache.shared_q.get(key))
+    threads_before = _set_torch_threads(query_threads)
+    try:
+        with open(rpath, "a", encoding="utf-8") as fh:
+            for key, members in groups.items():
+                for s in members:
+                    new += _run_system(s, rags[key], qa, fps[s.name], done, fh, client, retrieve_k, progress,
+                                       cache.shared_q.get(key))
+    finally:
+        _set_torch_threads(threads_before)
 
     from .report import build_results, write_report
     rows = [r for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")]
     results = build_results(qa, syss, rows, cache.info, client, cfg, backend_name,
                             {"resumed_rows": resumed, "new_rows": new, "retrieve_k": retrieve_k, "load_average_start": load_start,
+                             "query_threads": query_threads,
                              "seconds": round(time.perf_counter() - t0, 2), "out": str(outdir)})
     write_report(results, outdir, plots=plots)
     return results
