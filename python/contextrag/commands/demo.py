@@ -102,10 +102,15 @@ def run(args) -> int:
 
     # ---- index (reused while the corpus and config are unchanged)
     t0 = time.perf_counter()
-    if not args.rebuild and stamp.is_file() and stamp.read_text().strip() == fp and (out / "manifest.json").is_file():
-        rag = ContextRAG.load(out)
-        log(f"index: reusing {out} ({len(docs)} documents)")
-    else:
+    rag = None
+    if not args.rebuild and stamp.is_file() and stamp.read_text().strip() == fp and out.is_dir():
+        try:
+            rag = ContextRAG.load(out)
+            log(f"index: reusing {out} ({len(docs)} documents)")
+        except Exception as e:  # unreadable or from another version: build it again
+            log(f"index: cannot reuse {out} ({type(e).__name__}: {e}); rebuilding")
+            rag = None
+    if rag is None:
         log(f"index: {len(docs)} documents -> {out} ...")
         with warnings.catch_warnings(record=True) as ws:
             warnings.simplefilter("always")

@@ -1,0 +1,32 @@
+"""End to end with the embedded model (skipped without the `local` extra): rewrites, retrieval, answer."""
+import importlib.util
+
+import pytest
+
+from contextrag import query
+from contextrag.llm import CallCache
+
+
+@pytest.fixture(scope="module")
+def local_client(tmp_path_factory):
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("llama-cpp-python is not installed (the `local` extra)")
+    from contextrag.llm.local import LocalLLMUnavailable, LocalLlamaClient
+    try:
+        c = LocalLlamaClient(n_ctx=2048, cache=CallCache(tmp_path_factory.mktemp("llm") / "c.sqlite"))
+    except LocalLLMUnavailable as e:
+        pytest.skip(str(e))
+    yield c
+    c.close()
+
+
+def test_answer_with_the_embedded_model(index, hotpot, local_client):
+    q = hotpot[0][0]
+    a = query.answer(index, q["question"], llm=local_client, k=3, rerank=False)
+    assert isinstance(a.text, str) and a.text.strip()
+    assert len(a.hits) == 3
+    assert 1 <= len(a.rewrites) <= 3 and all(r.strip() for r in a.rewrites)
+    assert a.cost["rewrite"]["calls"] == 3 and a.cost["answer"]["calls"] == 1
+    assert a.cost["total"]["prompt_tokens"] > 100 and a.cost["total"]["completion_tokens"] > 0
+    b = query.answer(index, q["question"], llm=local_client, k=3, rerank=False)   # repeated: all from the cache
+    assert b.text == a.text and b.cost["total"]["calls"] == 0 and b.cost["total"]["cached_calls"] == 4
