@@ -286,10 +286,21 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
             g.intent[affected] = np.minimum(g.intent[affected], up)
     else:
         affected = np.arange(g.n_nodes)
-        if len(affected):
-            g.intent[:] = compute_intents(g, I)
+        g.intent = compute_intents(g, I)     # a refitted family may have added attribute columns
     set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
     return int(len(affected))
+
+
+def _remap_attributes(ix: Index, old_names: list[str]) -> None:
+    """A refitted family may append columns, shifting the global index of later families'
+    attributes: seeds follow their attribute by name (names are unique: "family:attribute")."""
+    new_names = ix.context.attr_names
+    if new_names[:len(old_names)] == old_names:
+        return
+    pos = {n: i for i, n in enumerate(new_names)}
+    g = ix.graph
+    seeds = g.attr >= 0
+    g.attr[seeds] = [pos[old_names[a]] for a in g.attr[seeds]]
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:
@@ -319,7 +330,9 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     ix.chunk_fitted = np.concatenate([ix.chunk_fitted, np.zeros(len(chunks), bool)])
     new_rows = np.arange(n_old, ix.n_chunks)
     with _Timer(t, "context"):
+        old_names = ix.context.attr_names
         extend_context(ix.context, _view(ix), new_rows, chunk_E, ix.config)
+        _remap_attributes(ix, old_names)
     with _Timer(t, "graph"):
         # a node is affected when its extent is non-zero on a new chunk (its intent can only shrink);
         # a family refitted on add (no transform) may change old rows: then refresh everything

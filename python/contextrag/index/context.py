@@ -37,6 +37,7 @@ import scipy.sparse as sp
 from .. import ops
 
 RQ_MEMBER_TOP = 2     # an RQ chunk belongs to at most its two nearest clusters per level
+RQ_ROW_BLOCK = 65536 # rows per block when mapping chunks through the codebooks (bounds memory)
 DENSE_MAX_DENSITY = 1.0 / 3.0  # CSR (4+4 bytes per entry + row pointers) beats dense float32 below this
 
 
@@ -160,15 +161,20 @@ def _fcm_level(R: np.ndarray, C: np.ndarray, config) -> np.ndarray:
 
 def _rq_memberships(X: np.ndarray, codebooks: list, config):
     """Codes, FCM blocks and final residual norms of X against fixed codebooks."""
-    R = np.array(X, dtype=np.float32, copy=True)
-    blocks, codes = [], []
-    for C in codebooks:
-        blocks.append(_fcm_level(R, C, config))
-        lab, _ = ops.kmeans_assign(R, C)
-        codes.append(np.asarray(lab, dtype=np.int64))
-        R -= C[codes[-1]]
-    resid = (R * R).sum(axis=1).astype(np.float32)
-    return np.stack(codes, 1) if codes else np.zeros((len(X), 0), np.int64), blocks, resid
+    n, L = len(X), len(codebooks)
+    blocks = [np.empty((n, C.shape[0]), np.float32) for C in codebooks]
+    codes = np.empty((n, L), np.int64)
+    resid = np.empty(n, np.float32)
+    # row blocks: the residuals of one block at a time, never a second n×d copy of the embeddings
+    for s in range(0, n, RQ_ROW_BLOCK):
+        R = np.array(X[s:s + RQ_ROW_BLOCK], dtype=np.float32, copy=True)
+        for lvl, C in enumerate(codebooks):
+            blocks[lvl][s:s + len(R)] = _fcm_level(R, C, config)
+            lab, _ = ops.kmeans_assign(R, C)
+            codes[s:s + len(R), lvl] = np.asarray(lab, dtype=np.int64)
+            R -= C[codes[s:s + len(R), lvl]]
+        resid[s:s + len(R)] = (R * R).sum(axis=1)
+    return codes, blocks, resid
 
 
 def _rq_result(codebooks, codes, blocks, resid, sizes, config) -> FamilyResult:
