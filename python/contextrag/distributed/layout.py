@@ -79,12 +79,14 @@ def assign_block_rows(n_total: int, k: int, device: str = "cpu") -> int:
     return ROW_BLOCK
 
 
-def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, block: int = ROW_BLOCK):
+def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, block: int = ROW_BLOCK,
+             row_kw: dict | None = None):
     """Run a row-wise blocked op ``fn(X_rows, *args) -> tensor or tuple of tensors`` over a shard.
 
     ``X`` holds global rows [offset, offset + len(X)) of an ``n_total``-row matrix; each run of rows
     inside one global block goes to ``fn`` as one call, so every row sees the same GEMM as in the
-    single-process loop. Returns the outputs concatenated along rows.
+    single-process loop. ``row_kw``: keyword tensors with one entry per row of X, sliced (and
+    zero-padded) alongside it. Returns the outputs concatenated along rows.
     """
     n = X.shape[0]
     if n == 0:
@@ -93,13 +95,16 @@ def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, bl
     parts = []
     for a, b, g_rows in global_segments(offset, n, n_total, block):
         xs = X[a:b]
+        kw = {k: v[a:b] for k, v in (row_kw or {}).items()}
         m = b - a
         if m < MIN_GEMM_ROWS and m != g_rows:
             pad = torch.zeros((MIN_GEMM_ROWS - m, X.shape[1]), dtype=X.dtype, device=X.device)
-            out = fn(torch.cat([xs, pad]), *args)
+            kw = {k: torch.cat([v, v.new_zeros((MIN_GEMM_ROWS - m,) + tuple(v.shape[1:]))]).contiguous()
+                  for k, v in kw.items()}
+            out = fn(torch.cat([xs, pad]), *args, **kw)
             out = tuple(o[:m] for o in out) if isinstance(out, tuple) else out[:m]
         else:
-            out = fn(xs, *args)
+            out = fn(xs, *args, **{k: v.contiguous() for k, v in kw.items()})
         parts.append(out)
     if isinstance(parts[0], tuple):
         return tuple(torch.cat([p[i] for p in parts]) for i in range(len(parts[0])))

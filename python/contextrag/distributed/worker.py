@@ -135,8 +135,18 @@ class ShardWorker:
         idx = torch.from_numpy(np.asarray(local_idx, dtype=np.int64)).to(self.device)
         return R[idx], int(offset), int(n_train)
 
-    def _assign_rows(self, T, offset, n_rows, C):
+    def _assign_rows(self, T, offset, n_rows, C, lloyd: bool = False):
+        """Labels and d² of rows T (global rows [offset, ...) of an n_rows-row matrix), as the single
+        process computes them. Inside Lloyd iterations ops.kmeans_fit hands the native CPU assign the
+        rows' precomputed ‖x‖² (GEMM-form d², seen only by the stopping test): so do we."""
+        from ..ops import kmeans as _km
         block = assign_block_rows(n_rows, int(C.shape[0]), str(self.device))
+        cpu_fast = (getattr(_km, "_cpu_assign", None) is self._assign and self.device.type == "cpu"
+                    and _km._native_fn("kmeans_epilogue") is not None)
+        if lloyd and cpu_fast and "xn" in getattr(self._assign, "__code__").co_varnames:
+            Tw = T.to(self.wd).contiguous()
+            xn = torch.einsum("ij,ij->i", Tw, Tw).contiguous()
+            return rowexact(self._assign, Tw, offset, n_rows, C, block=block, row_kw={"xn": xn})
         return rowexact(self._assign, T, offset, n_rows, C, block=block)
 
     # ---- Lloyd ----------------------------------------------------------------------------------
@@ -146,7 +156,7 @@ class ShardWorker:
         R = self._residual(level, books)
         T, off, nt = self._train(R, train)
         Ct = torch.as_tensor(C).to(device=self.device, dtype=self.wd)
-        labels, d2 = self._assign_rows(T, off, nt, Ct)
+        labels, d2 = self._assign_rows(T, off, nt, Ct, lloyd=True)
         self._labels = ((level, it), labels)
         return float(d2.double().sum())
 
