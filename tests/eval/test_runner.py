@@ -34,6 +34,7 @@ class OverlapRAG:
     builds = 0
     calls = 0
     fail_after = None           # raise KeyboardInterrupt after this many retrieve calls
+    seen_overrides: list = []
 
     def __init__(self, docs, config):
         from contextrag.config import Config
@@ -57,6 +58,7 @@ class OverlapRAG:
         assert set(overrides) <= set(QUERY_FIELDS), overrides
         cls = type(self)
         cls.calls += 1
+        cls.seen_overrides.append(dict(overrides))
         if cls.fail_after is not None and cls.calls > cls.fail_after:
             raise KeyboardInterrupt
         q = _words(question)
@@ -78,6 +80,7 @@ class OverlapRAG:
 def fresh_backend():
     OverlapRAG.builds = OverlapRAG.calls = 0
     OverlapRAG.fail_after = None
+    OverlapRAG.seen_overrides = []
     yield OverlapRAG
     OverlapRAG.fail_after = None
 
@@ -293,3 +296,19 @@ def test_query_threads_validated_and_restored(tmp_path, data, fresh_backend):
         _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, query_threads=0)
     res = _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, limit=2, systems=["bm25"], query_threads=1)
     assert res["run"]["query_threads"] == 1 and torch.get_num_threads() == before
+
+
+def test_each_system_queries_with_its_own_settings(tmp_path, data, fresh_backend):
+    from contextrag.config import Config
+    from contextrag.query import QUERY_FIELDS
+    cfg = Config(w_fuzzy=0.1, candidates=30)
+    _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, limit=2, config=cfg,
+         systems=["contextrag", "contextrag_paper", "bm25"])
+    per = len(fresh_backend.seen_overrides) // 3
+    mine, paper, bm25 = (fresh_backend.seen_overrides[i * per] for i in range(3))
+    assert set(mine) == set(QUERY_FIELDS)
+    assert mine["w_fuzzy"] == 0.1 and mine["candidates"] == 30
+    want = Config.paper()
+    assert all(paper[k] == getattr(want, k) for k in QUERY_FIELDS)      # not the index's stored settings
+    assert bm25["w_bm25"] == 1.0 and bm25["w_cos"] == 0.0 and bm25["w_fuzzy"] == 0.0
+    assert all(v == 0.0 for k, v in bm25.items() if k.startswith("w_") and k not in ("w_bm25", "w_cos"))

@@ -183,16 +183,13 @@ class IndexCache:
 # ---------------------------------------------------------------------------------------------------
 # one system over the questions
 
-def _overrides_for(system: System, rag) -> dict:
-    """The system's explicit overrides plus every query field where its config differs from the index's."""
-    ov = dict(system.overrides)
-    stored = getattr(rag, "config", None)
-    if isinstance(stored, Config):
-        qf = query_fields()
-        mine, theirs = system.config.to_dict(), stored.to_dict()
-        for k in qf:
-            if k in mine and k not in ov and mine[k] != theirs.get(k) and k not in ("device", "embed_batch_size"):
-                ov[k] = tuple(mine[k]) if isinstance(mine[k], list) else mine[k]
+def _overrides_for(system: System, rag=None) -> dict:
+    """Every query field of the system's config, then its explicit overrides: the query runs with the
+    system's settings whatever the index stored (e.g. ``contextrag_paper`` on the default's index)."""
+    import dataclasses
+    names = {f.name for f in dataclasses.fields(system.config)}
+    ov = {k: getattr(system.config, k) for k in sorted(query_fields()) if k in names}
+    ov.update(system.overrides)
     return ov
 
 

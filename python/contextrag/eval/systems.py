@@ -32,6 +32,8 @@ _KNOWN_QUERY_FIELDS = {
     "n_rewrites", "rrf_k", "device", "embed_batch_size",
 }
 FLAT_KEEP_WEIGHTS = ("w_bm25", "w_cos")
+# Bumped when the harness changes what a per-question row means, so older rows are not resumed.
+EVAL_VERSION = 2
 
 ALL_SYSTEMS = ("bm25", "dense", "hybrid", "hybrid_renorm", "contextrag", "contextrag_no_summaries",
                "contextrag_paper")
@@ -84,7 +86,7 @@ class System:
 
     def fingerprint(self, index_key_: str, extra: dict | None = None) -> str:
         from contextrag.eval.env import query_code_fingerprint
-        payload = {"name": self.name, "index": index_key_, "overrides": self.overrides,
+        payload = {"name": self.name, "eval_version": EVAL_VERSION, "index": index_key_, "overrides": self.overrides,
                    "query_code": query_code_fingerprint(),
                    "drop": list(self.drop_kinds), "query": {k: v for k, v in self.config.to_dict().items()
                                                             if k in query_fields()}, "extra": extra or {}}
