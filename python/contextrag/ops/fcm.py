@@ -153,20 +153,28 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
             raise ValueError(f"init must have shape ({c}, {tX.shape[1]}), got {tuple(tC.shape)}")
         C = tC.to(device=tX.device, dtype=wd).clone()
     _, impl = select("fcm_memberships", tX.device, backend, IMPLS["fcm_memberships"])
-    Xw = tX.to(wd)
+    # [X | 1]: one GEMM Wᵀ[X | 1] gives the weighted sums and, in its last column, Σ_i w_ij
+    # (a column sum over n rows is a slow strided reduction in torch on the CPU).
+    X1 = torch.cat([tX.to(wd), torch.ones((n, 1), dtype=wd, device=tX.device)], dim=1)
+    Xw = X1[:, :-1]
+    floor = 1e-300 if wd == torch.float64 else 1e-30
     U = impl(tX, C, m, None)
     it = 0
     for it in range(1, n_iter + 1):
         W = U.pow(m) if m != 2.0 else U * U
-        C = (W.t() @ Xw) / W.sum(dim=0).clamp_min(1e-300 if wd == torch.float64 else 1e-30)[:, None]
+        S = W.t() @ X1
+        C = (S[:, :-1] / S[:, -1:].clamp_min(floor)).contiguous()
         U_new = impl(tX, C, m, None)
-        delta = float((U_new - U).abs().max()) if U.numel() else 0.0
+        delta = float((U_new - U).abs_().max()) if U.numel() else 0.0
         U = U_new
         if delta < tol:
             break
-    # objective from one more blocked distance pass (cheap next to the iterations)
+    # objective Σ u^m ‖x − c‖², distances from one more blocked pass (direct form: no cancellation)
     J = 0.0
     for i in range(0, n, ROW_BLOCK):
-        J += float((U[i:i + ROW_BLOCK].pow(m) * torch.cdist(Xw[i:i + ROW_BLOCK], C).pow(2)).sum())
+        xb = Xw[i:i + ROW_BLOCK]
+        d2 = ((xb[:, None, :] - C[None, :, :]) ** 2).sum(dim=2) if xb.shape[0] * C.numel() <= (1 << 24) \
+            else torch.cdist(xb, C).pow(2)
+        J += float((U[i:i + ROW_BLOCK].pow(m) * d2).sum())
     fpc = float((U * U).sum() / max(n, 1))
     return FCMResult(kind.out(C), kind.out(U), it, J, fpc)
