@@ -123,3 +123,15 @@ def test_reduction_plan_matches_native_centroid_sums():
         acc += part
     assert np.array_equal(acc.numpy(), sums)
     assert np.array_equal(counts, np.bincount(lab, minlength=7))
+
+
+def test_documents_must_stay_in_one_shard():
+    from contextrag.distributed.layout import check_documents_whole
+    check_documents_whole([{"doc_ids": ["a", "a", "b"]}, {"doc_ids": []}, {"doc_ids": ["c", "d", "d"]}])
+    with pytest.raises(ValueError, match="spans shards"):
+        check_documents_whole([{"doc_ids": ["a", "b"]}, {"doc_ids": ["b", "c"]}])
+    with pytest.raises(ValueError, match="not contiguous"):
+        check_documents_whole([{"doc_ids": ["a", "b"]}, {"doc_ids": ["c", "a"]}])
+    doc = [f"d{i // 5}" for i in range(103)]
+    b = shard_bounds(len(doc), 3, doc_ids=doc)
+    check_documents_whole([{"doc_ids": doc[x:y]} for x, y in b])

@@ -46,6 +46,11 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, 
     """index.graph.build_graph's rules with every per-chunk reduction done on the shards."""
     from ..index.graph import (COOC, JOIN, MEET, SEED, ConceptGraph, _joins_by_group, _pair_candidates,
                                lattice_edges)
+    from .layout import check_documents_whole
+    if getattr(shards, "metas", None) is None:
+        raise ValueError("the graph's co-occurrence edges need each shard's chunk doc_ids and positions "
+                         "(ShardSet(..., metas=[{'doc_ids': ..., 'positions': ...}, ...]))")
+    check_documents_whole(shards.metas)
     ray = shards._ray
     tm = {}
     t0 = time.perf_counter()

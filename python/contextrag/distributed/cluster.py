@@ -103,6 +103,7 @@ class ShardSet:
         if num_gpus is None:
             num_gpus = 1 if RayCluster.gpus() >= len(specs) else 0
         self.specs = list(specs)
+        self.metas = metas
         self.n_total = int(n_total)
         self.work_dir = work_dir
         Actor = ray.remote(ShardWorker).options(num_cpus=num_cpus, num_gpus=num_gpus,

@@ -117,3 +117,25 @@ def train_subsample(n: int, k: int, cap: int | None, seed: int) -> np.ndarray | 
         return None
     rng = np.random.default_rng(seed + 1)
     return np.sort(rng.choice(n, size=k * cap, replace=False))
+
+
+def check_documents_whole(metas) -> None:
+    """Raise unless every document's chunks lie in one shard (co-occurrence windows must be local).
+
+    ``metas``: per shard {'doc_ids': [...]} in row order (empty shards allowed)."""
+    prev_last, seen = None, set()
+    for i, m in enumerate(metas):
+        ids = list(m["doc_ids"]) if m is not None else []
+        if not ids:
+            continue
+        if ids[0] == prev_last:
+            raise ValueError(f"document {ids[0]!r} spans shards {i - 1} and {i}: shard the rows with "
+                             "shard_bounds(..., doc_ids=...) so windows of one document stay in one shard")
+        runs = [ids[0]] + [b for a, b in zip(ids, ids[1:]) if a != b]
+        for d in runs:
+            if d in seen:
+                raise ValueError(f"document {d!r} is not contiguous in row order (found again in shard {i})")
+            seen.add(d)
+        if len(runs) != len(set(runs)):
+            raise ValueError(f"a document is not contiguous in row order inside shard {i}")
+        prev_last = ids[-1]
