@@ -106,6 +106,10 @@ def test_memberships_closures_and_graph_equal_single_process(ray_cluster, embedd
         from contextrag.distributed.build import context_spec
         spec = ray_cluster.put(context_spec(out["codebooks"], cfg))
         up = np.min(ss.get(ss.map("up_partial", spec, A="attributes")), axis=0)
+        # extents B↓ stay on the shards (luk_down is per chunk); their meet cardinalities are sums
+        B = out["graph"].intent[:6]
+        meet = np.sum(ss.get(ss.map("meet_partial", spec, B, np.arange(6), np.arange(6))), axis=0)
+        ext = np.concatenate(ss.get(ss.map("extents", spec, B)), axis=1)
     rq = ctx.block("rq")
     assert np.array_equal(out["codes"], rq.rows["codes"])
     np.testing.assert_allclose(out["I"], ctx.dense(), atol=1e-6, rtol=0)
@@ -113,6 +117,10 @@ def test_memberships_closures_and_graph_equal_single_process(ray_cluster, embedd
     assert (out["members"] != ctx.members()).nnz == 0
     I = ctx.dense()
     np.testing.assert_allclose(up, np.asarray(ops.luk_up(np.ascontiguousarray(I.T), I)), atol=1e-6, rtol=0)
+    E = np.asarray(ops.luk_down(out["graph"].intent[:6], I))
+    np.testing.assert_allclose(ext, E, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(meet, np.asarray(ops.meet_cardinality(E.astype(np.float64), E.astype(np.float64))),
+                               rtol=1e-6)
     g2 = out["graph"]
     assert g2.n_nodes == g.n_nodes and g.n_nodes > len(set(g.attr[g.kind == 0])) > 0
     assert np.array_equal(g2.kind, g.kind) and np.array_equal(g2.parents, g.parents)
