@@ -312,3 +312,21 @@ def test_each_system_queries_with_its_own_settings(tmp_path, data, fresh_backend
     assert all(paper[k] == getattr(want, k) for k in QUERY_FIELDS)      # not the index's stored settings
     assert bm25["w_bm25"] == 1.0 and bm25["w_cos"] == 0.0 and bm25["w_fuzzy"] == 0.0
     assert all(v == 0.0 for k, v in bm25.items() if k.startswith("w_") and k not in ("w_bm25", "w_cos"))
+
+
+def test_shared_embeddings_report_computed_time():
+    import numpy as np
+    from contextrag.eval.embed_cache import SharedQueryEmbeddings
+
+    class Slow:
+        def embed_queries(self, texts):
+            import time
+            time.sleep(0.01 * len(texts))
+            return np.ones((len(texts), 2), dtype=np.float32)
+
+    s = SharedQueryEmbeddings(Slow())
+    s.embed_queries(["a"])
+    c = s.take_computed_ms()
+    assert c >= 10 and s.take_reused_ms() == 0.0
+    s.embed_queries(["a"])
+    assert s.take_computed_ms() == 0.0 and s.take_reused_ms() == pytest.approx(c)

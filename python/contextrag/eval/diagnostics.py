@@ -39,6 +39,12 @@ def aggregate(rows: list[dict]) -> dict[str, Any]:
         out["latency_p50_ms"] = round(M.percentile(lat, 50), 3)
         out["latency_p95_ms"] = round(M.percentile(lat, 95), 3)
         out["latency_mean_ms"] = round(M.mean(lat), 3)
+    noemb = [r["latency_ms"] - r["embed_ms"] for r in rows
+             if r.get("latency_ms") is not None and r.get("embed_ms") is not None]
+    if noemb:
+        out["latency_no_embed_p50_ms"] = round(M.percentile(noemb, 50), 3)
+        out["latency_no_embed_p95_ms"] = round(M.percentile(noemb, 95), 3)
+        out["embed_p50_ms"] = round(M.percentile([r["embed_ms"] for r in rows if r.get("embed_ms") is not None], 50), 3)
     alat = [r["answer_latency_ms"] for r in rows if r.get("answer_latency_ms") is not None]
     if alat:
         out["answer_latency_p50_ms"] = round(M.percentile(alat, 50), 3)

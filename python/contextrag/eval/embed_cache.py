@@ -90,6 +90,7 @@ class SharedQueryEmbeddings:
         self._inner = inner
         self._vecs: dict[str, tuple[np.ndarray, float]] = {}
         self._reused_ms = 0.0
+        self._computed_ms = 0.0
         self._lock = threading.Lock()
 
     def __getattr__(self, name):
@@ -103,6 +104,8 @@ class SharedQueryEmbeddings:
             t0 = time.perf_counter()
             E = self._inner.embed_queries(miss)
             per = (time.perf_counter() - t0) * 1000.0 / len(miss)
+            with self._lock:
+                self._computed_ms += per * len(miss)
             for t, v in zip(miss, E):
                 self._vecs[t] = (np.asarray(v, dtype=np.float32), per)
         with self._lock:
@@ -114,6 +117,12 @@ class SharedQueryEmbeddings:
     def take_reused_ms(self) -> float:
         with self._lock:
             v, self._reused_ms = self._reused_ms, 0.0
+        return v
+
+    def take_computed_ms(self) -> float:
+        """Time spent embedding (not reusing) questions since the last call."""
+        with self._lock:
+            v, self._computed_ms = self._computed_ms, 0.0
         return v
 
 

@@ -230,11 +230,15 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
         into many chunks, and dropped virtual items, would otherwise leave recall@10 short)."""
         if shared is not None:
             shared.take_reused_ms()
+            shared.take_computed_ms()
         t = time.perf_counter()
         hits = keep(rag.retrieve(text, k=retrieve_k, **ov))
         ms = (time.perf_counter() - t) * 1000.0
+        embed_ms = None
         if shared is not None:    # the question's embedding, computed by an earlier system, counts here too
-            ms += shared.take_reused_ms()
+            reused = shared.take_reused_ms()
+            embed_ms = reused + shared.take_computed_ms()
+            ms += reused
         k_req, n_raw = retrieve_k, None
         while len(M.ranked_doc_ids(hits)) < retrieve_k and k_req < MAX_DEEP_K:
             k_req *= 4
@@ -246,7 +250,7 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
             hits += [h for h in keep(more) if (_field(h, "kind", "chunk"), _field(h, "id")) not in seen]
             if len(more) < k_req:       # the index has no more items
                 break
-        return hits, ms
+        return hits, ms, embed_ms
 
     try:   # warm-up (model load, caches) outside the timed queries; also checks the overrides
         retrieve(todo[0].text)
@@ -263,9 +267,11 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
         it = todo
     n = 0
     for q in it:
-        hits, lat = retrieve(q.text)
+        hits, lat, embed_ms = retrieve(q.text)
         row = {"system": system.name, "fp": fp, "qid": q.id, "type": q.type, "gold": q.gold_ids,
                "latency_ms": round(lat, 3)}
+        if embed_ms is not None:
+            row["embed_ms"] = round(embed_ms, 3)
         row.update(score_retrieval(hits, q.gold_ids))
         if llm is not None:
             before = llm.ledger.snapshot()
