@@ -89,7 +89,7 @@ def test_tree_reduction_agrees_to_rounding(shards, single):
 def test_memberships_closures_and_graph_equal_single_process(ray_cluster, embeddings, tmp_path):
     """Stage 3 on the shards (FCM memberships per chunk, intents as a min of per-shard luk_up mins,
     meet cardinalities and co-occurrence counts as sums of partials) equals the single-process context
-    and concept graph."""
+    and concept graph, although a worker dies in the middle of it."""
     from contextrag.distributed.build import build_index_arrays
     from contextrag.index.context import ChunkView, build_context
     from contextrag.index.graph import COOC, build_graph
@@ -100,8 +100,11 @@ def test_memberships_closures_and_graph_equal_single_process(ray_cluster, embedd
     ctx = build_context(ChunkView([""] * n, [""] * n, doc_ids, pos), embeddings, cfg)
     g = build_graph(ctx.dense(), ctx.members(), ctx.attr_group, doc_ids, pos, cfg)
     metas = lambda s: {"doc_ids": doc_ids[s.start:s.stop], "positions": pos[s.start:s.stop]}  # noqa: E731
-    with _shardset(tmp_path, embeddings, metas=metas, doc_ids=doc_ids) as ss:
+    # and shard 1's process dies in the closure stage (first luk_up call): restarted, recomputed, retried
+    fault = {"shard": 1, "where": "up", "marker": str(tmp_path / "died")}
+    with _shardset(tmp_path, embeddings, metas=metas, doc_ids=doc_ids, fault=fault) as ss:
         out = build_index_arrays(ss, cfg)
+        assert (tmp_path / "died").exists() and [i["starts"] for i in ss.info()] == [1, 2]
         # closures of the attribute concepts as a plain map-reduce: min over shards of partial ↑
         from contextrag.distributed.build import context_spec
         spec = ray_cluster.put(context_spec(out["codebooks"], cfg))
