@@ -157,18 +157,20 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def llama_server(gguf_path):
+def llama_server(gguf_path, tmp_path_factory):
     if not _server_available():
         pytest.skip("llama-cpp-python[server] is not installed")
     port = _free_port()
+    log = tmp_path_factory.mktemp("server") / "server.log"
+    logf = open(log, "wb")               # a file, not a pipe: llama.cpp's logging would fill a pipe and block
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path), "--host",
                              "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--model_alias", "embedded"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            stdout=logf, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 120
     while time.time() < deadline:
         if proc.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {proc.stderr.read().decode()[-2000:]}")
+            pytest.fail(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
         try:
             if httpx.get(url + "/models", timeout=1).status_code == 200:
                 break
@@ -178,6 +180,7 @@ def llama_server(gguf_path):
         proc.terminate()
         pytest.fail("llama_cpp.server did not start within 120 s")
     yield url
+    logf.close()
     proc.terminate()
     try:
         proc.wait(10)
