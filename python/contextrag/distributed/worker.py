@@ -14,14 +14,13 @@ returns the same bits as the first attempt would have.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import numpy as np
 import torch
 
 from ..ops._backend import select
 from ..ops._registry import IMPLS
-from ..ops import fcm_memberships, luk_down, luk_up, meet_cardinality
+from ..ops import luk_down, luk_up, meet_cardinality
 from .layout import assign_block_rows, rowexact
 
 
