@@ -189,10 +189,22 @@ def render_markdown(res: dict) -> str:
         L.append("No LLM calls at index or query time in this run (graph construction spends 0 tokens).")
     L.append("")
     L += ["## Indexes", ""]
-    L.append(_table(["index", "systems", "built/loaded s", "from cache", "chunks/items"],
-                    [[k[:12], ", ".join(v["systems"]), v["seconds"], v["from_cache"],
-                      D._find(v.get("stats", {}), ("chunks", "n_chunks", "num_chunks"))]
+    def _emb(v):
+        e = v.get("passage_embedding_cache")
+        return f"{e['hits']} of {e['hits'] + e['misses']}" if isinstance(e, dict) else "–"
+
+    def _timings(v):
+        t = D._find(v.get("stats", {}), ("timings",))
+        return ", ".join(f"{k} {float(x):.1f}" for k, x in t.items() if isinstance(x, (int, float))) \
+            if isinstance(t, dict) else "–"
+    L.append(_table(["index", "systems", "built/loaded s", "from cache", "passage embeddings from cache", "chunks",
+                     "stage seconds (index stats)"],
+                    [[k[:12], ", ".join(v["systems"]), v["seconds"], v["from_cache"], _emb(v),
+                      D._find(v.get("stats", {}), ("chunks", "n_chunks", "num_chunks")), _timings(v)]
                      for k, v in res["indexes"].items()]))
+    L.append("")
+    L.append("Index seconds are this run's: a build that found its passage embeddings in the cache skipped "
+             "the embedder, the slowest stage on a CPU; see the stage seconds of the build that embedded.")
     L.append("")
     ver, mac = res["versions"], res["machine"]
     L += ["## Environment", "",

@@ -140,6 +140,7 @@ class IndexCache:
             return key, self.open[key]
         path = self.dir / key[:24]
         rag, from_cache, t = None, False, time.perf_counter()
+        emb_info = None
         if path.exists() and not self.rebuild:
             try:
                 rag = self.backend.load(path)
@@ -163,6 +164,9 @@ class IndexCache:
                 if emb is not None:
                     kw["embedder"] = emb
             rag = self.backend.build(qa.docs_for_index(), path, config=config, **kw)
+            emb = kw.get("embedder")
+            if emb is not None:
+                emb_info = {"hits": emb.hits, "misses": emb.misses}
         seconds = time.perf_counter() - t
         from .embed_cache import share_query_embeddings
         self.shared_q[key] = share_query_embeddings(rag) if self.share_queries else None
@@ -172,6 +176,7 @@ class IndexCache:
             stats = {"error": f"{type(e).__name__}: {e}"}
         self.open[key] = rag
         self.info[key] = {"path": str(path), "from_cache": from_cache, "seconds": round(seconds, 3),
+                          "passage_embedding_cache": emb_info,
                           "systems": list(systems), "config": config.to_dict(), "stats": stats}
         return key, rag
 
