@@ -226,10 +226,13 @@ def plot(res: dict, outdir: Path) -> list[str]:
     import matplotlib.pyplot as plt
     written = []
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name, curve in res["recall_curve"].items():
-        if curve:
+    styles = ["-", "--", ":", "-."]
+    markers = ["o", "s", "^", "v", "D", "x", "+"]
+    for i, (name, curve) in enumerate(res["recall_curve"].items()):
+        if curve:   # distinct styles: systems with equal rankings draw on top of each other
             ks = sorted(int(k) for k in curve)
-            ax.plot(ks, [curve[str(k)] if str(k) in curve else curve[k] for k in ks], marker="o", ms=3, label=name)
+            ax.plot(ks, [curve[str(k)] if str(k) in curve else curve[k] for k in ks], marker=markers[i % 7],
+                    ms=4, ls=styles[i % 4], lw=2.2 - 0.2 * (i % 5), label=name)
     ax.set_xlabel("k (distinct documents)")
     ax.set_ylabel("recall@k (%)")
     ax.set_title(f"recall@k — {res['dataset']['name']}")
@@ -252,10 +255,16 @@ def plot(res: dict, outdir: Path) -> list[str]:
     axes[0].legend()
     idx_tok = [res["systems"][n].get("index_llm_tokens") or 0 for n in names]
     q_tok = [res["systems"][n].get("llm_tokens_per_query") or 0 for n in names]
-    axes[1].bar([i - 0.2 for i in x], idx_tok, width=0.4, label="index LLM tokens")
-    axes[1].bar([i + 0.2 for i in x], q_tok, width=0.4, label="query LLM tokens / q")
-    axes[1].set_ylabel("LLM tokens")
-    axes[1].legend()
+    if any(idx_tok) or any(q_tok):
+        axes[1].bar([i - 0.2 for i in x], idx_tok, width=0.4, label="index LLM tokens")
+        axes[1].bar([i + 0.2 for i in x], q_tok, width=0.4, label="query LLM tokens / q")
+        axes[1].set_ylabel("LLM tokens")
+        axes[1].legend()
+    else:
+        nemb = [res["systems"][n].get("latency_no_embed_p50_ms") or 0 for n in names]
+        axes[1].bar(list(x), nemb, width=0.6, color="tab:green")
+        axes[1].set_ylabel("p50 w/o question embedding (ms)")
+        axes[1].set_title("0 LLM tokens at index and query time", fontsize=9)
     for ax in axes:
         ax.set_xticks(list(x))
         ax.set_xticklabels(names, rotation=35, ha="right", fontsize=8)
