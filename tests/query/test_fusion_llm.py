@@ -165,3 +165,11 @@ def test_doc_filter_applies_to_every_rewrite(index, hotpot):
     allowed = [d["id"] for d in docs[:10]]
     hits, _ = query.search(index, qs[3]["question"], llm=ScriptedClient(_script), k=12, doc_ids=allowed)
     assert hits and all(set(h.doc_ids) <= set(allowed) for h in hits)
+
+
+def test_answer_clean():
+    from contextrag.query.answer import clean
+    assert clean("Question: How?\nAnswer: by the max") == "by the max"
+    assert clean('"1755"\nbecause ...') == "1755"
+    assert clean("Question: x\nPassages:\n[1] foo\nIt is 3.") == "It is 3."
+    assert clean("Answer:") == "" and clean("") == "" and clean(None) == ""

@@ -45,9 +45,16 @@ def messages_for(question: str, hits) -> list[dict]:
 
 
 def clean(text: str) -> str:
-    """First non-empty line, without an "Answer:" label or wrapping quotes."""
-    for line in (text or "").splitlines():
-        s = re.sub(r"^\s*(?:final\s+)?answer\s*:\s*", "", line.strip(), flags=re.IGNORECASE).strip()
+    """The answer in a reply: the text after an "Answer:" label when there is one, else the first
+    non-empty line that is not an echo of the prompt ("Question: ...", "Passages:", "[1] ...");
+    wrapping quotes removed."""
+    text = text or ""
+    m = re.search(r"(?:^|\n)\s*(?:final\s+)?answer\s*:\s*(.+)", text, flags=re.IGNORECASE)
+    lines = [m.group(1)] if m and m.group(1).strip() else text.splitlines()
+    for line in lines:
+        s = line.strip()
+        if re.match(r"^(?:question|passages?)\s*:|^\[\d+\]|^(?:final\s+)?answer\s*:\s*$", s, flags=re.IGNORECASE):
+            continue
         s = s.strip("\"'`“” ").strip()
         if s:
             return s

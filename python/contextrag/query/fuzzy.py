@@ -25,6 +25,8 @@ Choices the paper leaves open (docs/QUERY.md):
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 SEED, JOIN, MEET = 0, 1, 2
@@ -51,8 +53,13 @@ class Router:
         self.kind = np.asarray(node_kind, dtype=np.int8)                      # (V,)
         self.attr = np.asarray(node_attr, dtype=np.int64)                     # (V,)
         self.parents = np.asarray(node_parents, dtype=np.int64).reshape(-1, 2)  # (V, 2)
-        self.I = np.ascontiguousarray(I_items, dtype=np.float32)              # (N, V)
+        # Stored node-major (V, N) and handed to the kernel as its transposed view (N, V): the CPU
+        # kernel reduces over the rows of Iᵀ, so no per-query transpose copy of the whole matrix.
+        self._It = np.ascontiguousarray(np.asarray(I_items, dtype=np.float32).T)    # (V, N)
+        self.I = self._It.T                                                      # (N, V) view
         V = len(self.kind)
+        if self._It.size and (not np.isfinite(self._It).all() or self._It.min() < 0 or self._It.max() > 1):
+            raise ValueError("I_items must hold finite degrees in [0, 1]")   # checked once, not per query
         if self.I.ndim != 2 or self.I.shape[1] != V:
             raise ValueError(f"I_items must be (n_items, n_nodes={V}), got {self.I.shape}")
         if self.A.shape[0] != len(self.attr_level):
@@ -113,9 +120,18 @@ class Router:
 
     def scores(self, qvecs: np.ndarray, theta) -> np.ndarray:
         """(Q, N) eq. 16 for every item."""
+        mu = self.activations(qvecs, theta)
+        if os.environ.get("CONTEXTRAG_BACKEND") in (None, "", "cpu"):
+            from contextrag.ops._backend import native
+
+            C = native()
+            if C is not None and hasattr(C, "semiring"):
+                # the kernel ops.fuzzy_route's CPU backend calls, without re-validating and re-laying
+                # out the (N, V) matrix on every query (I was checked once above; μ is in [0, 1])
+                return np.asarray(C.semiring("route", np.ascontiguousarray(mu, dtype=np.float32), self._It),
+                                  dtype=np.float32)
         from contextrag import ops
 
-        mu = self.activations(qvecs, theta)
         return np.asarray(ops.fuzzy_route(mu, self.I), dtype=np.float32)
 
 
