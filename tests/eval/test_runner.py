@@ -330,3 +330,17 @@ def test_shared_embeddings_report_computed_time():
     assert c >= 10 and s.take_reused_ms() == 0.0
     s.embed_queries(["a"])
     assert s.take_computed_ms() == 0.0 and s.take_reused_ms() == pytest.approx(c)
+
+
+def test_config_from_a_json_file(tmp_path, data, fresh_backend):
+    (tmp_path / "cfg.json").write_text(json.dumps({"w_fuzzy": 0.05, "n_join": 7}))
+    res = _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, limit=2, systems=["contextrag"],
+               config=str(tmp_path / "cfg.json"))
+    assert res["config"]["w_fuzzy"] == 0.05 and res["config"]["n_join"] == 7
+    assert fresh_backend.seen_overrides[-1]["w_fuzzy"] == 0.05
+    (tmp_path / "bad.json").write_text(json.dumps({"w_fuzz": 1}))
+    with pytest.raises(ValueError, match="w_fuzz"):
+        _run(data, tmp_path / "o2", tmp_path / "c", fresh_backend, config=str(tmp_path / "bad.json"))
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="config"):
+        _run(data, tmp_path / "o2", tmp_path / "c", fresh_backend, config=str(tmp_path / "list.json"))
