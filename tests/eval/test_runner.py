@@ -118,6 +118,7 @@ def test_run_writes_report_and_shares_one_index(tmp_path, data, fresh_backend):
     assert on_disk["dataset"]["questions"] == 8 and on_disk["machine"]["cpus"] >= 1
     md = (out / "report.md").read_text()
     assert "| hybrid |" in md and "Activation analysis" in md and "Table 4" in md
+    assert "**recall@5**: best flat baseline" in md
     rows = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
     assert len(rows) == 8 * len(names)
     # per-question recall agrees with the documents recorded for it

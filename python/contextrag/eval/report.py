@@ -94,6 +94,17 @@ def render_markdown(res: dict) -> str:
          f"Embedder: {res['config'].get('embedding_model')}. Created {res['created']}.", ""]
     if ds.get("types"):
         L += ["Question types: " + ", ".join(f"{k} {v}" for k, v in ds["types"].items()), ""]
+    flat = [n for n in names if res["systems_config"].get(n, {}).get("flat")]
+    graph = [n for n in names if n not in flat]
+    if flat and graph:
+        best = max(flat, key=lambda n: sysm[n].get("recall@5") or -1)
+        lines = []
+        for n in graph:
+            a, b = sysm[n].get("recall@5"), sysm[best].get("recall@5")
+            if a is not None and b is not None:
+                lines.append(f"`{n}` {a:.1f} ({a - b:+.1f})")
+        if lines:
+            L += [f"**recall@5**: best flat baseline `{best}` {sysm[best]['recall@5']:.1f}; " + ", ".join(lines) + ".", ""]
     if res["backend"] == "flat-fallback":
         L += ["**contextrag.rag was not importable: only the flat baselines ran, on the fallback retriever.**", ""]
     L += ["## Retrieval", "",
