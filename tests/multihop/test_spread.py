@@ -76,3 +76,25 @@ def test_seeds_relevance_and_scores():
 def test_rejects_degrees_outside_unit_interval():
     with pytest.raises(ValueError):
         seed_activation(np.ones(2, np.float32), [0], np.array([[1.5], [0.0]], np.float32))
+
+
+def test_no_hop_to_the_seeds_sibling_chunks():
+    # chunks 0 and 1 belong to one document; chunk 2 to another; all share attribute a0
+    M = sp.csr_matrix(np.array([[1.0], [1.0], [1.0]], np.float32))
+    h = np.array([0.9, 0.5, 0.4], np.float32)
+    s, g = spread_scores(h, M, n_seeds=1, lam=1.0, candidates=2, doc=np.array([0, 0, 1]))
+    assert g[0] > 0 and g[1] == 0 and g[2] > 0
+    _, g_nodoc = spread_scores(h, M, n_seeds=1, lam=1.0, candidates=2)
+    assert g_nodoc[1] > 0
+
+
+def test_per_seed_hop_equals_joint_hop_for_one_chunk_documents():
+    from contextrag.query.spread import hop_from_seeds
+    rng = np.random.default_rng(1)
+    M = sp.csr_matrix(np.where(rng.random((40, 9)) < 0.3, rng.random((40, 9)), 0).astype(np.float32))
+    rho = rng.random(40).astype(np.float32)
+    mu = np.where(rng.random(9) < 0.3, rng.random(9), 0).astype(np.float32)
+    seeds = np.array([1, 5, 7])
+    joint = hop(seed_activation(rho, seeds, M, mu), M.T.tocsr())
+    per_seed = hop_from_seeds(rho, seeds, M, M.T.tocsr(), mu=mu, doc=np.arange(40))
+    assert per_seed == pytest.approx(joint)

@@ -155,6 +155,29 @@ def pick_seeds(h, n_seeds: int, doc=None) -> np.ndarray:
     return np.asarray(out, dtype=np.int64)
 
 
+def hop_from_seeds(rho, seeds, I, It, mu=None, doc=None, agg: str = "max") -> np.ndarray:
+    """hop(c) = max( max_a μ(a) ⊗ I(c,a),  max_s max_a ρ(s) ⊗ I(s,a) ⊗ I(c,a) ) with no path from a seed
+    to its *sibling* chunks (other chunks of the seed's document; the seed itself keeps its own).
+
+    The hop is meant to reach other passages: without the rule a seed's document title (held by all
+    its chunks with degree 1) lifts every sibling, and with long documents the top items fill with
+    chunks of one document. With ``doc=None`` (or one chunk per document) this equals
+    ``hop(seed_activation(rho, seeds, I, mu), It)``."""
+    n = It.shape[1]
+    seeds = np.asarray(seeds, dtype=np.int64)
+    if doc is None:
+        return hop(seed_activation(rho, seeds, I, mu), It, n=n, agg=agg)
+    doc = np.asarray(doc)
+    g = hop(seed_activation(rho, np.zeros(0, np.int64), I, mu), It, n=n, agg=agg) if mu is not None \
+        else np.zeros(n, np.float32)
+    for s in seeds:
+        gs = hop(seed_activation(rho, seeds[seeds == s], I), It, n=n, agg=agg)
+        sib = np.flatnonzero(doc == doc[s])
+        gs[sib[sib != s]] = 0.0
+        np.maximum(g, gs, out=g) if agg == "max" else np.minimum(g + gs, 1.0, out=g)
+    return g
+
+
 def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
                   candidates: int = 25, doc=None, agg: str = "max"):
     """The graph-using score of every chunk: relevance(h) + lam · hop, and the hop itself.
@@ -168,8 +191,8 @@ def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
     if lam == 0 or I is None or I.shape[1] == 0:
         return r, np.zeros_like(r)
     seeds = pick_seeds(h, n_seeds, doc)
-    act = seed_activation(seed_relevance(h, candidates), seeds, I, mu)
-    g = hop(act, I.T.tocsr() if It is None else It, n=h.size, agg=agg)
+    g = hop_from_seeds(seed_relevance(h, candidates), seeds, _csr(I), I.T.tocsr() if It is None else It,
+                       mu=mu, doc=doc, agg=agg)
     return r + lam * g, g
 
 
@@ -259,7 +282,7 @@ def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
 
     new base = r + cfg.w_spread · hop, with r = base / max over the allowed items, seeds = the best
     cfg.spread_seeds chunks of distinct documents among the allowed ones, seed degrees min-max scaled
-    over the top cfg.candidates (see :func:`spread_scores`).
+    over the top cfg.candidates, no hop to the seeds' sibling chunks (see :func:`spread_scores`).
     """
     base = np.asarray(base, dtype=np.float32)
     fam = getattr(cfg, "spread_families", None) or {}
@@ -276,8 +299,8 @@ def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
     hc = h[:st.n_chunks]
     seeds = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
     seeds = seeds[finite[seeds]] if seeds.size else seeds
-    act = seed_activation(seed_relevance(h, int(cfg.candidates)), seeds, st.I, st.mu(question))
-    g = hop(act, st.It, n=h.size)
+    doc = np.concatenate([st.doc, -1 - np.arange(h.size - st.n_chunks)])   # virtual items: own "documents"
+    g = hop_from_seeds(seed_relevance(h, int(cfg.candidates)), seeds, st.I, st.It, mu=st.mu(question), doc=doc)
     if mask is not None:
         g = np.where(mask, g, 0.0).astype(np.float32)
     return (r + float(cfg.w_spread) * g).astype(np.float32), g
