@@ -5,7 +5,7 @@ import scipy.sparse as sp
 
 from contextrag import ops
 from contextrag.index.core import CHUNK, JOIN_ITEM, MEET_ITEM
-from contextrag.index.graph import COOC, DOWN, JOIN, MEET, SEED, UP, cooc_edges, windows
+from contextrag.index.graph import COOC, DOWN, JOIN, MEET, SEED, UP, cooc_edges, core_meet_cardinality, windows
 
 ATOL = 1e-5
 
@@ -163,3 +163,14 @@ def test_context_and_occupancy(base):
     occ = ix.occupancy()
     assert [o["clusters"] for o in occ] == list(ix.config.rq_sizes)
     assert all(0 < o["occupancy"] <= 1 for o in occ)
+
+
+def test_sparse_core_meet_cardinality_equals_dense_kernel(base):
+    ix = base.index
+    I = ix.context.dense()
+    memT = ix.context.members().T.tocsr()
+    seeds = np.flatnonzero(np.asarray(memT.sum(axis=1)).ravel() >= 2)
+    core = I[:, seeds].T * memT[seeds].toarray()
+    K, inter = core_meet_cardinality(I, seeds, memT)
+    np.testing.assert_allclose(K, ops.meet_cardinality(core, core), rtol=1e-5, atol=1e-6)
+    assert (inter == (memT[seeds].toarray().astype(int) @ memT[seeds].toarray().T.astype(int))).all()
