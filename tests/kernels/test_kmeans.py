@@ -130,11 +130,9 @@ def test_rq_kmeans_matches_ref(backend, rng):
     X, _ = blobs(rng, 400, 6, 5, spread=0.8)
     sizes = (5, 3, 2)
     inits = [X[:5].copy()]
-    R = X.copy()
-    books_ref, codes_ref, R_ref = None, None, None
-    # build per-level inits the way the reference will see them (first rows of each residual)
-    C0, l0, _, _ = ref.kmeans_fit(R, 5, init=inits[0], n_iter=25, tol=1e-4)
-    R1 = R - C0[l0]
+    # per-level inits as the reference will see them: the first rows of each level's residual
+    C0, l0, _, _ = ref.kmeans_fit(X, 5, init=inits[0], n_iter=25, tol=1e-4)
+    R1 = X - C0[l0]
     inits.append(R1[:3].copy())
     C1, l1, _, _ = ref.kmeans_fit(R1, 3, init=inits[1], n_iter=25, tol=1e-4)
     inits.append((R1 - C1[l1])[:2].copy())
