@@ -226,6 +226,7 @@ class _SlowOpenAI(http.server.BaseHTTPRequestHandler):
 def _time_rewrites(client, question, reps):
     from contextrag.query import rewrite as rw
     seq, thr, asy = [], [], []
+    tok0 = client.ledger.snapshot()
     for i in range(reps):
         q = f"{question} (run {i})"            # a new question each time: no cache hits
         t = time.perf_counter()
@@ -239,8 +240,11 @@ def _time_rewrites(client, question, reps):
         asyncio.run(rw.arewrites(client, q + " async"))
         asy.append(time.perf_counter() - t)
     s, tt, a = float(np.median(seq)), float(np.median(thr)), float(np.median(asy))
+    d = client.ledger.since(tok0).get("rewrite", {})
     return {"sequential_s": s, "concurrent_threads_s": tt, "concurrent_async_s": a,
-            "speedup_threads": s / tt, "speedup_async": s / a, "reps": reps}
+            "speedup_threads": s / tt, "speedup_async": s / a, "reps": reps,
+            "calls": d.get("calls"), "completion_tokens": d.get("completion_tokens"),
+            "all_runs_s": {"sequential": seq, "threads": thr, "async": asy}}
 
 
 def bench_rewrites(reps: int):

@@ -29,8 +29,8 @@ def _short(text: str, n: int) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=240, note=None, out=sys.stdout):
-    w = out.write
+def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=240, note=None, out=None):
+    w = (out or sys.stdout).write
     w(f"Q: {question}\n")
     if answer is not None:
         w(f"A: {answer}\n")

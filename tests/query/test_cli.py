@@ -1,0 +1,52 @@
+"""`contextrag query` and `contextrag demo` (retrieval-only paths; the LLM paths are covered by the
+embedded-model tests)."""
+import json
+
+import pytest
+
+from contextrag.cli import main
+
+
+@pytest.fixture(scope="module")
+def saved_index(rag, tmp_path_factory):
+    d = tmp_path_factory.mktemp("idx") / "hotpot"
+    rag.save(d)
+    return d
+
+
+def test_query_no_llm_json(saved_index, hotpot, capsys):
+    q = hotpot[0][0]["question"]
+    assert main(["query", str(saved_index), q, "--no-llm", "--json", "-k", "5"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["answer"] is None and len(out["hits"]) == 5 and out["cost"]["total"]["calls"] == 0
+    gold = {t for t, _ in hotpot[0][0]["supporting_facts"]}
+    assert gold & {h["doc_id"] for h in out["hits"]}
+    assert {"bm25", "cos", "fuzzy", "boost"} <= set(out["hits"][0]["parts"])
+
+
+def test_query_no_llm_text_and_doc_filter(saved_index, hotpot, capsys):
+    qs, docs = hotpot
+    assert main(["query", str(saved_index), qs[0]["question"], "--llm", "none", "--doc", docs[3]["id"]]) == 0
+    out = capsys.readouterr().out
+    assert "Sources (" in out and docs[3]["id"] in out and "0 LLM calls" in out
+
+
+def test_query_bad_arguments(saved_index, tmp_path, capsys):
+    assert main(["query", str(saved_index), "q", "--no-llm", "-k", "0"]) == 2
+    assert "-k" in capsys.readouterr().err
+    assert main(["query", str(tmp_path / "missing"), "q", "--no-llm"]) == 2
+
+
+def test_demo_on_a_folder_retrieval_only(tmp_path, capsys):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "alpha.md").write_text("The Zorbulator is a machine built in 1987 by Ada Quill in Lisbon. "
+                                     "It sorts marbles by weight.")
+    (folder / "beta.txt").write_text("Penguins live in the southern hemisphere and cannot fly. "
+                                     "Emperor penguins are the largest.")
+    args = ["demo", str(folder), "-q", "Who built the Zorbulator?", "--llm", "none", "--out", str(tmp_path / "ix"), "--json"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hits"][0]["doc_id"] == "alpha.md" and out["answer"] is None
+    assert main(args) == 0                                   # second run reuses the index
+    assert "reusing" in capsys.readouterr().err
