@@ -1,7 +1,6 @@
 """Baselines on HotpotQA-500 (and MultiHop-RAG small): BM25, dense, flat hybrid 0.3·BM25/max + 0.5·cos."""
 from __future__ import annotations
 
-import sys
 import time
 
 import numpy as np

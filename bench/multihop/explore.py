@@ -1,7 +1,6 @@
 """Exploration grid for the lexical-family spreading (issue 7); writes explore_<dataset>.json."""
 from __future__ import annotations
 
-import itertools
 import sys
 import time
 

@@ -1,7 +1,6 @@
 """Second exploration grid: seeds, λ, drift gate, iterations, family sets; on all three corpora."""
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 import scipy.sparse as sp

@@ -9,7 +9,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from common import hybrid, load_hotpot, ranked_docs, recall_at, summarize, write_json, BM25
+from common import BM25, load_hotpot, ranked_docs, recall_at, summarize, write_json
 from contextrag.ops import fcm_memberships, fuzzy_route, rq_kmeans
 from contextrag.index.lexical import LexicalContext
 from contextrag.query.spread import hop, seed_activation

@@ -2,7 +2,6 @@
 few level sizes and m, on the 4,955 HotpotQA MiniLM embeddings. Writes fcm_sizes.json."""
 from __future__ import annotations
 
-import numpy as np
 
 from common import load_hotpot, write_json
 from fcm_degeneracy import levels, memberships

@@ -1,25 +1,29 @@
-"""Query-time spreading activation over the fuzzy formal context (issue 7).
+"""Query-time spreading activation over the lexical fuzzy formal context (issue 7, docs/MULTIHOP.md).
 
 A fuzzy counterpart of personalised PageRank on the concept graph, in Łukasiewicz logic
 (a ⊗ b = max(0, a + b − 1)), two max-plus steps over a sparse incidence I (chunks × attributes):
 
-    act(a)  = max( μ(q, a),  max_{s ∈ seeds} r(s) ⊗ I(s, a) )      chunks → attributes  (eq. 16 transposed)
+    act(a)  = max( μ(q, a),  max_{s ∈ seeds} ρ(s) ⊗ I(s, a) )      chunks → attributes  (eq. 16 transposed)
     hop(c)  = max_a act(a) ⊗ I(c, a)                                 attributes → chunks  (eq. 16)
 
-r is the query's own relevance (hybrid score scaled to [0, 1] by its per-query maximum), the seeds
-are the query's first retrieved chunks, μ(q, a) the query's mention of attribute a. hop(c) is high
-when c shares a *rare* attribute (both incidences near 1) with a highly relevant seed: the second
-passage of a bridge question, which shares an entity with the first, not its topic.
+with no path from a seed to the other chunks of its own document. h is the eq. 13 hybrid score;
+r = h / max h is the query's own relevance; the seeds are the best chunks of distinct documents,
+with degrees ρ = h min-max scaled over the top candidates; μ(q, a) is the weight of an attribute the
+question mentions. hop(c) is high when c shares a *rare* attribute (both incidences near 1) with a
+highly relevant seed: the second passage of a bridge question, which shares an entity with the first,
+not its topic. The final score adds the hop to the chunk's own relevance, so a chunk reached through
+the graph still competes on its relevance to the query (topic drift is penalised):
 
-The final score adds the hop to the chunk's own relevance, so a chunk reached through the graph
-still competes on its relevance to the query (topic drift is penalised):
+    score(c) = r(c) + λ · hop(c)          λ = Config.w_spread
 
-    score(c) = r(c) + λ · hop(c)
-
-Everything here is NumPy/SciPy on CSR matrices; `seeds` and attributes are few, so a query costs
-O(nnz of the touched rows and columns).
+Everything here is NumPy/SciPy on CSR matrices; the seeds and active attributes are few, so a query
+costs O(nnz of the touched rows and columns) (``ops.fuzzy_route`` on CSR gives the same numbers and is
+the tests' reference; bench/results/multihop/ops_csr_vs_gather.json has the timings).
 """
 from __future__ import annotations
+
+import threading
+import weakref
 
 import numpy as np
 import scipy.sparse as sp
@@ -93,17 +97,6 @@ def hop(act, It, n=None, agg: str = "max") -> np.ndarray:
         else:
             raise ValueError(f"agg must be 'max' or 'sum', got {agg!r}")
     return out
-
-
-def spread(r, I, *, seeds=None, n_seeds=5, mu=None, It=None) -> np.ndarray:
-    """The two-step spreading hop(c) for relevance r (n,), seeds = top n_seeds of r unless given."""
-    r = np.asarray(r, dtype=np.float32)
-    if seeds is None:
-        k = min(n_seeds, r.size)
-        seeds = np.argpartition(-r, k - 1)[:k] if k else np.zeros(0, np.int64)
-    I = _csr(I)
-    act = seed_activation(r, seeds, I, mu)
-    return hop(act, I.T.tocsr() if It is None else It, n=r.size)
 
 
 def relevance(h) -> np.ndarray:
@@ -197,9 +190,6 @@ def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
 
 
 # ---- the query-stage hook (query/hybrid.py score_all) -------------------------------------------
-
-import threading  # noqa: E402
-import weakref  # noqa: E402
 
 _LEX: dict = {}        # id(view) -> (weakref to the view, families key, LexicalState)
 _LEX_LOCK = threading.Lock()
