@@ -176,11 +176,17 @@ def test_bad_input(index):
         query.retrieve(None, "q")
 
 
-def test_retrieval_is_fast(index, hotpot):
+def test_scoring_is_fast(index, hotpot):
+    """Scoring and ranking all items for one query (the question's embedding is the embedder's cost;
+    bench/bench_query.py measures both, p50/p95 over 500 questions)."""
+    from contextrag.query.dense import embed_queries
+    from contextrag.query.hybrid import score_all, top_indices
     qs, _ = hotpot
-    query.retrieve(index, "warm up")
+    v = view_of(index)
+    Q = embed_queries(v, [q["question"] for q in qs])
+    score_all(v, qs[0]["question"], Q[:1], index.config)
     t = time.perf_counter()
-    for q in qs:
-        query.retrieve(index, q["question"], k=12)
+    for i, q in enumerate(qs):
+        top_indices(score_all(v, q["question"], Q[i:i + 1], index.config)["score"], 12)
     per = (time.perf_counter() - t) / len(qs)
-    assert per < 1.0, per     # generous on a loaded 2-core machine; bench/bench_query.py measures p50/p95
+    assert per < 0.25, per     # ~2 ms here when the machine is idle; generous for a shared 2-core machine
