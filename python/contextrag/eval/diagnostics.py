@@ -55,9 +55,14 @@ def aggregate(rows: list[dict]) -> dict[str, Any]:
         tot = defaultdict(float)
         for led in llm_rows:
             for stage, c in led.items():
-                for f in ("calls", "prompt_tokens", "completion_tokens", "seconds"):
+                if stage == "total":
+                    continue
+                for f in ("calls", "cached_calls", "prompt_tokens", "completion_tokens", "seconds"):
                     tot[f] += float(c.get(f, 0) or 0)
         out["llm_calls_per_query"] = round(tot["calls"] / n, 3)
+        # calls answered by the on-disk cache (e.g. a question's rewrites, made once and shared by
+        # every system of the run): they cost no new tokens, so they are counted apart
+        out["llm_cached_calls_per_query"] = round(tot["cached_calls"] / n, 3)
         out["llm_prompt_tokens_per_query"] = round(tot["prompt_tokens"] / n, 1)
         out["llm_completion_tokens_per_query"] = round(tot["completion_tokens"] / n, 1)
         out["llm_tokens_per_query"] = round((tot["prompt_tokens"] + tot["completion_tokens"]) / n, 1)
@@ -191,5 +196,7 @@ def token_breakdown(index_ledger: dict, rows: list[dict]) -> dict[str, dict]:
                     agg[stage][f] += float(c.get(f, 0) or 0)
         n = len(llm_rows)
         for stage, c in agg.items():
+            if stage == "total" or not any(c.values()):
+                continue
             out[f"query/{stage} (per query)"] = {f: round(v / n, 3) for f, v in c.items()}
     return out
