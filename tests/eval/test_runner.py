@@ -345,3 +345,12 @@ def test_config_from_a_json_file(tmp_path, data, fresh_backend):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="config"):
         _run(data, tmp_path / "o2", tmp_path / "c", fresh_backend, config=str(tmp_path / "list.json"))
+
+
+def test_rows_of_another_configuration_are_dropped_from_the_file(tmp_path, data, fresh_backend):
+    from contextrag.config import Config
+    out, cache = tmp_path / "out", tmp_path / "cache"
+    _run(data, out, cache, fresh_backend, systems=["contextrag"], limit=3)
+    _run(data, out, cache, fresh_backend, systems=["contextrag"], limit=3, config=Config(w_fuzzy=0.3))
+    rows = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
+    assert len(rows) == 3 and len({r["fp"] for r in rows}) == 1

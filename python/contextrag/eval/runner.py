@@ -397,7 +397,15 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
         _set_torch_threads(threads_before)
 
     from .report import build_results, write_report
-    rows = [r for r in load_rows(rpath) if fps.get(r.get("system")) == r.get("fp")]
+    all_rows = load_rows(rpath)
+    rows = [r for r in all_rows if fps.get(r.get("system")) == r.get("fp")]
+    if len(rows) != len(all_rows):
+        # keep the file equal to what the report shows: rows of other configurations are dropped
+        tmp = rpath.with_name(rpath.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        os.replace(tmp, rpath)
     results = build_results(qa, syss, rows, cache.info, client, cfg, backend_name,
                             {"resumed_rows": resumed, "new_rows": new, "retrieve_k": retrieve_k, "load_average_start": load_start,
                              "query_threads": query_threads,
