@@ -242,7 +242,7 @@ def test_answers_with_an_llm_client(tmp_path, data, fresh_backend, hotpot):
     tb = res["diagnostics"]["contextrag"]["token_breakdown"]
     assert tb["query/answer (per query)"]["calls"] == 1.0
     md = (tmp_path / "o" / "report.md").read_text()
-    assert "## Answers" in md and "query/answer" in md
+    assert "## Answers" in md and "query/answer" in md and "cached calls" in md
 
 
 class TwoChunkRAG(OverlapRAG):

@@ -15,6 +15,8 @@ def add_arguments(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--llm", help="LLM spec for answers: local, local:NAME, http://host:port/v1[#model], vllm:MODEL")
     g.add_argument("--no-llm", action="store_true", help="retrieval metrics only (the default without --llm)")
+    p.add_argument("--no-llm-cache", action="store_true",
+                   help="do not answer LLM calls from the on-disk cache (measures every call's cost)")
     p.add_argument("--config", help="JSON file of Config fields for contextrag (default: Config())")
     p.add_argument("--systems", help="comma-separated subset of: bm25,dense,hybrid,hybrid_renorm,contextrag,"
                                      "contextrag_no_summaries,contextrag_paper (default: all)")
@@ -34,7 +36,7 @@ def run(args) -> int:
     res = run_eval(args.data, format=args.format, out=args.out, corpus=args.corpus, limit=args.limit,
                    llm=None if args.no_llm else args.llm, config=args.config, systems=systems,
                    cache_dir=args.cache_dir, seed=args.seed, rebuild=args.rebuild, progress=not args.quiet,
-                   plots=not args.no_plots)
+                   plots=not args.no_plots, llm_cache=not args.no_llm_cache)
     cols = ("recall@2", "recall@5", "recall@10", "f1", "em", "latency_p50_ms")
     print(f"{'system':<26}" + "".join(f"{c:>16}" for c in cols))
     for name, m in res["systems"].items():

@@ -186,7 +186,8 @@ def token_breakdown(index_ledger: dict, rows: list[dict]) -> dict[str, dict]:
     for stage, c in (index_ledger or {}).items():
         if stage == "total" or not isinstance(c, dict):
             continue
-        out[f"index/{stage}"] = {f: c.get(f, 0) for f in ("calls", "prompt_tokens", "completion_tokens", "seconds")}
+        out[f"index/{stage}"] = {f: c.get(f, 0) for f in ("calls", "cached_calls", "prompt_tokens",
+                                                          "completion_tokens", "seconds")}
     llm_rows = [r["llm"] for r in rows if isinstance(r.get("llm"), dict)]
     if llm_rows:
         agg = defaultdict(lambda: defaultdict(float))

@@ -195,9 +195,12 @@ def render_markdown(res: dict) -> str:
     tb = [(n, t) for n, t in tb if t]
     L += ["## Token breakdown (paper Appendix B, Table 6)", ""]
     if tb:
-        L.append(_table(["system", "stage", "calls", "prompt tokens", "completion tokens", "seconds"],
-                        [[n, st, c.get("calls"), c.get("prompt_tokens"), c.get("completion_tokens"), c.get("seconds")]
+        L.append(_table(["system", "stage", "calls", "cached calls", "prompt tokens", "completion tokens", "seconds"],
+                        [[n, st, c.get("calls"), c.get("cached_calls", 0), c.get("prompt_tokens"),
+                          c.get("completion_tokens"), c.get("seconds")]
                          for n, t in tb for st, c in t.items()], nd=2))
+        L += ["", "Cached calls were answered by the on-disk LLM call cache and cost no new tokens; "
+              "run with `--no-llm-cache` to measure every call.", ""]
     else:
         L.append("No LLM calls at index or query time in this run (graph construction spends 0 tokens).")
     L.append("")

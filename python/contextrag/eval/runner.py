@@ -69,14 +69,14 @@ def _to_config(config) -> Config:
     raise TypeError(f"config must be a Config, a dict, a path to a JSON file or None, got {type(config).__name__}")
 
 
-def _to_llm(llm):
+def _to_llm(llm, llm_cache: bool = True):
     if llm is None or llm is False:
         return None
     from contextrag.llm import LLMClient, make_client
     if isinstance(llm, LLMClient):
         return llm
     if isinstance(llm, str):
-        return make_client(llm)
+        return make_client(llm, cache=bool(llm_cache))
     raise TypeError(f"llm must be None, an LLMClient or a spec string, got {type(llm).__name__}")
 
 
@@ -331,14 +331,16 @@ def load_rows(path: Path) -> list[dict]:
 def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, corpus=None,
         limit: int | None = None, llm=None, config=None, systems=None, cache_dir=None, seed: int = ds.DEFAULT_SEED,
         retrieve_k: int = RETRIEVE_K, rebuild: bool = False, progress: bool = True, plots: bool = True,
-        backend=None, query_threads: int | None = 1) -> dict:
+        backend=None, query_threads: int | None = 1, llm_cache: bool = True) -> dict:
     """Evaluate ``systems`` on a QA set; write ``out/report.md``, ``out/results.json``, the per-question
     ``out/questions.jsonl`` and plots; return the results dict. ``data`` is a path or a loaded QASet.
     ``backend``: a class with ContextRAG's ``build(docs, path, config=)``/``load(path)``/``retrieve``/
     ``stats`` (default: ContextRAG itself), to evaluate another retriever with the same harness.
     ``query_threads``: torch intra-op threads while querying (None: leave as is). One by default:
     embedding one short question gains nothing from more, and on a busy machine extra threads stall
-    each other (measured here at load 20: 215 ms with one thread, 3.4 s with two, per question)."""
+    each other (measured here at load 20: 215 ms with one thread, 3.4 s with two, per question).
+    ``llm_cache``: with an LLM spec, use the on-disk call cache (cached calls are reported apart and
+    cost no tokens); False measures every call."""
     if out is None or not isinstance(out, (str, os.PathLike)):
         raise TypeError(f"out must be a directory path, got {out!r}")
     if isinstance(retrieve_k, bool) or not isinstance(retrieve_k, int) or retrieve_k < max(M.K_VALUES):
@@ -355,7 +357,7 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
     if isinstance(data, ds.QASet) and limit:
         raise ValueError("limit: pass it to datasets.load when data is already a QASet")
     cfg = _to_config(config)
-    client = _to_llm(llm)
+    client = _to_llm(llm, llm_cache)
     syss = make_systems(cfg, systems)
     outdir = Path(out)
     outdir.mkdir(parents=True, exist_ok=True)
