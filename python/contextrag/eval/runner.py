@@ -37,15 +37,13 @@ def default_cache_dir() -> Path:
 
 
 def _backend():
-    """ContextRAG when the index/query code is installed, else the flat fallback (said in the report)."""
+    """ContextRAG, the index and query code every system runs on."""
     try:
         from contextrag.rag import ContextRAG
-        return ContextRAG, "contextrag"
     except ImportError as e:
-        warnings.warn(f"contextrag.rag is not importable ({e}); evaluating flat baselines with the fallback "
-                      "retriever", RuntimeWarning, stacklevel=3)
-        from ._flat import FlatIndex
-        return FlatIndex, "flat-fallback"
+        raise ImportError(f"the evaluation needs contextrag.rag (the index and queries): {e}; "
+                          "install contextrag[index]") from e
+    return ContextRAG, "contextrag"
 
 
 def _to_config(config) -> Config:
@@ -367,8 +365,6 @@ def run(data, format: str = "hotpotqa", out: str | os.PathLike = "eval-out", *, 
         backend_name = getattr(backend, "__name__", type(backend).__name__)
     else:
         backend, backend_name = _backend()
-    if backend_name == "flat-fallback":
-        syss = [s for s in syss if s.flat]
     cache = IndexCache(cache_dir or default_cache_dir(), backend, backend_name, client, rebuild, progress)
 
     # one index per distinct index-relevant config
