@@ -16,12 +16,7 @@ N_PARAGRAPHS = 2000
 NUM_CPUS = 2
 
 
-def data_dir() -> Path | None:
-    env = os.environ.get("CONTEXTRAG_DATA")
-    for p in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
-        if (p / "hotpotqa_500.json").is_file():
-            return p
-    return None
+from shared_data import data_dir  # noqa: E402
 
 
 def hotpot_docs(n: int) -> list[dict]:

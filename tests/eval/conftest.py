@@ -2,20 +2,13 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 
 
-def data_dir() -> Path | None:
-    env = os.environ.get("CONTEXTRAG_DATA")
-    for cand in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data", REPO / "shared" / "data"]:
-        if (cand / "hotpotqa_500.json").exists():
-            return cand
-    return None
+from shared_data import data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -3,25 +3,17 @@ base index built once per session (embeddings are cached per text, so each text 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 N_BASE = 160     # paragraphs in the base index
 N_EXTRA = 12     # further paragraphs for add/delete tests
 
 
-def data_dir() -> Path | None:
-    env = os.environ.get("CONTEXTRAG_DATA")
-    for p in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
-        if (p / "hotpotqa_500.json").is_file():
-            return p
-    return None
+from shared_data import data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")

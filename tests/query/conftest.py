@@ -3,22 +3,14 @@ questions (gold and distractors), built once per session with ContextRAG.build a
 from __future__ import annotations
 
 import json
-import os
 import warnings
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
 N_QUESTIONS = 8
 
 
-def _data_dir():
-    env = os.environ.get("CONTEXTRAG_DATA")
-    for p in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data"]:
-        if (p / "hotpotqa_500.json").is_file():
-            return p
-    return None
+from shared_data import data_dir as _data_dir  # noqa: E402
 
 
 @pytest.fixture(scope="session")
