@@ -192,7 +192,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                     work_dir: str | None = None, num_cpus: int | None = None, reduce: str = "ordered"):
     """``ContextRAG.build(..., executor='ray')``: the index of ``index.build.build_index`` with chunk
     embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
-    from ..index.build import _Timer, build_bm25, compose_items, embed_inputs, make_chunker, make_summaries
+    from ..index.build import _Timer, embed_inputs, finish_items, make_chunker
     from ..index.context import FamilyResult, FuzzyContext, _block_from
     from ..index.core import Index
     from ..llm.ledger import CostLedger
@@ -252,10 +252,5 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
     ix.graph = arrays["graph"]
     ix.attr_centroids = arrays["attr_centroids"]
     ix._extents = None
-    with _Timer(timings, "summaries"):
-        s_items = make_summaries(ix, llm, E)
-    with _Timer(timings, "items"):
-        compose_items(ix, E, s_items)
-    with _Timer(timings, "bm25"):
-        build_bm25(ix)
+    finish_items(ix, llm, E)
     return ix

@@ -223,13 +223,18 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                item_members=None, item_sources=None, embeddings=None, embedder=embedder,
                ledger=CostLedger(), timings=timings)
     _cluster_and_graph(ix, E)
-    with _Timer(timings, "summaries"):
-        s_items = make_summaries(ix, llm, E)
-    with _Timer(timings, "items"):
-        compose_items(ix, E, s_items)
-    with _Timer(timings, "bm25"):
-        build_bm25(ix)
+    finish_items(ix, llm, E)
     return ix
+
+
+def finish_items(ix: Index, llm, E: np.ndarray) -> None:
+    """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25."""
+    with _Timer(ix.timings, "summaries"):
+        s_items = make_summaries(ix, llm, E)
+    with _Timer(ix.timings, "items"):
+        compose_items(ix, E, s_items)
+    with _Timer(ix.timings, "bm25"):
+        build_bm25(ix)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray) -> None:
@@ -253,12 +258,7 @@ def rebuild(ix: Index, llm=None) -> Index:
     ix.timings = {}
     ix.invalidate()
     _cluster_and_graph(ix, E)
-    with _Timer(ix.timings, "summaries"):
-        s_items = make_summaries(ix, llm, E)
-    with _Timer(ix.timings, "items"):
-        compose_items(ix, E, s_items)
-    with _Timer(ix.timings, "bm25"):
-        build_bm25(ix)
+    finish_items(ix, llm, E)
     return ix
 
 
