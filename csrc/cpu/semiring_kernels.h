@@ -217,6 +217,7 @@ static void run(const typename VT::T* Bc, const typename VT::T* V_, typename VT:
       const ptrdiff_t n_items = n_sblk * ntile;
       for (ptrdiff_t g0 = 0; g0 < G; g0 += GC) {
         const ptrdiff_t gc = (G - g0 < GC) ? G - g0 : GC;
+        ptrdiff_t list_sb = -1, list_n = gc;  // the set block whose zero-skip list gl holds
         // Same static split every chunk: each thread keeps its own output tiles (no races).
 #pragma omp for schedule(static) nowait
         for (ptrdiff_t it = 0; it < n_items; ++it) {
@@ -230,9 +231,7 @@ static void run(const typename VT::T* Bc, const typename VT::T* V_, typename VT:
           const int rw = (int)(v1 - v0);
           const int last = (int)((c1 - c0) - (ptrdiff_t)(rw - 1) * VT::W);
           const T* B0 = Bc + s0 * G;
-          ptrdiff_t ng = gc;
-          const int* lst = nullptr;
-          if (skip_zeros) {
+          if (skip_zeros && sb != list_sb) {  // one scan per set block and chunk, shared by its tiles
             ptrdiff_t n = 0;
             for (ptrdiff_t g = g0; g < g0 + gc; ++g) {
               int nz = 0;
@@ -240,8 +239,13 @@ static void run(const typename VT::T* Bc, const typename VT::T* V_, typename VT:
               gl[n] = (int)g;
               n += nz;
             }
-            if (n < gc) { ng = n; lst = gl; }
+            list_n = n;
+            list_sb = sb;
           }
+          // An indirect walk costs more than the terms it skips unless enough rows are zero.
+          const bool sparse = skip_zeros && list_n * 8 < gc * 7;
+          const ptrdiff_t ng = sparse ? list_n : gc;
+          const int* lst = sparse ? gl : nullptr;
           if (ng == 0) continue;
           pick<VT, Op>(rs, rw)(V_ + c0, M, B0, G, lst, g0, ng, out + s0 * M + c0, M, last);
         }

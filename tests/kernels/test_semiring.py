@@ -119,3 +119,32 @@ def test_torch_grad_tensor_inputs(backend, rng):
     I = torch.from_numpy(fuzzy(rng, (10, 4)))
     out = ops.luk_up(A, I, backend=backend)
     np.testing.assert_array_equal(out.detach().numpy(), ref.luk_up(A.detach().numpy(), I.numpy()))
+
+
+@pytest.mark.parametrize("zeros", [0.0, 0.05, 0.5, 0.97])
+def test_zero_skip_densities_across_chunks(isa, rng, zeros):
+    """The zero-skip list is built once per set block and chunk and used only when enough rows are
+    zero; every density must give the reference's result, for all three semirings."""
+    A = fuzzy(rng, (13, 6000), np.float64, zeros=zeros)
+    I = fuzzy(rng, (6000, 37))
+    np.testing.assert_array_equal(ops.luk_up(A, I, backend="cpu"), ref.luk_up(A, I))
+    B = fuzzy(rng, (11, 6000), zeros=zeros / 2)
+    np.testing.assert_allclose(ops.meet_cardinality(A, B, backend="cpu"), ref.meet_cardinality(A, B),
+                               rtol=1e-12)
+    mu = fuzzy(rng, (5, 37), zeros=zeros)
+    np.testing.assert_array_equal(ops.fuzzy_route(mu, I, backend="cpu"), ref.fuzzy_route(mu, I))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (1, 1), (3, 17), (132, 1000), (17, 33)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_native_transpose(shape, dtype, rng):
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None:
+        pytest.skip("native extension not built")
+    a = rng.random(shape).astype(dtype)
+    t = C.transpose(a)
+    assert t.dtype == dtype and t.flags["C_CONTIGUOUS"]
+    np.testing.assert_array_equal(t, a.T)
+    with pytest.raises(ValueError, match="a must be"):
+        C.transpose(np.zeros((2, 3, 4), dtype))

@@ -54,7 +54,8 @@ def _cpu_meet_cardinality(A, B):
     C = native()
     if C is not None and hasattr(C, "semiring"):
         # Σ_g min(A[i, g], Bᵀ[g, j]): the reduction axis g becomes the rows of the second operand.
-        Bt = B.detach().t().contiguous().numpy()
+        Bt = C.transpose(B.detach().contiguous().numpy()) if hasattr(C, "transpose") \
+            else B.detach().t().contiguous().numpy()
         return torch.from_numpy(C.semiring("meet", A.detach().contiguous().numpy(), Bt))
     p, G = A.shape
     q = B.shape[0]
