@@ -14,7 +14,9 @@
 #include <pybind11/pybind11.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
@@ -26,40 +28,40 @@ namespace py = pybind11;
 namespace contextrag {
 namespace {
 
-template <class T>
+template <class T, class A = T>
 static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, ptrdiff_t k) {
   const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
   const T* X = static_cast<const T*>(X_.data());
-  py::array_t<T> sums({k, d});
+  py::array_t<A> sums({k, d});
   py::array_t<int64_t> counts(k);
-  T* S = sums.mutable_data();
+  A* S = sums.mutable_data();
   int64_t* C = counts.mutable_data();
   bool bad = false;
   {
     py::gil_scoped_release nogil;
     const int nt = omp_get_max_threads();
-    std::vector<T> part((size_t)nt * (size_t)(k * d), T(0));
+    std::vector<A> part((size_t)nt * (size_t)(k * d), A(0));
     std::vector<int64_t> cpart((size_t)nt * (size_t)k, 0);
 #pragma omp parallel num_threads(nt) reduction(|| : bad)
     {
       const int t = omp_get_thread_num();
-      T* P = part.data() + (size_t)t * (size_t)(k * d);
+      A* P = part.data() + (size_t)t * (size_t)(k * d);
       int64_t* Cp = cpart.data() + (size_t)t * (size_t)k;
 #pragma omp for schedule(static)
       for (ptrdiff_t i = 0; i < n; ++i) {
         const int64_t c = lab[i];
         if (c < 0 || c >= k) { bad = true; continue; }
-        T* dst = P + c * d;
+        A* dst = P + c * d;
         const T* src = X + i * d;
 #pragma omp simd
-        for (ptrdiff_t j = 0; j < d; ++j) dst[j] += src[j];
+        for (ptrdiff_t j = 0; j < d; ++j) dst[j] += (A)src[j];
         Cp[c] += 1;
       }
     }
     // Reduce the private blocks: parallel over the (k·d) entries, threads' parts in fixed order.
 #pragma omp parallel for schedule(static)
     for (ptrdiff_t e = 0; e < k * d; ++e) {
-      T acc = T(0);
+      A acc = A(0);
       for (int t = 0; t < nt; ++t) acc += part[(size_t)t * (size_t)(k * d) + (size_t)e];
       S[e] = acc;
     }
@@ -127,9 +129,60 @@ static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, cons
   }
 }
 
+// One FCM row: squared distances from the GEMM form, exact where cancellation could matter, then
+// u_j = (d_min/d_j)^p / Σ (p = 1/(m−1)); one-hot on a centre. Optionally W = u^m and max |u − u_prev|.
 template <class T>
-static void fcm_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_, const py::array& xn_,
-                               double m, py::array& U_) {
+static T fcm_row(const T* g, const T* x, const T* C, T xn, T cnmax, ptrdiff_t c, ptrdiff_t d, T p, T m, T* u,
+                 T* w, const T* uprev, T* jrow, T* d2buf) {
+  // The GEMM form's error is about γ_d(‖x‖² + ‖c‖²); below a wide margin of it, recompute exactly.
+  const T tiny = T(64) * (T)(d + 4) * std::numeric_limits<T>::epsilon() * (xn + cnmax);
+  for (ptrdiff_t j = 0; j < c; ++j) { const T t = g[j] + xn; u[j] = t > T(0) ? t : T(0); }
+  const ptrdiff_t js = row_argmin(g, c);
+  if (u[js] <= tiny) u[js] = exact_sq(x, C + js * d, d);
+  for (ptrdiff_t j = 0; j < c; ++j)
+    if (j != js && u[j] <= tiny) u[j] = exact_sq(x, C + j * d, d);
+  const ptrdiff_t jm = row_argmin(u, c);
+  const T dmin = u[jm];
+  if (jrow) std::memcpy(d2buf, u, sizeof(T) * (size_t)c);
+  T delta = T(0);
+  if (dmin <= T(0)) {  // the point sits on a centre: one-hot on the first such centre
+    for (ptrdiff_t j = 0; j < c; ++j) u[j] = T(0);
+    u[jm] = T(1);
+  } else {
+    T sum = T(0);
+    if (p == T(1)) {
+#pragma omp simd reduction(+ : sum)
+      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = dmin / u[j]; sum += u[j]; }
+    } else {
+      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = std::pow(dmin / u[j], p); sum += u[j]; }
+    }
+    const T inv = T(1) / sum;
+#pragma omp simd
+    for (ptrdiff_t j = 0; j < c; ++j) u[j] *= inv;
+  }
+  if (w) {
+    if (m == T(2)) {
+#pragma omp simd
+      for (ptrdiff_t j = 0; j < c; ++j) w[j] = u[j] * u[j];
+    } else {
+      for (ptrdiff_t j = 0; j < c; ++j) w[j] = std::pow(u[j], m);
+    }
+  }
+  if (uprev) {
+#pragma omp simd reduction(max : delta)
+    for (ptrdiff_t j = 0; j < c; ++j) { const T t = std::fabs(u[j] - uprev[j]); delta = t > delta ? t : delta; }
+  }
+  if (jrow) {  // this row's objective Σ_j u^m d² (the distances just used, exact where it mattered)
+    double acc = 0.0;
+    for (ptrdiff_t j = 0; j < c; ++j) acc += (double)(w ? w[j] : std::pow(u[j], m)) * (double)d2buf[j];
+    *jrow = (T)acc;
+  }
+  return delta;
+}
+
+template <class T>
+static double fcm_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_, const py::array& xn_,
+                                 double m, py::array& U_, T* W, const T* Uprev, T* J) {
   const ptrdiff_t b = G_.shape(0), c = G_.shape(1), d = X_.shape(1);
   const T* Gm = static_cast<const T*>(G_.data());
   const T* X = static_cast<const T*>(X_.data());
@@ -137,35 +190,26 @@ static void fcm_epilogue_typed(const py::array& G_, const py::array& X_, const p
   const T* xn = static_cast<const T*>(xn_.data());
   T* U = static_cast<T*>(U_.mutable_data());
   const T p = T(1.0 / (m - 1.0));
-  py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
-  for (ptrdiff_t i = 0; i < b; ++i) {
-    const T* g = Gm + i * c;
-    T* u = U + i * c;
-    const T* x = X + i * d;
-    // u holds the squared distances first: clamp the GEMM form at 0, exact for the nearest centre
-    // and for any other the cancellation drove to 0.
-    for (ptrdiff_t j = 0; j < c; ++j) { const T t = g[j] + xn[i]; u[j] = t > T(0) ? t : T(0); }
-    const ptrdiff_t js = row_argmin(g, c);
-    u[js] = exact_sq(x, C + js * d, d);
-    for (ptrdiff_t j = 0; j < c; ++j)
-      if (j != js && u[j] <= T(0)) u[j] = exact_sq(x, C + j * d, d);
-    const ptrdiff_t jm = row_argmin(u, c);
-    const T dmin = u[jm];
-    if (dmin <= T(0)) {  // the point sits on a centre: one-hot on the first such centre
-      for (ptrdiff_t j = 0; j < c; ++j) u[j] = T(0);
-      u[jm] = T(1);
-      continue;
-    }
-    T sum = T(0);
-    if (p == T(1)) {
-      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = dmin / u[j]; sum += u[j]; }
-    } else {
-      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = std::pow(dmin / u[j], p); sum += u[j]; }
-    }
-    const T inv = T(1) / sum;
-    for (ptrdiff_t j = 0; j < c; ++j) u[j] *= inv;
+  T cnmax = T(0);
+  for (ptrdiff_t j = 0; j < c; ++j) {
+    T acc = T(0);
+    for (ptrdiff_t t = 0; t < d; ++t) acc += C[j * d + t] * C[j * d + t];
+    cnmax = std::max(cnmax, acc);
   }
+  T delta = T(0);
+  py::gil_scoped_release nogil;
+#pragma omp parallel reduction(max : delta)
+  {
+    std::vector<T> d2buf(J ? (size_t)c : 0);
+#pragma omp for schedule(static)
+    for (ptrdiff_t i = 0; i < b; ++i) {
+      const T t = fcm_row<T>(Gm + i * c, X + i * d, C, xn[i], cnmax, c, d, p, T(m), U + i * c,
+                             W ? W + i * c : nullptr, Uprev ? Uprev + i * c : nullptr, J ? J + i : nullptr,
+                             d2buf.data());
+      delta = t > delta ? t : delta;
+    }
+  }
+  return (double)delta;
 }
 
 static void check2(const py::array& a, const char* name) {
@@ -199,9 +243,11 @@ static void kmeans_epilogue(const py::array& G, const py::array& X, const py::ar
   throw py::type_error("G must be float32 or float64");
 }
 
-// fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c)): memberships in place.
-static void fcm_epilogue(const py::array& G, const py::array& X, const py::array& C, const py::array& xn,
-                         double m, py::array U) {
+// fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c), W_out=None, U_prev=None):
+// memberships into U; optionally W = U^m (the next centre update's weights) and, with U_prev, the
+// returned max |U − U_prev| (the stopping test), so fcm_fit makes no extra pass over U.
+static double fcm_epilogue(const py::array& G, const py::array& X, const py::array& C, const py::array& xn,
+                           double m, py::array U, py::object W_obj, py::object Uprev_obj, py::object J_obj) {
   check2(G, "G"); check2(X, "X"); check2(C, "C"); check2(U, "U");
   if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1 ||
       U.shape(0) != G.shape(0) || U.shape(1) != G.shape(1) || xn.ndim() != 1 || xn.shape(0) != G.shape(0))
@@ -209,110 +255,314 @@ static void fcm_epilogue(const py::array& G, const py::array& X, const py::array
   if (!(m > 1.0)) throw std::invalid_argument("m must be > 1");
   for (const py::array* a : {&X, &C, &xn, static_cast<const py::array*>(&U)})
     if (!G.dtype().is(a->dtype())) throw py::type_error("G, X, C, xn and U must share one dtype");
-  if (G.dtype().is(py::dtype::of<float>())) return fcm_epilogue_typed<float>(G, X, C, xn, m, U);
-  if (G.dtype().is(py::dtype::of<double>())) return fcm_epilogue_typed<double>(G, X, C, xn, m, U);
+  auto opt = [&](py::object o, const char* name) -> py::array {
+    if (o.is_none()) return py::array();
+    py::array a = py::array::ensure(o);
+    if (!a || a.ndim() != 2 || a.shape(0) != U.shape(0) || a.shape(1) != U.shape(1) || !a.dtype().is(U.dtype()) ||
+        !(a.flags() & py::array::c_style))
+      throw std::invalid_argument(std::string(name) + " must be a C-contiguous array shaped and typed like U");
+    return a;
+  };
+  py::array W = opt(W_obj, "W"), Up = opt(Uprev_obj, "U_prev"), J;
+  const bool hw = !W_obj.is_none(), hp = !Uprev_obj.is_none(), hj = !J_obj.is_none();
+  if (hj) {
+    J = py::array::ensure(J_obj);
+    if (!J || J.ndim() != 1 || J.shape(0) != U.shape(0) || !J.dtype().is(U.dtype()) || !(J.flags() & py::array::c_style))
+      throw std::invalid_argument("J must be a contiguous (b,) array of U's dtype");
+  }
+  if (G.dtype().is(py::dtype::of<float>()))
+    return fcm_epilogue_typed<float>(G, X, C, xn, m, U, hw ? static_cast<float*>(W.mutable_data()) : nullptr,
+                                     hp ? static_cast<const float*>(Up.data()) : nullptr,
+                                     hj ? static_cast<float*>(J.mutable_data()) : nullptr);
+  if (G.dtype().is(py::dtype::of<double>()))
+    return fcm_epilogue_typed<double>(G, X, C, xn, m, U, hw ? static_cast<double*>(W.mutable_data()) : nullptr,
+                                      hp ? static_cast<const double*>(Up.data()) : nullptr,
+                                      hj ? static_cast<double*>(J.mutable_data()) : nullptr);
   throw py::type_error("G must be float32 or float64");
 }
 
-// ---- bounded (Hamerly) Lloyd support -------------------------------------------------------
-// assigned_sq_dist(X, C, labels) -> (n,) float64: ‖x_i − c_{labels_i}‖² accumulated in double.
+// ---- bounded (Elkan) Lloyd support ---------------------------------------------------------
+// Per point i: labels[i] = a, upper[i] ≥ ‖x_i − c_a‖ (float64), and a row L[i, :] (float32) with
+// L[i, j] ≤ ‖x_i − c_j‖ for every j ≠ a and L[i, a] = +inf. Every rounding below is directed so
+// the bounds stay bounds: lower bounds are shrunk by a few ulps, upper bounds grown.
+static constexpr float kShrink = 1.0f - 0x1p-22f;     // > 2 ulps below 1: covers one rounding
+static constexpr double kGrow = 1.0 + 0x1p-50;
+
 template <class T>
-static py::array_t<double> assigned_typed(const py::array& X_, const py::array& C_, const int64_t* lab) {
+static inline double exact_dist(const T* x, const T* c, ptrdiff_t d) {
+  double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+  for (ptrdiff_t t = 0; t < d; ++t) {
+    const double v = (double)x[t] - (double)c[t];
+    acc += v * v;
+  }
+  return std::sqrt(acc) * kGrow;
+}
+
+// elkan_filter: the bounds of row i were computed at epoch lep[i] (L) and uep[i] (upper); disp
+// (E, k) holds ‖c_j(now) − c_j(epoch e)‖, the displacement of each centre since each epoch (not the
+// path length Σδ: in high dimension centres wander, and their net displacement grows far slower).
+// Returns the rows whose nearest centre may have changed (ascending). A row whose loosened upper
+// bound fails the test first gets its exact distance to c_a (stored as of `now`); only if that
+// still fails is it active. L itself is only read.
+template <class T>
+static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::array& C_, const int64_t* lab,
+                                               double* upper, int32_t* uep, const float* L, const int32_t* lep,
+                                               const float* lmin, const double* disp, ptrdiff_t E, int32_t now) {
   const ptrdiff_t n = X_.shape(0), d = X_.shape(1), k = C_.shape(0);
   const T* X = static_cast<const T*>(X_.data());
   const T* C = static_cast<const T*>(C_.data());
-  py::array_t<double> out(n);
-  double* o = out.mutable_data();
-  bool bad = false;
+  std::vector<float> dl((size_t)(E * k));
+  for (ptrdiff_t e = 0; e < E * k; ++e) {  // displacements rounded up to float
+    float f = (float)disp[e];
+    if ((double)f < disp[e]) f = std::nextafter(f, std::numeric_limits<float>::infinity());
+    dl[(size_t)e] = f;
+  }
+  std::vector<float> dmax((size_t)E, 0.0f);
+  for (ptrdiff_t e = 0; e < E; ++e)
+    for (ptrdiff_t j = 0; j < k; ++j) dmax[(size_t)e] = std::max(dmax[(size_t)e], dl[(size_t)(e * k + j)]);
+  const int nt = omp_get_max_threads();
+  std::vector<std::vector<int64_t>> parts((size_t)nt);
   {
     py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static) reduction(|| : bad)
-    for (ptrdiff_t i = 0; i < n; ++i) {
-      const int64_t j = lab[i];
-      if (j < 0 || j >= k) { bad = true; o[i] = 0; continue; }
-      const T* x = X + i * d;
-      const T* c = C + j * d;
-      double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-      for (ptrdiff_t t = 0; t < d; ++t) {
-        const double v = (double)x[t] - (double)c[t];
-        acc += v * v;
+#pragma omp parallel num_threads(nt)
+    {
+      std::vector<int64_t>& mine = parts[(size_t)omp_get_thread_num()];
+#pragma omp for schedule(static)
+      for (ptrdiff_t i = 0; i < n; ++i) {
+        const int64_t a = lab[i];
+        double u = (upper[i] + disp[(ptrdiff_t)uep[i] * k + a]) * kGrow;
+        // Hamerly's test first (min_j L[j] less the largest displacement): late in a fit it settles
+        // most rows without reading their k bounds.
+        if (u <= (double)((lmin[i] - dmax[(size_t)lep[i]]) * kShrink)) continue;
+        const float* l = L + i * k;
+        const float* dr = dl.data() + (ptrdiff_t)lep[i] * k;
+        float mn = std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(min : mn)
+        for (ptrdiff_t j = 0; j < k; ++j) {
+          const float t = (l[j] - dr[j]) * kShrink;   // +inf (the own centre) stays +inf
+          mn = t < mn ? t : mn;
+        }
+        if (u > (double)mn) {
+          u = exact_dist(X + i * d, C + a * d, d);
+          upper[i] = u;
+          uep[i] = now;
+          if (u > (double)mn) mine.push_back(i);
+        }
       }
-      o[i] = acc;
     }
   }
-  if (bad) throw std::invalid_argument("labels must lie in [0, k)");
+  size_t total = 0;
+  for (auto& p : parts) total += p.size();
+  py::array_t<int64_t> out((ptrdiff_t)total);
+  int64_t* o = out.mutable_data();
+  for (auto& p : parts) {  // static schedule: thread t holds the t-th contiguous slice, so this is sorted
+    std::copy(p.begin(), p.end(), o);
+    o += p.size();
+  }
   return out;
 }
 
-static py::array_t<double> assigned_sq_dist(const py::array& X, const py::array& C, const py::array_t<int64_t>& labels) {
-  check2(X, "X"); check2(C, "C");
-  if (X.shape(1) != C.shape(1)) throw std::invalid_argument("X and C must have the same number of columns");
-  if (labels.ndim() != 1 || labels.shape(0) != X.shape(0) || !(labels.flags() & py::array::c_style))
-    throw std::invalid_argument("labels must be a contiguous (n,) int64 array");
-  if (!X.dtype().is(C.dtype())) throw py::type_error("X and C must share one dtype");
-  if (X.dtype().is(py::dtype::of<float>())) return assigned_typed<float>(X, C, labels.data());
-  if (X.dtype().is(py::dtype::of<double>())) return assigned_typed<double>(X, C, labels.data());
-  throw py::type_error("X must be float32 or float64");
-}
-
-// kmeans_top2(G (b,k), X (b,d), C (k,d)) -> (labels int64, d2 float64 exact, g2 float64):
-// first argmin of G, the exact squared distance to it (double accumulation), and the second
-// smallest G value (GEMM form, for a lower bound on the distance to every other centre).
+// elkan_refresh: rows `rows` of X were evaluated against all centres, G (b, k) = ‖c‖² − 2x·c.
+// Writes their label (first argmin of G, as the plain loop), exact upper bound and fresh lower
+// bounds sqrt(max(0, G + ‖x‖² − slack)), slack = γ(‖x‖² + max‖c‖²) covering the GEMM's rounding.
 template <class T>
-static py::tuple top2_typed(const py::array& G_, const py::array& X_, const py::array& C_) {
+static void elkan_refresh_typed(const py::array& G_, const py::array& X_, const py::array& C_, const double* xn2,
+                                const int64_t* rows, ptrdiff_t row0, int64_t* lab, double* upper, float* L,
+                                int32_t* uep, int32_t* lep, float* lmin, int32_t now, double gamma, double cmax) {
   const ptrdiff_t b = G_.shape(0), k = G_.shape(1), d = X_.shape(1);
   const T* Gm = static_cast<const T*>(G_.data());
   const T* X = static_cast<const T*>(X_.data());
   const T* C = static_cast<const T*>(C_.data());
-  py::array_t<int64_t> lab(b);
-  py::array_t<double> d2(b), g2(b);
-  int64_t* L = lab.mutable_data();
-  double* D = d2.mutable_data();
-  double* S = g2.mutable_data();
-  {
-    py::gil_scoped_release nogil;
+  gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic below
+  py::gil_scoped_release nogil;
 #pragma omp parallel for schedule(static)
-    for (ptrdiff_t i = 0; i < b; ++i) {
-      const T* g = Gm + i * k;
-      const ptrdiff_t j = row_argmin(g, k);
-      T second = std::numeric_limits<T>::infinity();
-      for (ptrdiff_t t = 0; t < k; ++t)
-        if (t != j && g[t] < second) second = g[t];
-      L[i] = j;
-      S[i] = (double)second;
-      const T* x = X + i * d;
-      const T* c = C + j * d;
-      double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-      for (ptrdiff_t t = 0; t < d; ++t) {
-        const double v = (double)x[t] - (double)c[t];
-        acc += v * v;
-      }
-      D[i] = acc;
+  for (ptrdiff_t r = 0; r < b; ++r) {
+    const ptrdiff_t i = rows ? (ptrdiff_t)rows[r] : row0 + r;
+    const T* g = Gm + r * k;
+    const ptrdiff_t j = row_argmin(g, k);
+    lab[i] = j;
+    // Upper bound from the GEMM form plus the same slack (no second pass over x; the filter
+    // tightens it to the exact distance only when a test fails).
+    upper[i] = std::sqrt(std::max(0.0, ((double)g[j] + xn2[i] + gamma * (xn2[i] + cmax)) * (1.0 + 0x1p-40))) * kGrow;
+    uep[i] = now;
+    lep[i] = now;
+    // G + ‖x‖² − slack, in float: the slack (γ_d ≫ one more float rounding) absorbs the sum's error.
+    const float base = (float)(xn2[i] - gamma * (xn2[i] + cmax));
+    float* l = L + i * k;
+    float mn = std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(min : mn)
+    for (ptrdiff_t t = 0; t < k; ++t) {
+      const float v = ((float)g[t] + base) * (1.0f - 0x1p-20f);
+      const float lb = std::sqrt(v > 0.0f ? v : 0.0f) * kShrink;
+      l[t] = lb;
+      mn = (t != j && lb < mn) ? lb : mn;
     }
+    lmin[i] = mn;
+    l[j] = std::numeric_limits<float>::infinity();
   }
-  return py::make_tuple(lab, d2, g2);
 }
 
-static py::tuple kmeans_top2(const py::array& G, const py::array& X, const py::array& C) {
-  check2(G, "G"); check2(X, "X"); check2(C, "C");
-  if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1)
-    throw std::invalid_argument("shapes must be G (b, k), X (b, d), C (k, d) with k >= 1");
-  if (!G.dtype().is(X.dtype()) || !G.dtype().is(C.dtype())) throw py::type_error("G, X and C must share one dtype");
-  if (G.dtype().is(py::dtype::of<float>())) return top2_typed<float>(G, X, C);
-  if (G.dtype().is(py::dtype::of<double>())) return top2_typed<double>(G, X, C);
-  throw py::type_error("G must be float32 or float64");
+struct ElkanState {
+  py::array_t<int64_t> labels;
+  py::array_t<double> upper;
+  py::array_t<int32_t> uep, lep;
+  py::array_t<float> L;
+  py::array_t<float> lmin;
+};
+
+// The state is updated in place, so a silent conversion copy would lose the update: dtypes must match.
+template <class T>
+static py::array_t<T> exact_dtype(py::handle h, const char* name) {
+  if (!py::isinstance<py::array_t<T>>(h))
+    throw py::type_error(std::string(name) + " must be a numpy array of dtype " + std::string(py::str(py::dtype::of<T>())));
+  return py::reinterpret_borrow<py::array_t<T>>(h);
 }
 
-static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& labels, int64_t k) {
+static ElkanState check_state(const py::array& X, const py::array& C, const py::tuple& st) {
+  check2(X, "X"); check2(C, "C");
+  if (st.size() != 6) throw std::invalid_argument("state must be (labels, upper, uep, L, lep, lmin)");
+  ElkanState s{exact_dtype<int64_t>(st[0], "labels"), exact_dtype<double>(st[1], "upper"),
+               exact_dtype<int32_t>(st[2], "uep"), exact_dtype<int32_t>(st[4], "lep"),
+               exact_dtype<float>(st[3], "L"), exact_dtype<float>(st[5], "lmin")};
+  const ptrdiff_t n = X.shape(0), k = C.shape(0);
+  if (X.shape(1) != C.shape(1)) throw std::invalid_argument("X and C must have the same number of columns");
+  auto vec = [n](const py::array& a, const char* name) {
+    if (a.ndim() != 1 || a.shape(0) != n || !(a.flags() & py::array::c_style))
+      throw std::invalid_argument(std::string(name) + " must be a contiguous (n,) array");
+  };
+  vec(s.labels, "labels"); vec(s.upper, "upper"); vec(s.uep, "uep"); vec(s.lep, "lep"); vec(s.lmin, "lmin");
+  check2(s.L, "L");
+  if (s.L.shape(0) != n || s.L.shape(1) != k) throw std::invalid_argument("L must be (n, k) float32");
+  if (!X.dtype().is(C.dtype())) throw py::type_error("X and C must share one dtype");
+  return s;
+}
+
+// state = (labels int64 (n,), upper float64 (n,), uep int32 (n,), L float32 (n, k), lep int32 (n,),
+// lmin float32 (n,) = min_{j≠a} L[j]),
+// all updated in place; the arrays must be exactly these dtypes (no copies are made).
+static py::array_t<int64_t> elkan_filter(const py::array& X, const py::array& C, const py::tuple& state,
+                                         const py::array_t<double>& disp, int32_t now) {
+  ElkanState s = check_state(X, C, state);
+  const ptrdiff_t n = X.shape(0), k = C.shape(0);
+  if (disp.ndim() != 2 || disp.shape(1) != k || !(disp.flags() & py::array::c_style))
+    throw std::invalid_argument("disp must be a contiguous (E, k) float64 array");
+  const ptrdiff_t E = disp.shape(0);
+  const int64_t* lab = s.labels.data();
+  const int32_t* lep = s.lep.data();
+  const int32_t* uep = s.uep.data();
+  for (ptrdiff_t i = 0; i < n; ++i)
+    if (lab[i] < 0 || lab[i] >= k || lep[i] < 0 || lep[i] >= E || uep[i] < 0 || uep[i] >= E)
+      throw std::invalid_argument("labels must lie in [0, k) and epochs in [0, E)");
+  if (X.dtype().is(py::dtype::of<float>()))
+    return elkan_filter_typed<float>(X, C, lab, s.upper.mutable_data(), s.uep.mutable_data(), s.L.data(), lep,
+                                     s.lmin.data(), disp.data(), E, now);
+  if (X.dtype().is(py::dtype::of<double>()))
+    return elkan_filter_typed<double>(X, C, lab, s.upper.mutable_data(), s.uep.mutable_data(), s.L.data(), lep,
+                                      s.lmin.data(), disp.data(), E, now);
+  throw py::type_error("X must be float32 or float64");
+}
+
+static void elkan_refresh(const py::array& G, const py::array& X, const py::array& C, const py::array_t<double>& xn2,
+                          py::object rows_obj, int64_t row0, const py::tuple& state, int32_t now, double gamma,
+                          double cmax) {
+  ElkanState s = check_state(X, C, state);
+  check2(G, "G");
+  if (G.shape(1) != C.shape(0) || !G.dtype().is(X.dtype())) throw std::invalid_argument("G must be (b, k) of X's dtype");
+  if (xn2.ndim() != 1 || xn2.shape(0) != X.shape(0)) throw std::invalid_argument("xn2 must be (n,) float64");
+  const ptrdiff_t n = X.shape(0), b = G.shape(0);
+  py::array_t<int64_t> rows;
+  const int64_t* rp = nullptr;
+  if (!rows_obj.is_none()) {
+    rows = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(rows_obj);
+    if (!rows || rows.ndim() != 1 || rows.shape(0) != b) throw std::invalid_argument("rows must be (b,) int64");
+    rp = rows.data();
+    for (ptrdiff_t r = 0; r < b; ++r)
+      if (rp[r] < 0 || rp[r] >= n) throw std::invalid_argument("rows must lie in [0, n)");
+  } else if (row0 < 0 || row0 + b > n) {
+    throw std::invalid_argument("row0 + G.shape[0] must not exceed n");
+  }
+  if (X.dtype().is(py::dtype::of<float>()))
+    return elkan_refresh_typed<float>(G, X, C, xn2.data(), rp, row0, s.labels.mutable_data(), s.upper.mutable_data(),
+                                      s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax);
+  if (X.dtype().is(py::dtype::of<double>()))
+    return elkan_refresh_typed<double>(G, X, C, xn2.data(), rp, row0, s.labels.mutable_data(), s.upper.mutable_data(),
+                                       s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax);
+  throw py::type_error("X must be float32 or float64");
+}
+
+static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& labels, int64_t k, bool float64_sums) {
   if (X.ndim() != 2 || !(X.flags() & py::array::c_style))
     throw std::invalid_argument("X must be a C-contiguous 2-D array");
   if (labels.ndim() != 1 || labels.shape(0) != X.shape(0))
     throw std::invalid_argument("labels must be 1-D with one entry per row of X");
   if (k < 1) throw std::invalid_argument("k must be >= 1");
-  if (X.dtype().is(py::dtype::of<float>())) return centroid_sums_typed<float>(X, labels.data(), k);
+  if (X.dtype().is(py::dtype::of<float>()))
+    return float64_sums ? centroid_sums_typed<float, double>(X, labels.data(), k)
+                        : centroid_sums_typed<float>(X, labels.data(), k);
   if (X.dtype().is(py::dtype::of<double>())) return centroid_sums_typed<double>(X, labels.data(), k);
+  throw py::type_error("X must be float32 or float64");
+}
+
+// gather_rows(X, rows) -> X[rows] (parallel row copies; torch's index_select on the CPU took longer
+// than the GEMM it feeds). sq_dist_to(X, v) -> ‖x_i − v‖² accumulated in double.
+template <class T>
+static py::array gather_typed(const py::array& X_, const int64_t* rows, ptrdiff_t b, py::array out) {
+  const ptrdiff_t d = X_.shape(1);
+  const T* X = static_cast<const T*>(X_.data());
+  T* o = static_cast<T*>(out.mutable_data());
+  py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t r = 0; r < b; ++r) std::memcpy(o + r * d, X + rows[r] * d, sizeof(T) * (size_t)d);
+  return out;
+}
+
+// out: None (a new array) or a C-contiguous (b, d) array of X's dtype to fill (a reused buffer
+// skips the page faults of fresh memory).
+static py::array gather_rows(const py::array& X, const py::array_t<int64_t, py::array::c_style>& rows,
+                             py::object out_obj) {
+  check2(X, "X");
+  if (rows.ndim() != 1) throw std::invalid_argument("rows must be 1-D int64");
+  const int64_t* r = rows.data();
+  const ptrdiff_t b = rows.shape(0);
+  for (ptrdiff_t i = 0; i < b; ++i)
+    if (r[i] < 0 || r[i] >= X.shape(0)) throw std::invalid_argument("rows must lie in [0, n)");
+  py::array out = out_obj.is_none() ? py::array(X.dtype(), std::vector<ptrdiff_t>{b, X.shape(1)})
+                                    : py::array::ensure(out_obj);
+  if (!out || out.ndim() != 2 || out.shape(0) != b || out.shape(1) != X.shape(1) || !out.dtype().is(X.dtype()) ||
+      !(out.flags() & py::array::c_style) || !out.writeable())
+    throw std::invalid_argument("out must be a writable C-contiguous (len(rows), d) array of X's dtype");
+  if (X.dtype().is(py::dtype::of<float>())) return gather_typed<float>(X, r, b, out);
+  if (X.dtype().is(py::dtype::of<double>())) return gather_typed<double>(X, r, b, out);
+  throw py::type_error("X must be float32 or float64");
+}
+
+template <class T>
+static py::array_t<double> sq_dist_to_typed(const py::array& X_, const double* v) {
+  const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
+  const T* X = static_cast<const T*>(X_.data());
+  py::array_t<double> out(n);
+  double* o = out.mutable_data();
+  py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static)
+  for (ptrdiff_t i = 0; i < n; ++i) {
+    const T* x = X + i * d;
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (ptrdiff_t t = 0; t < d; ++t) {
+      const double w = (double)x[t] - v[t];
+      acc += w * w;
+    }
+    o[i] = acc;
+  }
+  return out;
+}
+
+static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<double, py::array::c_style>& v) {
+  check2(X, "X");
+  if (v.ndim() != 1 || v.shape(0) != X.shape(1)) throw std::invalid_argument("v must be (d,) float64");
+  if (X.dtype().is(py::dtype::of<float>())) return sq_dist_to_typed<float>(X, v.data());
+  if (X.dtype().is(py::dtype::of<double>())) return sq_dist_to_typed<double>(X, v.data());
   throw py::type_error("X must be float32 or float64");
 }
 
@@ -320,15 +570,22 @@ static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& l
 
 void register_kmeans(py::module_& m) {
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
-        "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel.");
-  m.def("assigned_sq_dist", &assigned_sq_dist, py::arg("X"), py::arg("C"), py::arg("labels"),
-        "‖x_i − C[labels_i]‖² in float64, in parallel.");
-  m.def("kmeans_top2", &kmeans_top2, py::arg("G"), py::arg("X"), py::arg("C"),
-        "(labels, exact d2 to the nearest, second-smallest G) per row of G = ‖c‖² − 2x·c.");
+        py::arg("float64_sums") = false,
+        "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel (sums in X's dtype or float64).");
+  m.def("gather_rows", &gather_rows, py::arg("X"), py::arg("rows"), py::arg("out") = py::none(),
+        "X[rows] (parallel row copies), into `out` when given.");
+  m.def("sq_dist_to", &sq_dist_to, py::arg("X"), py::arg("v"), "‖x_i − v‖² per row, accumulated in float64.");
+  m.def("elkan_filter", &elkan_filter, py::arg("X"), py::arg("C"), py::arg("state"), py::arg("disp"), py::arg("now"),
+        "Test Elkan bounds against the centres' displacements since each epoch; return the rows to re-evaluate.");
+  m.def("elkan_refresh", &elkan_refresh, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn2"), py::arg("rows"),
+        py::arg("row0"), py::arg("state"), py::arg("now"), py::arg("gamma"), py::arg("cmax"),
+        "Labels, exact upper and fresh lower bounds of the rows evaluated in G = ‖c‖² − 2x·c (in place).");
   m.def("kmeans_epilogue", &kmeans_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("labels"),
         py::arg("d2"), py::arg("xn") = py::none(), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
   m.def("fcm_epilogue", &fcm_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn"), py::arg("m"),
-        py::arg("U"), "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖², written into U (one-hot on a centre).");
+        py::arg("U"), py::arg("W") = py::none(), py::arg("U_prev") = py::none(), py::arg("J") = py::none(),
+        "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖² into U (one-hot on a centre); optionally W = U^m and "
+        "per-row objectives J = Σ u^m d²; returns max |U − U_prev| (0 without U_prev).");
 }
 
 }  // namespace contextrag

@@ -193,3 +193,47 @@ def test_bounded_lloyd_equals_plain(rng, dtype, monkeypatch):
     np.testing.assert_allclose(bounded.centroids, C_ref, rtol=rtol, atol=rtol)
     assert bounded.inertia == pytest.approx(inertia_ref, rel=rtol)
     assert skipped and min(skipped) < 0.5
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_bounded_lloyd_snapshot_merging(rng, dtype, monkeypatch):
+    """With room for only two centre snapshots the oldest epochs are merged (bounds loosened onto
+    the next epoch) every iteration: still the reference's labels, centroids and iteration count."""
+    from contextrag.ops import kmeans as K
+    X, _ = blobs(rng, 2500, 9, 11, spread=2.0, dtype=dtype)
+    init = X[:11].copy()
+    monkeypatch.setattr(K, "BOUNDED_LLOYD", True)
+    monkeypatch.setattr(K, "EPOCH_SNAPSHOT_BYTES", 1)
+    res = ops.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0, backend="cpu")
+    C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0)
+    np.testing.assert_array_equal(res.labels, l_ref)
+    assert res.n_iter == it_ref
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=rtol, atol=rtol)
+    assert res.inertia == pytest.approx(inertia_ref, rel=rtol)
+
+
+def test_bounded_lloyd_native_helpers_reject_bad_state(rng):
+    """The in-place state must have exactly the documented dtypes: a converted copy would lose updates."""
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None:
+        pytest.skip("native extension not built")
+    X = rng.random((5, 3)).astype(np.float32)
+    Cc = X[:2].copy()
+    st = [np.zeros(5, np.int64), np.zeros(5), np.zeros(5, np.int32), np.zeros((5, 2), np.float32),
+          np.zeros(5, np.int32), np.zeros(5, np.float32)]
+    disp = np.zeros((1, 2))
+    assert C.elkan_filter(X, Cc, tuple(st), disp, 0).dtype == np.int64
+    bad = list(st)
+    bad[1] = np.zeros(5, np.float32)
+    with pytest.raises(TypeError, match="upper"):
+        C.elkan_filter(X, Cc, tuple(bad), disp, 0)
+    bad = list(st)
+    bad[4] = np.full(5, 3, np.int32)                  # an epoch with no displacement row
+    with pytest.raises(ValueError, match="epochs"):
+        C.elkan_filter(X, Cc, tuple(bad), disp, 0)
+    np.testing.assert_array_equal(C.gather_rows(X, np.array([4, 0, 4])), X[[4, 0, 4]])
+    with pytest.raises(ValueError, match="rows"):
+        C.gather_rows(X, np.array([5]))
+    np.testing.assert_allclose(C.sq_dist_to(X, np.ones(3)), ((X.astype(np.float64) - 1) ** 2).sum(1))

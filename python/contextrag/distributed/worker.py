@@ -164,7 +164,7 @@ class ShardWorker:
 
         ``mode='ordered'``: ``pieces`` = [(seg, a, b), ...] splits this shard's training rows into the
         runs that belong to the segments of the single-process reduction plan (contiguous row ranges
-        each summed from zero in row order, see ``kmeans.reduction_plan``). The first piece continues
+        each summed from zero in row order in float64, see ``kmeans.reduction_plan``). The first piece continues
         ``carry[seg]`` (the previous shard's running sums of the same segment) when given, so a
         chain of shards repeats the single-process float additions one by one.
         ``mode='tree'``: float64 sums of this shard alone (the driver adds them).
@@ -188,10 +188,10 @@ class ShardWorker:
         prev = carry[0] if carry is not None else {}
         for seg, a, b in pieces:
             if seg in prev:
-                sums = torch.as_tensor(np.array(prev[seg], copy=True)).to(device=self.device, dtype=self.wd)
+                sums = torch.as_tensor(np.array(prev[seg], copy=True)).to(device=self.device, dtype=torch.float64)
             else:
-                sums = torch.zeros((k, T.shape[1]), dtype=self.wd, device=self.device)
-            sums.index_add_(0, labels[a:b], T[a:b].to(self.wd))
+                sums = torch.zeros((k, T.shape[1]), dtype=torch.float64, device=self.device)
+            sums.index_add_(0, labels[a:b], T[a:b].double())
             out[seg] = _np(sums)
         return out, counts
 

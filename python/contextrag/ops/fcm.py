@@ -122,7 +122,7 @@ def _cpu_memberships(X, C, m, k):
         D = torch.addmm(cn, xb, Ct, alpha=-2.0, out=buf[:xb.shape[0]])
         xn = torch.einsum("ij,ij->i", xb, xb).contiguous()
         ub = U[i:i + B]
-        epi(D.numpy(), xb.numpy(), C.numpy(), xn.numpy(), m, ub.numpy())
+        epi(D.numpy(), xb.numpy(), C.numpy(), xn.numpy(), m, ub.numpy())   # memberships only
         if k is not None:
             ub.copy_(_topk_renorm(ub, k))
     return U
@@ -153,6 +153,10 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
             raise ValueError(f"init must have shape ({c}, {tX.shape[1]}), got {tuple(tC.shape)}")
         C = tC.to(device=tX.device, dtype=wd).clone()
     _, impl = select("fcm_memberships", tX.device, backend, IMPLS["fcm_memberships"])
+    Cn = native()
+    if impl is _cpu_memberships and tX.device.type == "cpu" and Cn is not None and hasattr(Cn, "fcm_epilogue"):
+        C, U, it, J = _fcm_loop_cpu(tX.to(wd).contiguous(), C, m, n_iter, tol)
+        return FCMResult(kind.out(C), kind.out(U), it, J, float((U * U).sum(dtype=torch.float64) / max(n, 1)))
     # [X | 1]: one GEMM Wᵀ[X | 1] gives the weighted sums and, in its last column, Σ_i w_ij
     # (a column sum over n rows is a slow strided reduction in torch on the CPU).
     X1 = torch.cat([tX.to(wd), torch.ones((n, 1), dtype=wd, device=tX.device)], dim=1)
@@ -178,3 +182,46 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
         J += float((U[i:i + ROW_BLOCK].pow(m) * d2).sum())
     fpc = float((U * U).sum() / max(n, 1))
     return FCMResult(kind.out(C), kind.out(U), it, J, fpc)
+
+
+def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: float):
+    """The CPU loop: per iteration one centre GEMM Wᵀ[X | 1] and one blocked distance GEMM whose
+    C++ epilogue writes the memberships, the next weights W = U^m and the stopping test's
+    max |ΔU| in the same pass (U ping-pongs between two buffers); ‖x‖² once per fit. The last
+    epilogue also returns the objective Σ u^m d² from the distances it used."""
+    Cn = native()
+    n, d = X.shape
+    c = C.shape[0]
+    wd = X.dtype
+    xn = torch.einsum("ij,ij->i", X, X).contiguous()
+    X1 = torch.cat([X, torch.ones((n, 1), dtype=wd)], dim=1)
+    floor = 1e-300 if wd == torch.float64 else 1e-30
+    B = cpu_row_block(n, c)
+    U, U_next, W = (torch.empty((n, c), dtype=wd) for _ in range(3))
+    J = torch.empty(n, dtype=wd)
+    buf = torch.empty((min(B, n), c), dtype=wd)
+    Xn, xnn, Jn = X.numpy(), xn.numpy(), J.numpy()
+
+    def memberships(C, out, prev, want_j):
+        C = C.contiguous()
+        cn = (C * C).sum(dim=1)
+        Ct = C.t()
+        delta = 0.0
+        for i in range(0, n, B):
+            j = min(i + B, n)
+            G = torch.addmm(cn, X[i:j], Ct, alpha=-2.0, out=buf[:j - i])
+            delta = max(delta, Cn.fcm_epilogue(G.numpy(), Xn[i:j], C.numpy(), xnn[i:j], m, out[i:j].numpy(),
+                                               W[i:j].numpy(), None if prev is None else prev[i:j].numpy(),
+                                               Jn[i:j] if want_j else None))
+        return delta
+
+    memberships(C, U, None, n_iter == 0)
+    it = 0
+    for it in range(1, n_iter + 1):
+        S = W.t() @ X1
+        C = (S[:, :-1] / S[:, -1:].clamp_min(floor)).contiguous()
+        delta = memberships(C, U_next, U, True)   # J of the last pass is the fit's objective
+        U, U_next = U_next, U
+        if delta < tol:
+            break
+    return C, U, it, float(J.sum(dtype=torch.float64))

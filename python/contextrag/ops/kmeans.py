@@ -126,7 +126,9 @@ def _cpu_update(X, labels, k):
     fn = _native_fn("centroid_sums")
     if fn is None or X.device.type != "cpu":
         return _torch_update(X, labels, k)
-    sums, counts = fn(X.to(_work_dtype(X)).contiguous().numpy(), labels.contiguous().numpy(), k)
+    # float64 sums whatever X's dtype: the bounded loop keeps its sums in float64, so both loops
+    # (and the Ray build) give the same float32 centroids (see distributed/kmeans.py).
+    sums, counts = fn(X.to(_work_dtype(X)).contiguous().numpy(), labels.contiguous().numpy(), k, True)
     return torch.from_numpy(sums), torch.from_numpy(counts)
 
 
@@ -200,7 +202,7 @@ def _lloyd(X, C, n_iter, tol, assign, update):
         sums, counts = update(X, labels, k)
         nz = counts > 0
         C = C.clone()
-        C[nz] = sums[nz] / counts[nz].to(C.dtype)[:, None]
+        C[nz] = (sums[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
         _split_empty(C, counts)
         if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
             break
@@ -208,94 +210,190 @@ def _lloyd(X, C, n_iter, tol, assign, update):
     return C, it
 
 
-# ---- bounded Lloyd for the CPU (Hamerly's bounds) ------------------------------------------
+# ---- bounded Lloyd for the CPU (Elkan's bounds) --------------------------------------------
 # Exact Lloyd iterations that skip the distance GEMM for points whose nearest centre provably has
-# not changed. Per point we keep u = ‖x − c_a‖ (recomputed exactly each iteration, one pass over X)
-# and l ≤ distance to every other centre (from the last full evaluation, minus how far the other
-# centres moved since). A point is re-evaluated against all k centres only when
-# u > max(l, s_a) with s_a = half the distance from c_a to its nearest other centre.
-# l carries a slack for the GEMM form's rounding (γ_d·(‖x‖² + max‖c‖²), γ_d = (d+4)·u_roundoff),
-# so skipping is conservative: labels match the plain loop except where it meets rounding-level ties.
-# Off by default: on 384-d embedding-like data the bounds only prune late iterations (see
-# bench/results/cpu_kmeans.json: re-evaluated fraction per iteration), and the extra exact-distance
-# pass made the whole fit slower than the plain loop on the 2-core benchmark machine.
-BOUNDED_LLOYD = False  # module switch (benchmarks and tests compare both loops)
-_STATS: list = []     # fraction of points re-evaluated per iteration (last fits; for benchmarks)
+# not changed. Per point: an upper bound u ≥ ‖x − c_a‖ and, per centre j, a lower bound
+# L[j] ≤ ‖x − c_j‖ (float32, n×k), both as of the iteration ("epoch") they were computed. At test
+# time they are loosened by each centre's net displacement since that epoch (triangle inequality),
+# not by the sum of its per-iteration moves as in textbook Elkan: in 384-d the centres wander, and
+# the net displacement grows far slower than the path length (measured: the re-evaluated fraction in
+# bench/results/cpu_kmeans.json). A point is re-evaluated against all k centres, in one GEMM over
+# the gathered active rows, only when u, after tightening to the exact distance, exceeds min_j L[j].
+# Lower bounds from the GEMM form carry a slack for its rounding (γ_d·(‖x‖² + max‖c‖²),
+# γ_d = 2(d+4)·u_roundoff) and every rounding is directed, so skipping is conservative: labels match
+# the plain loop except where it meets rounding-level ties.
+# Cluster sums (float64) and Σ‖x − g‖² per cluster (g near the data's centre, against cancellation in
+# the inertia) are updated from the points that moved, so neither the update nor the inertia costs a
+# pass over X once the fit settles. Float64 sums of float32 rows are exact unless the values span a
+# huge exponent range, so the incremental sums equal the plain loop's (and the Ray build's) fresh ones
+# and the float32 centroids are the same bits.
+BOUNDED_LLOYD = True          # module switch (benchmarks and tests compare both loops)
+BOUNDED_MAX_BYTES = 2 << 30   # the n×k float32 lower bounds; larger problems run the plain loop
+EPOCH_SNAPSHOT_BYTES = 256 << 20  # centre snapshots kept for displacements; oldest merged beyond
+_STATS: list = []             # fraction of points re-evaluated per iteration (last fit; for benchmarks)
+_SHRINK = 1.0 - 2.0 ** -22    # as kShrink in kmeans_cpu.cpp: directed rounding of lower bounds
 
 
-def _bounded_available(X, assign, update) -> bool:
+def _bounded_available(X, k, assign, update) -> bool:
     C = native()
     return (BOUNDED_LLOYD and X.device.type == "cpu" and assign is _cpu_assign and update is _cpu_update
-            and C is not None and hasattr(C, "kmeans_top2") and hasattr(C, "assigned_sq_dist"))
+            and C is not None and hasattr(C, "elkan_filter") and X.shape[0] * k * 4 <= BOUNDED_MAX_BYTES)
+
+
+class _ElkanState:
+    """Labels, bounds, centre snapshots and centred cluster statistics of one bounded fit."""
+
+    def __init__(self, X: torch.Tensor, k: int):
+        self.Cn = native()
+        self.X = X
+        self.Xn = X.numpy()
+        n, d = X.shape
+        self.k = k
+        self.xn2 = torch.einsum("ij,ij->i", X, X).double().contiguous()
+        self.gamma = 2.0 * (d + 4) * float(torch.finfo(X.dtype).eps)
+        self.labels = torch.zeros(n, dtype=torch.int64)
+        self.upper = torch.zeros(n, dtype=torch.float64)
+        self.uep = torch.zeros(n, dtype=torch.int32)
+        self.lep = torch.zeros(n, dtype=torch.int32)
+        self.L = torch.empty((n, k), dtype=torch.float32)
+        self.lmin = torch.zeros(n, dtype=torch.float32)
+        self.state = tuple(t.numpy() for t in (self.labels, self.upper, self.uep, self.L, self.lep, self.lmin))
+        self.buf = torch.empty((cpu_row_block(n, k), d), dtype=X.dtype)   # gathered active rows
+        self.snap: dict[int, torch.Tensor] = {}   # epoch -> the centres (float64) bounds refer to
+        self.max_snaps = max(2, EPOCH_SNAPSHOT_BYTES // max(k * d * 8, 1))
+        self.now = 0
+        # Cluster statistics are kept about a point near the data's centre (the mean of a strided
+        # sample: the algebra is exact for any shift, the shift only removes cancellation).
+        self.mean = X[::max(1, n // 4096)].double().mean(dim=0).contiguous()
+        self.q = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, self.mean.numpy()))  # ‖x − mean‖²
+        self.S = self.Q = self.cnt = None
+
+    def evaluate(self, C: torch.Tensor, rows: torch.Tensor | None):
+        """Re-evaluate `rows` (None: all) against every centre: labels and fresh bounds."""
+        Cn, X, k = self.Cn, self.X, self.k
+        cn = (C * C).sum(dim=1)
+        cmax = float(cn.max())
+        Ct = C.t()
+        m = X.shape[0] if rows is None else rows.numel()
+        B = cpu_row_block(m, k)
+        for i in range(0, m, B):
+            if rows is None:
+                xb, rb = X[i:i + B], None
+            else:
+                rb = rows[i:i + B]
+                xb = self.buf[:rb.numel()]
+                Cn.gather_rows(self.Xn, rb.numpy(), xb.numpy())
+            G = torch.addmm(cn, xb, Ct, alpha=-2.0)
+            Cn.elkan_refresh(G.numpy(), self.Xn, C.numpy(), self.xn2.numpy(),
+                             None if rb is None else rb.numpy(), i, self.state, self.now, self.gamma, cmax)
+
+    def full_stats(self):
+        S, cnt = self.Cn.centroid_sums(self.Xn, self.labels.numpy(), self.k, True)
+        self.cnt = torch.from_numpy(cnt)
+        self.S = torch.from_numpy(S)
+        self.Q = torch.zeros(self.k, dtype=torch.float64).index_add_(0, self.labels, self.q)
+
+    def move(self, rows: torch.Tensor, old: torch.Tensor):
+        """Update the cluster statistics for the rows whose label changed from `old`."""
+        new = self.labels[rows]
+        ch = new != old
+        rows, old, new = rows[ch], old[ch], new[ch]
+        if rows.numel() * 8 > self.X.shape[0]:
+            return self.full_stats()
+        if rows.numel() == 0:
+            return
+        xm = torch.from_numpy(self.Cn.gather_rows(self.Xn, rows.numpy())).double()
+        self.S.index_add_(0, new, xm).index_add_(0, old, xm, alpha=-1.0)
+        qm = self.q[rows]
+        self.Q.index_add_(0, new, qm).index_add_(0, old, qm, alpha=-1.0)
+        ones = torch.ones_like(new)
+        self.cnt.index_add_(0, new, ones).index_add_(0, old, ones, alpha=-1)
+
+    def _merge_oldest(self):
+        """Too many snapshots: rebase the rows of the oldest epoch onto the next one (looser bounds)."""
+        e0, e1 = sorted(self.snap)[:2]
+        dv = (self.snap[e1] - self.snap[e0]).norm(dim=1)
+        rows = (self.lep == e0).nonzero().flatten()
+        if rows.numel():
+            dl = dv.float() * (1.0 + 2.0 ** -20)
+            Lr = ((self.L[rows] - dl) * _SHRINK).clamp_min_(0.0)
+            self.L[rows] = Lr
+            self.lmin[rows] = Lr.min(dim=1).values    # L[a] = +inf: the min is over the others
+            self.lep[rows] = e1
+        rows = (self.uep == e0).nonzero().flatten()
+        if rows.numel():
+            self.upper[rows] = (self.upper[rows] + dv[self.labels[rows]]) * (1.0 + 2.0 ** -50)
+            self.uep[rows] = e1
+        del self.snap[e0]
+
+    def step(self, C: torch.Tensor) -> float:
+        """Assign every point to its nearest centre of C; returns the fraction re-evaluated."""
+        C = C.contiguous()
+        Cd = C.double()
+        if not self.snap:
+            self.snap[0] = Cd
+            self.evaluate(C, None)
+            self.full_stats()
+            return 1.0
+        self.now += 1
+        self.snap[self.now] = Cd
+        E = self.now + 1
+        used = set(((torch.bincount(self.lep, minlength=E) + torch.bincount(self.uep, minlength=E)) > 0)
+                   .nonzero().flatten().tolist())
+        for e in [e for e in self.snap if e not in used and e != self.now]:
+            del self.snap[e]
+        while len(self.snap) > self.max_snaps:
+            self._merge_oldest()
+        disp = torch.zeros((self.now + 1, self.k), dtype=torch.float64)
+        for e, Ce in self.snap.items():
+            disp[e] = (Cd - Ce).norm(dim=1)
+        active = torch.from_numpy(self.Cn.elkan_filter(self.Xn, C.numpy(), self.state, disp.numpy(), self.now))
+        if active.numel() * 2 > self.X.shape[0]:   # mostly active: contiguous blocks beat a gather
+            old = self.labels.clone()
+            self.evaluate(C, None)
+            self.move(torch.arange(self.X.shape[0]), old)
+        elif active.numel():
+            old = self.labels[active].clone()
+            self.evaluate(C, active)
+            self.move(active, old)
+        return active.numel() / max(self.X.shape[0], 1)
+
+    def inertia(self, C: torch.Tensor) -> float:
+        """Σ_j Σ_{x∈j} ‖x − c_j‖² = Σ_j Q_j − 2 c'_j·S'_j + n_j‖c'_j‖² about the shift g = mean:
+        c' = c − g, S' = S − n g, Q = Σ‖x − g‖² (float64)."""
+        n = self.cnt.double()
+        Cc = C.double() - self.mean
+        Sc = self.S - n[:, None] * self.mean
+        return float((self.Q - 2.0 * (Cc * Sc).sum(dim=1) + n * (Cc * Cc).sum(dim=1)).sum())
+
+    def centroids(self, C: torch.Tensor) -> torch.Tensor:
+        C_new = C.clone()
+        nz = self.cnt > 0
+        C_new[nz] = (self.S[nz] / self.cnt[nz].double()[:, None]).to(C.dtype)   # as _lloyd
+        _split_empty(C_new, self.cnt.clone())
+        return C_new
 
 
 def _lloyd_bounded(X, C, n_iter, tol):
-    Cn = native()
+    """Returns (C, n_iter run, labels for the final C, inertia of those labels)."""
     wd = _work_dtype(X)
     X = X.to(wd).contiguous()
-    Xn = X.numpy()
-    n, d = X.shape
-    k = C.shape[0]
     C = C.to(wd).contiguous()
-    xn2 = torch.einsum("ij,ij->i", X, X).double()
-    gamma = 2.0 * (d + 4) * float(torch.finfo(wd).eps)
-    labels = torch.zeros(n, dtype=torch.int64)
-    lower = torch.zeros(n, dtype=torch.float64)
-    move = None
+    st = _ElkanState(X, C.shape[0])
+    _STATS.clear()
     prev = float("inf")
     it = 0
     for it in range(1, n_iter + 1):
-        if move is None:
-            active = torch.arange(n)
-            d2 = torch.empty(n, dtype=torch.float64)
-            _STATS.clear()
-        else:
-            d2 = torch.from_numpy(Cn.assigned_sq_dist(Xn, C.numpy(), labels.numpy()))
-            upper = d2.sqrt()
-            # every other centre moved by at most max_{j ≠ a} δ_j
-            top = torch.topk(move, min(2, k)).indices
-            other = torch.full((n,), float(move[top[0]]), dtype=torch.float64)
-            if k > 1:
-                other[labels == top[0]] = float(move[top[1]])
-            else:
-                other.zero_()
-            lower = (lower - other).clamp_min_(0.0)
-            Cd = C.double()
-            cc = (Cd[:, None, :] - Cd[None, :, :]).norm(dim=2)
-            cc.fill_diagonal_(float("inf"))
-            half = 0.5 * cc.min(dim=1).values if k > 1 else torch.full((1,), float("inf"), dtype=torch.float64)
-            active = (upper > torch.maximum(lower, half[labels])).nonzero().flatten()
-            _STATS.append(active.numel() / n)
-        if active.numel():
-            cn = (C * C).sum(dim=1)
-            cmax = float(cn.max())
-            Ct = C.t()
-            # Mostly active: evaluate every row from contiguous slices (a gather would cost as much).
-            full = active.numel() * 2 > n
-            m = n if full else active.numel()
-            B = cpu_row_block(m, k)
-            for i in range(0, m, B):
-                sel = slice(i, min(i + B, m)) if full else active[i:i + B]
-                xb = X[sel]
-                G = torch.addmm(cn, xb, Ct, alpha=-2.0)
-                lab, dd, g2 = Cn.kmeans_top2(G.numpy(), xb.contiguous().numpy(), C.numpy())
-                labels[sel] = torch.from_numpy(lab)
-                d2[sel] = torch.from_numpy(dd)
-                g2 = torch.from_numpy(g2)
-                slack = gamma * (xn2[sel] + cmax)
-                lower[sel] = (g2 + xn2[sel] - slack).clamp_min_(0.0).sqrt_()
-        inertia = float(d2.to(wd).sum(dtype=torch.float64))  # as the plain loop sums its d2
-        sums, counts = _cpu_update(X, labels, k)
-        nz = counts > 0
-        C_new = C.clone()
-        C_new[nz] = sums[nz] / counts[nz].to(C.dtype)[:, None]
-        _split_empty(C_new, counts)
-        move = (C_new.double() - C.double()).norm(dim=1)
-        C = C_new
+        frac = st.step(C)
+        if it > 1:
+            _STATS.append(frac)
+        inertia = st.inertia(C)
+        C = st.centroids(C)
         if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
             break
         prev = inertia
-    return C, it
+    st.step(C)   # the final assignment pass, bounded like the others
+    return C, it, st.labels, st.inertia(C)
 
 
 def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
@@ -326,8 +424,10 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
             idx = np.sort(rng.choice(n, size=k * cap, replace=False))
             train = tX[torch.from_numpy(idx).to(tX.device)]
     C = _initial_centroids(train, k, init, seed)
-    if _bounded_available(train, assign, update):
-        C, it = _lloyd_bounded(train, C, n_iter, float(tol))
+    if _bounded_available(train, k, assign, update):
+        C, it, labels, inertia = _lloyd_bounded(train, C, n_iter, float(tol))
+        if train is tX:
+            return KMeansResult(kind.out(C), kind.out(labels), inertia, it)
     elif assign is _cpu_assign and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
         Xw = train.to(_work_dtype(train)).contiguous()
         xn = torch.einsum("ij,ij->i", Xw, Xw).contiguous()
