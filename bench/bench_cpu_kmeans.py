@@ -24,10 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cpu_common import gemm_rate, loadavg, machine, timed, write  # noqa: E402
 
 
-def data(n, d, seed=0, noise=1.2):
+def data(n, d, seed=0, noise=1.2, components=400):
     rng = np.random.default_rng(seed)
-    cent = rng.standard_normal((400, d)).astype(np.float32)
-    X = cent[rng.integers(0, 400, n)] + noise * rng.standard_normal((n, d), dtype=np.float32)
+    cent = rng.standard_normal((components, d)).astype(np.float32)
+    X = cent[rng.integers(0, components, n)] + noise * rng.standard_normal((n, d), dtype=np.float32)
     X /= np.linalg.norm(X, axis=1, keepdims=True)
     return np.ascontiguousarray(X, dtype=np.float32)
 

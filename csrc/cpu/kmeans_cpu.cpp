@@ -14,6 +14,8 @@
 #include <pybind11/pybind11.h>
 #include <omp.h>
 
+#include "isa.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -26,6 +28,25 @@
 namespace py = pybind11;
 
 namespace contextrag {
+// fcm_rows.h, compiled per instruction set (fcm_rows_avx512.cpp, fcm_rows_generic.cpp)
+#define CR_DECLARE_FCM(ns)                                                                             \
+  namespace ns {                                                                                      \
+  double fcm_rows_f32(const float*, const float*, const float*, const float*, ptrdiff_t, ptrdiff_t,   \
+                      ptrdiff_t, double, float, float*, float*, unsigned short*, ptrdiff_t, ptrdiff_t, \
+                      const float*, float*);                                                          \
+  double fcm_rows_f64(const double*, const double*, const double*, const double*, ptrdiff_t,          \
+                      ptrdiff_t, ptrdiff_t, double, double, double*, double*, unsigned short*,        \
+                      ptrdiff_t, ptrdiff_t, const double*, double*);                                  \
+  }
+CR_DECLARE_FCM(generic)
+#if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_FCM(avx512)
+#define CR_FCM_PICK(name) (avx512 ? &avx512::name : &generic::name)
+#else
+#define CR_FCM_PICK(name) (&generic::name)
+#endif
+#undef CR_DECLARE_FCM
+
 namespace {
 
 template <class T, class A = T>
@@ -129,89 +150,6 @@ static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, cons
   }
 }
 
-// One FCM row: squared distances from the GEMM form, exact where cancellation could matter, then
-// u_j = (d_min/d_j)^p / Σ (p = 1/(m−1)); one-hot on a centre. Optionally W = u^m and max |u − u_prev|.
-template <class T>
-static T fcm_row(const T* g, const T* x, const T* C, T xn, T cnmax, ptrdiff_t c, ptrdiff_t d, T p, T m, T* u,
-                 T* w, const T* uprev, T* jrow, T* d2buf) {
-  // The GEMM form's error is about γ_d(‖x‖² + ‖c‖²); below a wide margin of it, recompute exactly.
-  const T tiny = T(64) * (T)(d + 4) * std::numeric_limits<T>::epsilon() * (xn + cnmax);
-  for (ptrdiff_t j = 0; j < c; ++j) { const T t = g[j] + xn; u[j] = t > T(0) ? t : T(0); }
-  const ptrdiff_t js = row_argmin(g, c);
-  if (u[js] <= tiny) u[js] = exact_sq(x, C + js * d, d);
-  for (ptrdiff_t j = 0; j < c; ++j)
-    if (j != js && u[j] <= tiny) u[j] = exact_sq(x, C + j * d, d);
-  const ptrdiff_t jm = row_argmin(u, c);
-  const T dmin = u[jm];
-  if (jrow) std::memcpy(d2buf, u, sizeof(T) * (size_t)c);
-  T delta = T(0);
-  if (dmin <= T(0)) {  // the point sits on a centre: one-hot on the first such centre
-    for (ptrdiff_t j = 0; j < c; ++j) u[j] = T(0);
-    u[jm] = T(1);
-  } else {
-    T sum = T(0);
-    if (p == T(1)) {
-#pragma omp simd reduction(+ : sum)
-      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = dmin / u[j]; sum += u[j]; }
-    } else {
-      for (ptrdiff_t j = 0; j < c; ++j) { u[j] = std::pow(dmin / u[j], p); sum += u[j]; }
-    }
-    const T inv = T(1) / sum;
-#pragma omp simd
-    for (ptrdiff_t j = 0; j < c; ++j) u[j] *= inv;
-  }
-  if (w) {
-    if (m == T(2)) {
-#pragma omp simd
-      for (ptrdiff_t j = 0; j < c; ++j) w[j] = u[j] * u[j];
-    } else {
-      for (ptrdiff_t j = 0; j < c; ++j) w[j] = std::pow(u[j], m);
-    }
-  }
-  if (uprev) {
-#pragma omp simd reduction(max : delta)
-    for (ptrdiff_t j = 0; j < c; ++j) { const T t = std::fabs(u[j] - uprev[j]); delta = t > delta ? t : delta; }
-  }
-  if (jrow) {  // this row's objective Σ_j u^m d² (the distances just used, exact where it mattered)
-    double acc = 0.0;
-    for (ptrdiff_t j = 0; j < c; ++j) acc += (double)(w ? w[j] : std::pow(u[j], m)) * (double)d2buf[j];
-    *jrow = (T)acc;
-  }
-  return delta;
-}
-
-template <class T>
-static double fcm_epilogue_typed(const py::array& G_, const py::array& X_, const py::array& C_, const py::array& xn_,
-                                 double m, py::array& U_, T* W, const T* Uprev, T* J) {
-  const ptrdiff_t b = G_.shape(0), c = G_.shape(1), d = X_.shape(1);
-  const T* Gm = static_cast<const T*>(G_.data());
-  const T* X = static_cast<const T*>(X_.data());
-  const T* C = static_cast<const T*>(C_.data());
-  const T* xn = static_cast<const T*>(xn_.data());
-  T* U = static_cast<T*>(U_.mutable_data());
-  const T p = T(1.0 / (m - 1.0));
-  T cnmax = T(0);
-  for (ptrdiff_t j = 0; j < c; ++j) {
-    T acc = T(0);
-    for (ptrdiff_t t = 0; t < d; ++t) acc += C[j * d + t] * C[j * d + t];
-    cnmax = std::max(cnmax, acc);
-  }
-  T delta = T(0);
-  py::gil_scoped_release nogil;
-#pragma omp parallel reduction(max : delta)
-  {
-    std::vector<T> d2buf(J ? (size_t)c : 0);
-#pragma omp for schedule(static)
-    for (ptrdiff_t i = 0; i < b; ++i) {
-      const T t = fcm_row<T>(Gm + i * c, X + i * d, C, xn[i], cnmax, c, d, p, T(m), U + i * c,
-                             W ? W + i * c : nullptr, Uprev ? Uprev + i * c : nullptr, J ? J + i : nullptr,
-                             d2buf.data());
-      delta = t > delta ? t : delta;
-    }
-  }
-  return (double)delta;
-}
-
 static void check2(const py::array& a, const char* name) {
   if (a.ndim() != 2 || !(a.flags() & py::array::c_style))
     throw std::invalid_argument(std::string(name) + " must be a C-contiguous 2-D array");
@@ -243,41 +181,66 @@ static void kmeans_epilogue(const py::array& G, const py::array& X, const py::ar
   throw py::type_error("G must be float32 or float64");
 }
 
-// fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c), W_out=None, U_prev=None):
-// memberships into U; optionally W = U^m (the next centre update's weights) and, with U_prev, the
-// returned max |U − U_prev| (the stopping test), so fcm_fit makes no extra pass over U.
+// fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c), W=None, U_prev=None, J=None,
+// slack=0, Wt=None, row0=0): memberships into U (fcm_rows.h, AVX-512 or generic by cpu_isa());
+// optionally W = U^m (the next centre update's weights) or its transposed bf16 copy written into
+// columns row0.. of Wt (c, ldwt) uint16, the row objectives J, and, with U_prev, the returned
+// max |U − U_prev| (the stopping test), so fcm_fit makes no extra pass over U.
 static double fcm_epilogue(const py::array& G, const py::array& X, const py::array& C, const py::array& xn,
-                           double m, py::array U, py::object W_obj, py::object Uprev_obj, py::object J_obj) {
+                           double m, py::array U, py::object W_obj, py::object Uprev_obj, py::object J_obj,
+                           double slack, py::object Wt_obj, int64_t row0) {
   check2(G, "G"); check2(X, "X"); check2(C, "C"); check2(U, "U");
-  if (G.shape(0) != X.shape(0) || G.shape(1) != C.shape(0) || X.shape(1) != C.shape(1) || G.shape(1) < 1 ||
-      U.shape(0) != G.shape(0) || U.shape(1) != G.shape(1) || xn.ndim() != 1 || xn.shape(0) != G.shape(0))
+  const ptrdiff_t b = G.shape(0), c = G.shape(1), d = X.shape(1);
+  if (X.shape(0) != b || C.shape(0) != c || C.shape(1) != d || c < 1 || U.shape(0) != b || U.shape(1) != c ||
+      xn.ndim() != 1 || xn.shape(0) != b || !(xn.flags() & py::array::c_style))
     throw std::invalid_argument("shapes must be G (b, c), X (b, d), C (c, d), xn (b,), U (b, c)");
   if (!(m > 1.0)) throw std::invalid_argument("m must be > 1");
   for (const py::array* a : {&X, &C, &xn, static_cast<const py::array*>(&U)})
     if (!G.dtype().is(a->dtype())) throw py::type_error("G, X, C, xn and U must share one dtype");
-  auto opt = [&](py::object o, const char* name) -> py::array {
+  auto opt = [&](py::object o, const char* name, ptrdiff_t nd, ptrdiff_t cols) -> py::array {
     if (o.is_none()) return py::array();
     py::array a = py::array::ensure(o);
-    if (!a || a.ndim() != 2 || a.shape(0) != U.shape(0) || a.shape(1) != U.shape(1) || !a.dtype().is(U.dtype()) ||
-        !(a.flags() & py::array::c_style))
-      throw std::invalid_argument(std::string(name) + " must be a C-contiguous array shaped and typed like U");
+    if (!a || a.ndim() != nd || a.shape(0) != b || (nd == 2 && a.shape(1) != cols) || !a.dtype().is(U.dtype()) ||
+        !(a.flags() & py::array::c_style) || !a.writeable())
+      throw std::invalid_argument(std::string(name) + " must be a writable C-contiguous array shaped and typed like " +
+                                  (nd == 2 ? "U" : "xn"));
     return a;
   };
-  py::array W = opt(W_obj, "W"), Up = opt(Uprev_obj, "U_prev"), J;
-  const bool hw = !W_obj.is_none(), hp = !Uprev_obj.is_none(), hj = !J_obj.is_none();
-  if (hj) {
-    J = py::array::ensure(J_obj);
-    if (!J || J.ndim() != 1 || J.shape(0) != U.shape(0) || !J.dtype().is(U.dtype()) || !(J.flags() & py::array::c_style))
-      throw std::invalid_argument("J must be a contiguous (b,) array of U's dtype");
+  py::array W = opt(W_obj, "W", 2, c), Up = opt(Uprev_obj, "U_prev", 2, c), J = opt(J_obj, "J", 1, 0);
+  unsigned short* wt = nullptr;
+  ptrdiff_t ldwt = 0;
+  if (!Wt_obj.is_none()) {
+    py::array Wt = py::array::ensure(Wt_obj);
+    if (!Wt || Wt.ndim() != 2 || Wt.shape(0) != c || !Wt.dtype().is(py::dtype::of<uint16_t>()) ||
+        !(Wt.flags() & py::array::c_style) || row0 < 0 || row0 + b > Wt.shape(1))
+      throw std::invalid_argument("Wt must be a C-contiguous (c, >= row0 + b) uint16 array");
+    wt = static_cast<unsigned short*>(Wt.mutable_data());
+    ldwt = Wt.shape(1);
   }
-  if (G.dtype().is(py::dtype::of<float>()))
-    return fcm_epilogue_typed<float>(G, X, C, xn, m, U, hw ? static_cast<float*>(W.mutable_data()) : nullptr,
-                                     hp ? static_cast<const float*>(Up.data()) : nullptr,
-                                     hj ? static_cast<float*>(J.mutable_data()) : nullptr);
-  if (G.dtype().is(py::dtype::of<double>()))
-    return fcm_epilogue_typed<double>(G, X, C, xn, m, U, hw ? static_cast<double*>(W.mutable_data()) : nullptr,
-                                      hp ? static_cast<const double*>(Up.data()) : nullptr,
-                                      hj ? static_cast<double*>(J.mutable_data()) : nullptr);
+  const bool hw = !W_obj.is_none(), hp = !Uprev_obj.is_none(), hj = !J_obj.is_none();
+  const bool avx512 = cpu_isa() == Isa::avx512;
+  if (G.dtype().is(py::dtype::of<float>())) {
+    const float s = slack > 0 ? (float)slack : 64.0f * (float)(d + 4) * std::numeric_limits<float>::epsilon();
+    auto f = CR_FCM_PICK(fcm_rows_f32);
+    const float *g = static_cast<const float*>(G.data()), *x = static_cast<const float*>(X.data()),
+                *cc = static_cast<const float*>(C.data()), *xv = static_cast<const float*>(xn.data()),
+                *up = hp ? static_cast<const float*>(Up.data()) : nullptr;
+    float *u = static_cast<float*>(U.mutable_data()), *w = hw ? static_cast<float*>(W.mutable_data()) : nullptr,
+          *j = hj ? static_cast<float*>(J.mutable_data()) : nullptr;
+    py::gil_scoped_release nogil;
+    return f(g, x, cc, xv, b, c, d, m, s, u, w, wt, ldwt, row0, up, j);
+  }
+  if (G.dtype().is(py::dtype::of<double>())) {
+    const double s = slack > 0 ? slack : 64.0 * (double)(d + 4) * std::numeric_limits<double>::epsilon();
+    auto f = CR_FCM_PICK(fcm_rows_f64);
+    const double *g = static_cast<const double*>(G.data()), *x = static_cast<const double*>(X.data()),
+                 *cc = static_cast<const double*>(C.data()), *xv = static_cast<const double*>(xn.data()),
+                 *up = hp ? static_cast<const double*>(Up.data()) : nullptr;
+    double *u = static_cast<double*>(U.mutable_data()), *w = hw ? static_cast<double*>(W.mutable_data()) : nullptr,
+           *j = hj ? static_cast<double*>(J.mutable_data()) : nullptr;
+    py::gil_scoped_release nogil;
+    return f(g, x, cc, xv, b, c, d, m, s, u, w, wt, ldwt, row0, up, j);
+  }
   throw py::type_error("G must be float32 or float64");
 }
 
@@ -584,8 +547,10 @@ void register_kmeans(py::module_& m) {
         py::arg("d2"), py::arg("xn") = py::none(), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");
   m.def("fcm_epilogue", &fcm_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn"), py::arg("m"),
         py::arg("U"), py::arg("W") = py::none(), py::arg("U_prev") = py::none(), py::arg("J") = py::none(),
-        "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖² into U (one-hot on a centre); optionally W = U^m and "
-        "per-row objectives J = Σ u^m d²; returns max |U − U_prev| (0 without U_prev).");
+        py::arg("slack") = 0.0, py::arg("Wt") = py::none(), py::arg("row0") = 0,
+        "FCM memberships from G = ‖c‖² − 2x·c and ‖x‖² into U (one-hot on a centre); optionally W = U^m, its "
+        "transposed bf16 copy into Wt[:, row0:row0+b], per-row objectives J = Σ u^m d²; returns max |U − U_prev| "
+        "(0 without U_prev). Distances below slack·(‖x‖² + max‖c‖²) (default 64·(d+4)·eps) are recomputed exactly.");
 }
 
 }  // namespace contextrag

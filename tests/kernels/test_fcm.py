@@ -10,7 +10,7 @@ from kernel_helpers import KINDS, as_kind, check_kind, to_numpy
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("m", [1.5, 2.0, 3.0])
 @pytest.mark.parametrize("n,d,c", [(1, 1, 1), (7, 3, 2), (97, 5, 7), (129, 17, 13)])
-def test_memberships_match_ref(backend, rng, dtype, m, n, d, c):
+def test_memberships_match_ref(backend, isa, rng, dtype, m, n, d, c):
     X = rng.standard_normal((n, d)).astype(dtype)
     C = (rng.standard_normal((c, d)) * 2).astype(dtype)
     U = ops.fcm_memberships(X, C, m, backend=backend)

@@ -1,0 +1,125 @@
+"""The bf16-input / fp32-output GEMM (AVX512-BF16) and fcm_fit(precision='bf16')."""
+import numpy as np
+import pytest
+import torch
+
+from contextrag import ops, ref
+from contextrag.ops import fcm as F
+from contextrag.ops._backend import native
+
+Cn = native()
+needs_bf16 = pytest.mark.skipif(Cn is None or not Cn.bf16_supported(), reason="CPU without AVX512-BF16")
+
+
+def bf16_round(a):
+    return torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)).bfloat16().double().numpy()
+
+
+@needs_bf16
+@pytest.mark.parametrize("M,K,N", [(1, 1, 1), (7, 3, 5), (9, 2, 17), (97, 129, 16), (129, 7, 97),
+                                   (13, 2049, 33), (96, 2500, 385)])
+def test_gemm_bf16_matches_float64_of_rounded_inputs(rng, M, K, N):
+    """Exactly the products of the bf16-rounded inputs, summed in fp32: within fp32 accumulation
+    error of the float64 result, for odd shapes (row and column remainders, odd K, K chunks)."""
+    A = rng.standard_normal((M, K)).astype(np.float32)
+    B = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    want = bias - 2.0 * (bf16_round(A) @ bf16_round(B))
+    bound = 2.0 * (K + 4) * 2.0 ** -24 * (np.abs(bf16_round(A)) @ np.abs(bf16_round(B))) + 1e-6 * np.abs(bias)
+    out = np.full((M, N), np.nan, np.float32)
+    Cn.gemm_bf16(Cn.bf16_pack_a(A), Cn.bf16_pack_b(B), N, out, -2.0, bias)
+    assert np.all(np.abs(out - want) <= bound)
+    # the transposed packers give the same operands, hence the same bits
+    out_t = np.empty_like(out)
+    Cn.gemm_bf16(Cn.bf16_pack_a(np.ascontiguousarray(A.T), True), Cn.bf16_pack_b(np.ascontiguousarray(B.T), True),
+                 N, out_t, -2.0, bias)
+    np.testing.assert_array_equal(out_t, out)
+
+
+@needs_bf16
+def test_gemm_bf16_rounding_and_bad_input(rng):
+    # round to nearest even on the bf16 grid, like torch's conversion; NaN stays NaN
+    x = np.array([[1.0, 1.00390625, 1.01171875, -3.3e-39, np.inf, np.nan, 65504.0]], np.float32)
+    packed = Cn.bf16_pack_b(np.ascontiguousarray(x.T))          # (K2=4, 16) pairs
+    halves = packed.view(np.uint16).reshape(4, 16, 2)[:, 0, :].reshape(-1)[:7]
+    want = torch.from_numpy(x[0]).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(halves[:5], want[:5])
+    assert (halves[5] & 0x7F80) == 0x7F80 and (halves[5] & 0x7F) != 0   # a NaN
+    A = Cn.bf16_pack_a(rng.standard_normal((4, 6)).astype(np.float32))
+    B = Cn.bf16_pack_b(rng.standard_normal((6, 5)).astype(np.float32))
+    with pytest.raises(ValueError, match="out"):
+        Cn.gemm_bf16(A, B, 5, np.empty((4, 4), np.float32))
+    with pytest.raises(ValueError, match="packed for N"):
+        Cn.gemm_bf16(A, B, 17, np.empty((4, 17), np.float32))
+    with pytest.raises(ValueError, match="k-pairs"):
+        Cn.gemm_bf16(A, Cn.bf16_pack_b(np.ones((8, 5), np.float32)), 5, np.empty((4, 5), np.float32))
+
+
+def _clusters(rng, n=3000, d=24, k=6, noise=0.2):
+    cent = rng.standard_normal((k, d)) * 2
+    X = cent[rng.integers(0, k, n)] + noise * rng.standard_normal((n, d))
+    return X.astype(np.float32)
+
+
+@needs_bf16
+def test_fcm_fit_bf16_close_to_full(rng):
+    X = _clusters(rng)
+    init = X[rng.choice(len(X), 6, replace=False)]
+    full = ops.fcm_fit(X, 6, 2.0, n_iter=40, tol=0.0, init=init)
+    half = ops.fcm_fit(X, 6, 2.0, n_iter=40, tol=0.0, init=init, precision="bf16")
+    assert half.memberships.dtype == np.float32 and half.centers.shape == full.centers.shape
+    assert half.partition_coefficient == pytest.approx(full.partition_coefficient, rel=1e-3)
+    assert half.objective == pytest.approx(full.objective, rel=1e-3)
+    assert np.abs(half.memberships - full.memberships).max() < 1e-2
+    np.testing.assert_allclose(half.memberships.sum(axis=1), 1.0, atol=1e-5)
+    # the reference at the bf16 fit's centres gives (close to) its memberships
+    np.testing.assert_allclose(half.memberships, ref.fcm_memberships(X, half.centers, 2.0), atol=5e-3)
+
+
+@needs_bf16
+def test_fcm_fit_bf16_points_on_centres(rng):
+    """Every point sits on one of 3 centres. The bf16 centre sums land within bf16 rounding of the
+    points, where the distances are recomputed exactly: memberships crisp to ~1e-5, not smeared by
+    the GEMM form's cancellation."""
+    X = _clusters(rng, n=400, d=8, k=3, noise=0.0)
+    res = ops.fcm_fit(X, 3, 2.0, n_iter=5, tol=0.0, init=np.unique(X, axis=0)[:3], precision="bf16")
+    assert res.memberships.max(axis=1).min() > 1 - 1e-4
+    assert res.partition_coefficient > 1 - 1e-4
+
+
+def test_fcm_fit_precision_validation_and_fallback(rng, monkeypatch):
+    X = _clusters(rng, n=200, d=5, k=3)
+    with pytest.raises(ValueError, match="precision"):
+        ops.fcm_fit(X, 3, precision="fp8")
+    with pytest.raises(ValueError, match="float32"):
+        ops.fcm_fit(X.astype(np.float64), 3, precision="bf16")
+    monkeypatch.setattr(F, "bf16_available", lambda: False)
+    full = ops.fcm_fit(X, 3, seed=1, n_iter=10)
+    with pytest.warns(RuntimeWarning, match="bf16"):
+        fallback = ops.fcm_fit(X, 3, seed=1, n_iter=10, precision="bf16")
+    np.testing.assert_array_equal(fallback.memberships, full.memberships)
+
+
+def test_fcm_epilogue_outputs(rng, isa):
+    """The fused epilogue (each ISA's build): W = U², transposed bf16 W into a column range, J, max |ΔU|."""
+    if Cn is None:
+        pytest.skip("native extension not built")
+    X = rng.standard_normal((37, 5)).astype(np.float32)
+    C = rng.standard_normal((7, 5)).astype(np.float32)
+    G = ((C * C).sum(1)[None] - 2 * X @ C.T).astype(np.float32)
+    xn = (X * X).sum(1).astype(np.float32)
+    U, W, prev = (np.empty((37, 7), np.float32) for _ in range(3))
+    J = np.empty(37, np.float32)
+    prev[:] = 0.5
+    Wt = np.zeros((7, 40), np.uint16)
+    delta = Cn.fcm_epilogue(G, X, C, xn, 2.0, U, W, prev, J, 0.0, Wt, 3)
+    np.testing.assert_allclose(U, ref.fcm_memberships(X, C, 2.0), rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(W, U * U, rtol=1e-6)
+    assert delta == pytest.approx(np.abs(U - 0.5).max(), rel=1e-6)
+    d2 = ((X[:, None, :].astype(np.float64) - C[None]) ** 2).sum(-1)
+    np.testing.assert_allclose(J, (U.astype(np.float64) ** 2 * d2).sum(1), rtol=1e-4)
+    wt = torch.from_numpy(np.ascontiguousarray(W.T)).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(Wt[:, 3:40], wt)
+    assert not Wt[:, :3].any()
+    with pytest.raises(ValueError, match="Wt"):
+        Cn.fcm_epilogue(G, X, C, xn, 2.0, U, None, None, None, 0.0, Wt, 4)
