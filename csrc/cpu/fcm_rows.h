@@ -13,14 +13,27 @@
 namespace contextrag {
 namespace CR_NS {
 
+// Σ (x − c)²: 64 independent partial sums (4 zmm of floats), so the loop is not one chain of
+// dependent adds (a single-accumulator reduction measured ~260 cycles for d = 384).
 template <class T>
 static inline T fr_exact_sq(const T* x, const T* c, ptrdiff_t d) {
+  enum { P = 64 };
+  T part[P];
+  for (int l = 0; l < P; ++l) part[l] = T(0);
+  ptrdiff_t j = 0;
+  for (; j + P <= d; j += P) {
+#pragma omp simd
+    for (int l = 0; l < P; ++l) {
+      const T t = x[j + l] - c[j + l];
+      part[l] += t * t;
+    }
+  }
   T acc = T(0);
-#pragma omp simd reduction(+ : acc)
-  for (ptrdiff_t j = 0; j < d; ++j) {
+  for (; j < d; ++j) {
     const T t = x[j] - c[j];
     acc += t * t;
   }
+  for (int l = 0; l < P; ++l) acc += part[l];
   return acc;
 }
 

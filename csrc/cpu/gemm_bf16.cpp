@@ -132,9 +132,12 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
   for (ptrdiff_t p0 = 0; p0 < K2 || p0 == 0; p0 += KC) {
     const ptrdiff_t p1 = p0 + KC < K2 ? p0 + KC : K2;
     const bool first = p0 == 0, last = p1 >= K2;
+    const bool b_in_l2 = (p1 - p0) * Np * 4 <= 512 * 1024;
 #pragma omp parallel for schedule(static)
     for (ptrdiff_t it = 0; it < items; ++it) {
-      const ptrdiff_t tb = it / nrb, rb = it % nrb;         // row blocks inner: one B tile shared in L2
+      // When the chunk of B for every column tile fits in L2, column tiles go inner (a row block of
+      // A is read once, from L1); otherwise row blocks go inner (one B tile stays in L2).
+      const ptrdiff_t tb = b_in_l2 ? it % ntile : it / nrb, rb = b_in_l2 ? it / ntile : it % nrb;
       const ptrdiff_t r0 = rb * RS;
       const int rs = (int)(M - r0 < RS ? M - r0 : RS);
       const ptrdiff_t v0 = tb * per, v1 = v0 + per < nvec ? v0 + per : nvec;
