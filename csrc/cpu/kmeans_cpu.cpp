@@ -42,10 +42,40 @@ CR_DECLARE_FCM(generic)
 #if defined(__x86_64__) || defined(__i386__)
 CR_DECLARE_FCM(avx512)
 #define CR_FCM_PICK(name) (avx512 ? &avx512::name : &generic::name)
+#define CR_FCM_PICK_V(v, name) ((v) ? &avx512::name : &generic::name)
 #else
 #define CR_FCM_PICK(name) (&generic::name)
+#define CR_FCM_PICK_V(v, name) (&generic::name)
 #endif
 #undef CR_DECLARE_FCM
+
+// elkan_rows.h, compiled per instruction set (elkan_rows_avx512.cpp, elkan_rows_generic.cpp)
+#define CR_DECLARE_ELKAN_T(ns, T, sfx)                                                                 \
+  namespace ns {                                                                                      \
+  ptrdiff_t elkan_filter_range_##sfx(const T*, const T*, ptrdiff_t, ptrdiff_t, const int64_t*, double*, \
+                                     int32_t*, const float*, const int32_t*, const float*, const float*, \
+                                     const float*, const double*, int32_t, ptrdiff_t, ptrdiff_t, int64_t*); \
+  void elkan_refresh_range_##sfx(const T*, const T*, const T*, ptrdiff_t, ptrdiff_t, const double*,      \
+                                 const int64_t*, ptrdiff_t, int64_t*, double*, float*, int32_t*, int32_t*, \
+                                 float*, int32_t, double, double, double, double, ptrdiff_t, ptrdiff_t);  \
+  }
+#define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
+CR_DECLARE_ELKAN(generic)
+#if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_ELKAN(avx512)
+#endif
+#undef CR_DECLARE_ELKAN
+#undef CR_DECLARE_ELKAN_T
+
+template <class T> struct ElkanFns;
+template <> struct ElkanFns<float> {
+  static auto filter(bool v) { return CR_FCM_PICK_V(v, elkan_filter_range_f32); }
+  static auto refresh(bool v) { return CR_FCM_PICK_V(v, elkan_refresh_range_f32); }
+};
+template <> struct ElkanFns<double> {
+  static auto filter(bool v) { return CR_FCM_PICK_V(v, elkan_filter_range_f64); }
+  static auto refresh(bool v) { return CR_FCM_PICK_V(v, elkan_refresh_range_f64); }
+};
 
 namespace {
 
@@ -248,20 +278,6 @@ static double fcm_epilogue(const py::array& G, const py::array& X, const py::arr
 // Per point i: labels[i] = a, upper[i] ≥ ‖x_i − c_a‖ (float64), and a row L[i, :] (float32) with
 // L[i, j] ≤ ‖x_i − c_j‖ for every j ≠ a and L[i, a] = +inf. Every rounding below is directed so
 // the bounds stay bounds: lower bounds are shrunk by a few ulps, upper bounds grown.
-static constexpr float kShrink = 1.0f - 0x1p-22f;     // > 2 ulps below 1: covers one rounding
-static constexpr double kGrow = 1.0 + 0x1p-50;
-
-template <class T>
-static inline double exact_dist(const T* x, const T* c, ptrdiff_t d) {
-  double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-  for (ptrdiff_t t = 0; t < d; ++t) {
-    const double v = (double)x[t] - (double)c[t];
-    acc += v * v;
-  }
-  return std::sqrt(acc) * kGrow;
-}
-
 // elkan_filter: the bounds of row i were computed at epoch lep[i] (L) and uep[i] (upper); disp
 // (E, k) holds ‖c_j(now) − c_j(epoch e)‖, the displacement of each centre since each epoch (not the
 // path length Σδ: in high dimension centres wander, and their net displacement grows far slower).
@@ -286,33 +302,17 @@ static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::ar
     for (ptrdiff_t j = 0; j < k; ++j) dmax[(size_t)e] = std::max(dmax[(size_t)e], dl[(size_t)(e * k + j)]);
   const int nt = omp_get_max_threads();
   std::vector<std::vector<int64_t>> parts((size_t)nt);
+  auto fn = ElkanFns<T>::filter(cpu_isa() == Isa::avx512);
   {
     py::gil_scoped_release nogil;
 #pragma omp parallel num_threads(nt)
     {
-      std::vector<int64_t>& mine = parts[(size_t)omp_get_thread_num()];
-#pragma omp for schedule(static)
-      for (ptrdiff_t i = 0; i < n; ++i) {
-        const int64_t a = lab[i];
-        double u = (upper[i] + disp[(ptrdiff_t)uep[i] * k + a]) * kGrow;
-        // Hamerly's test first (min_j L[j] less the largest displacement): late in a fit it settles
-        // most rows without reading their k bounds.
-        if (u <= (double)((lmin[i] - dmax[(size_t)lep[i]]) * kShrink)) continue;
-        const float* l = L + i * k;
-        const float* dr = dl.data() + (ptrdiff_t)lep[i] * k;
-        float mn = std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(min : mn)
-        for (ptrdiff_t j = 0; j < k; ++j) {
-          const float t = (l[j] - dr[j]) * kShrink;   // +inf (the own centre) stays +inf
-          mn = t < mn ? t : mn;
-        }
-        if (u > (double)mn) {
-          u = exact_dist(X + i * d, C + a * d, d);
-          upper[i] = u;
-          uep[i] = now;
-          if (u > (double)mn) mine.push_back(i);
-        }
-      }
+      // contiguous slices in thread order, so the concatenation below is sorted
+      const ptrdiff_t t = omp_get_thread_num(), lo = n * t / nt, hi = n * (t + 1) / nt;
+      std::vector<int64_t>& mine = parts[(size_t)t];
+      mine.resize((size_t)(hi - lo));
+      mine.resize((size_t)fn(X, C, d, k, lab, upper, uep, L, lep, lmin, dl.data(), dmax.data(), disp, now, lo, hi,
+                             mine.data()));
     }
   }
   size_t total = 0;
@@ -332,37 +332,20 @@ static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::ar
 template <class T>
 static void elkan_refresh_typed(const py::array& G_, const py::array& X_, const py::array& C_, const double* xn2,
                                 const int64_t* rows, ptrdiff_t row0, int64_t* lab, double* upper, float* L,
-                                int32_t* uep, int32_t* lep, float* lmin, int32_t now, double gamma, double cmax) {
+                                int32_t* uep, int32_t* lep, float* lmin, int32_t now, double gamma, double cmax,
+                                double eb, double cnorm) {
   const ptrdiff_t b = G_.shape(0), k = G_.shape(1), d = X_.shape(1);
   const T* Gm = static_cast<const T*>(G_.data());
   const T* X = static_cast<const T*>(X_.data());
   const T* C = static_cast<const T*>(C_.data());
-  gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic below
+  gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic in the row loop
+  auto fn = ElkanFns<T>::refresh(cpu_isa() == Isa::avx512);
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
-  for (ptrdiff_t r = 0; r < b; ++r) {
-    const ptrdiff_t i = rows ? (ptrdiff_t)rows[r] : row0 + r;
-    const T* g = Gm + r * k;
-    const ptrdiff_t j = row_argmin(g, k);
-    lab[i] = j;
-    // Upper bound from the GEMM form plus the same slack (no second pass over x; the filter
-    // tightens it to the exact distance only when a test fails).
-    upper[i] = std::sqrt(std::max(0.0, ((double)g[j] + xn2[i] + gamma * (xn2[i] + cmax)) * (1.0 + 0x1p-40))) * kGrow;
-    uep[i] = now;
-    lep[i] = now;
-    // G + ‖x‖² − slack, in float: the slack (γ_d ≫ one more float rounding) absorbs the sum's error.
-    const float base = (float)(xn2[i] - gamma * (xn2[i] + cmax));
-    float* l = L + i * k;
-    float mn = std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(min : mn)
-    for (ptrdiff_t t = 0; t < k; ++t) {
-      const float v = ((float)g[t] + base) * (1.0f - 0x1p-20f);
-      const float lb = std::sqrt(v > 0.0f ? v : 0.0f) * kShrink;
-      l[t] = lb;
-      mn = (t != j && lb < mn) ? lb : mn;
-    }
-    lmin[i] = mn;
-    l[j] = std::numeric_limits<float>::infinity();
+#pragma omp parallel
+  {
+    const ptrdiff_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+    fn(Gm, X, C, d, k, xn2, rows, row0, lab, upper, L, uep, lep, lmin, now, gamma, cmax, eb, cnorm, b * t / nt,
+       b * (t + 1) / nt);
   }
 }
 
@@ -428,10 +411,11 @@ static py::array_t<int64_t> elkan_filter(const py::array& X, const py::array& C,
 
 static void elkan_refresh(const py::array& G, const py::array& X, const py::array& C, const py::array_t<double>& xn2,
                           py::object rows_obj, int64_t row0, const py::tuple& state, int32_t now, double gamma,
-                          double cmax) {
+                          double cmax, double eb, double cnorm) {
   ElkanState s = check_state(X, C, state);
   check2(G, "G");
   if (G.shape(1) != C.shape(0) || !G.dtype().is(X.dtype())) throw std::invalid_argument("G must be (b, k) of X's dtype");
+  if (!(eb >= 0.0) || !(cnorm >= 0.0)) throw std::invalid_argument("eb and cnorm must be >= 0");
   if (xn2.ndim() != 1 || xn2.shape(0) != X.shape(0)) throw std::invalid_argument("xn2 must be (n,) float64");
   const ptrdiff_t n = X.shape(0), b = G.shape(0);
   py::array_t<int64_t> rows;
@@ -447,10 +431,12 @@ static void elkan_refresh(const py::array& G, const py::array& X, const py::arra
   }
   if (X.dtype().is(py::dtype::of<float>()))
     return elkan_refresh_typed<float>(G, X, C, xn2.data(), rp, row0, s.labels.mutable_data(), s.upper.mutable_data(),
-                                      s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax);
+                                      s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax,
+                                      eb, cnorm);
   if (X.dtype().is(py::dtype::of<double>()))
     return elkan_refresh_typed<double>(G, X, C, xn2.data(), rp, row0, s.labels.mutable_data(), s.upper.mutable_data(),
-                                       s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax);
+                                       s.L.mutable_data(), s.uep.mutable_data(), s.lep.mutable_data(), s.lmin.mutable_data(), now, gamma, cmax,
+                                      eb, cnorm);
   throw py::type_error("X must be float32 or float64");
 }
 
@@ -541,7 +527,8 @@ void register_kmeans(py::module_& m) {
   m.def("elkan_filter", &elkan_filter, py::arg("X"), py::arg("C"), py::arg("state"), py::arg("disp"), py::arg("now"),
         "Test Elkan bounds against the centres' displacements since each epoch; return the rows to re-evaluate.");
   m.def("elkan_refresh", &elkan_refresh, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn2"), py::arg("rows"),
-        py::arg("row0"), py::arg("state"), py::arg("now"), py::arg("gamma"), py::arg("cmax"),
+        py::arg("row0"), py::arg("state"), py::arg("now"), py::arg("gamma"), py::arg("cmax"), py::arg("eb") = 0.0,
+        py::arg("cnorm") = 0.0,
         "Labels, exact upper and fresh lower bounds of the rows evaluated in G = ‖c‖² − 2x·c (in place).");
   m.def("kmeans_epilogue", &kmeans_epilogue, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("labels"),
         py::arg("d2"), py::arg("xn") = py::none(), "Row argmin of G = ‖c‖² − 2x·c (first on ties) and the exact squared distance, in place.");

@@ -1,0 +1,147 @@
+// The row loops of the bounded (Elkan) Lloyd iteration, written once and compiled per instruction
+// set (elkan_rows_avx512.cpp, elkan_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS
+// naming a per-ISA namespace; as in semiring_kernels.h only C functions are used, so no AVX-512 code
+// reaches the baseline build through a shared COMDAT symbol. kmeans_cpu.cpp owns the arguments'
+// checks, the OpenMP regions and the meaning of the state (see the comments there).
+
+namespace contextrag {
+namespace CR_NS {
+
+#define CR_SHRINK (1.0f - 0x1p-22f)   /* > 2 ulps below 1: covers one float rounding */
+#define CR_GROW (1.0 + 0x1p-50)
+
+template <class T>
+static inline double er_exact_sq(const T* x, const T* c, ptrdiff_t d) {
+  enum { P = 16 };   // independent partial sums: not one chain of dependent adds
+  double part[P];
+  for (int l = 0; l < P; ++l) part[l] = 0.0;
+  ptrdiff_t q = 0;
+  for (; q + P <= d; q += P) {
+#pragma omp simd
+    for (int l = 0; l < P; ++l) {
+      const double v = (double)x[q + l] - (double)c[q + l];
+      part[l] += v * v;
+    }
+  }
+  double acc = 0.0;
+  for (; q < d; ++q) {
+    const double v = (double)x[q] - (double)c[q];
+    acc += v * v;
+  }
+  for (int l = 0; l < P; ++l) acc += part[l];
+  return acc;
+}
+
+template <class T>
+static ptrdiff_t filter_range(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const int64_t* lab, double* upper,
+                              int32_t* uep, const float* L, const int32_t* lep, const float* lmin, const float* dl,
+                              const float* dmax, const double* disp, int32_t now, ptrdiff_t lo, ptrdiff_t hi,
+                              int64_t* out) {
+  ptrdiff_t n_out = 0;
+  for (ptrdiff_t i = lo; i < hi; ++i) {
+    const int64_t a = lab[i];
+    double u = (upper[i] + disp[(ptrdiff_t)uep[i] * k + a]) * CR_GROW;
+    // Hamerly's test first (min_j L[j] less the largest displacement): late in a fit it settles
+    // most rows without reading their k bounds.
+    if (u <= (double)((lmin[i] - dmax[lep[i]]) * CR_SHRINK)) continue;
+    const float* l = L + i * k;
+    const float* dr = dl + (ptrdiff_t)lep[i] * k;
+    float mn = INFINITY;
+#pragma omp simd reduction(min : mn)
+    for (ptrdiff_t j = 0; j < k; ++j) {
+      const float t = (l[j] - dr[j]) * CR_SHRINK;   // +inf (the own centre) stays +inf
+      mn = t < mn ? t : mn;
+    }
+    if (u > (double)mn) {
+      u = sqrt(er_exact_sq(X + i * d, C + a * d, d)) * CR_GROW;
+      upper[i] = u;
+      uep[i] = now;
+      if (u > (double)mn) out[n_out++] = i;
+    }
+  }
+  return n_out;
+}
+
+template <class T>
+static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const double* xn2,
+                          const int64_t* rows, ptrdiff_t row0, int64_t* lab, double* upper, float* L, int32_t* uep,
+                          int32_t* lep, float* lmin, int32_t now, double gamma, double cmax, double eb, double cnorm,
+                          ptrdiff_t r0, ptrdiff_t r1) {
+  for (ptrdiff_t r = r0; r < r1; ++r) {
+    const ptrdiff_t i = rows ? (ptrdiff_t)rows[r] : row0 + r;
+    const T* g = G + r * k;
+    T gm = g[0];
+#pragma omp simd reduction(min : gm)
+    for (ptrdiff_t t = 0; t < k; ++t) gm = g[t] < gm ? g[t] : gm;
+    ptrdiff_t j = 0;
+    while (g[j] != gm) ++j;   // first index attaining the minimum (the plain loop's choice)
+    // eb > 0: G came from bf16 operands, |G̃ − G| ≤ E. Every centre within 2E of the smallest G̃ may be
+    // the nearest: those few are compared by exact distance (first index on ties), the rest are out.
+    const double E = eb > 0.0 ? eb * sqrt(xn2[i]) * cnorm : 0.0;
+    double ub = -1.0;
+    if (E > 0.0) {
+      const double thr = (double)gm + 2.0 * (E + gamma * (xn2[i] + cmax));   // both errors, both sides
+      int ncand = 0;
+#pragma omp simd reduction(+ : ncand)
+      for (ptrdiff_t t = 0; t < k; ++t) ncand += (double)g[t] <= thr;
+      if (ncand > 1) {
+        const T* x = X + i * d;
+        double best = INFINITY;
+        for (ptrdiff_t t = 0; t < k; ++t) {
+          if ((double)g[t] > thr) continue;
+          const double acc = er_exact_sq(x, C + t * d, d);
+          if (acc < best) { best = acc; j = t; }
+        }
+        ub = sqrt(best) * CR_GROW;
+      }
+    }
+    lab[i] = j;
+    // Upper bound from the GEMM form plus the slack (no second pass over x; the filter tightens it
+    // to the exact distance only when a test fails).
+    if (ub < 0.0) {
+      const double v = ((double)g[j] + E + xn2[i] + gamma * (xn2[i] + cmax)) * (1.0 + 0x1p-40);
+      ub = sqrt(v > 0.0 ? v : 0.0) * CR_GROW;
+    }
+    upper[i] = ub;
+    uep[i] = now;
+    lep[i] = now;
+    // G + ‖x‖² − slack, in float: the slack (γ_d ≫ one more float rounding) absorbs the sum's error.
+    const float base = (float)(xn2[i] - E - gamma * (xn2[i] + cmax));
+    float* l = L + i * k;
+    float mn = INFINITY;
+#pragma omp simd reduction(min : mn)
+    for (ptrdiff_t t = 0; t < k; ++t) {
+      const float v = ((float)g[t] + base) * (1.0f - 0x1p-20f);
+      const float lb = sqrtf(v > 0.0f ? v : 0.0f) * CR_SHRINK;
+      l[t] = lb;
+      mn = (t != j && lb < mn) ? lb : mn;
+    }
+    lmin[i] = mn;
+    l[j] = INFINITY;
+  }
+}
+
+#define CR_ELKAN_EXPORT(T, sfx)                                                                          \
+  ptrdiff_t elkan_filter_range_##sfx(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const int64_t* lab,  \
+                                     double* upper, int32_t* uep, const float* L, const int32_t* lep,       \
+                                     const float* lmin, const float* dl, const float* dmax,                 \
+                                     const double* disp, int32_t now, ptrdiff_t lo, ptrdiff_t hi,           \
+                                     int64_t* out) {                                                        \
+    return filter_range<T>(X, C, d, k, lab, upper, uep, L, lep, lmin, dl, dmax, disp, now, lo, hi, out);    \
+  }                                                                                                         \
+  void elkan_refresh_range_##sfx(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdiff_t k,              \
+                                 const double* xn2, const int64_t* rows, ptrdiff_t row0, int64_t* lab,      \
+                                 double* upper, float* L, int32_t* uep, int32_t* lep, float* lmin,          \
+                                 int32_t now, double gamma, double cmax, double eb, double cnorm,           \
+                                 ptrdiff_t r0, ptrdiff_t r1) {                                              \
+    refresh_range<T>(G, X, C, d, k, xn2, rows, row0, lab, upper, L, uep, lep, lmin, now, gamma, cmax, eb,   \
+                     cnorm, r0, r1);                                                                        \
+  }
+CR_ELKAN_EXPORT(float, f32)
+CR_ELKAN_EXPORT(double, f64)
+#undef CR_ELKAN_EXPORT
+#undef CR_SHRINK
+#undef CR_GROW
+
+}  // namespace CR_NS
+}  // namespace contextrag
