@@ -237,3 +237,23 @@ def test_bounded_lloyd_native_helpers_reject_bad_state(rng):
     with pytest.raises(ValueError, match="rows"):
         C.gather_rows(X, np.array([5]))
     np.testing.assert_allclose(C.sq_dist_to(X, np.ones(3)), ((X.astype(np.float64) - 1) ** 2).sum(1))
+
+
+@pytest.mark.parametrize("screen", [True, False])
+def test_bounded_lloyd_near_ties_exact(rng, screen, monkeypatch):
+    """Points a hair off the bisectors of centre pairs (1e-4 apart, far below the bf16 GEMM's error):
+    with bf16 screening (where the CPU has it) the near-tied candidates are compared by exact
+    distance, so every label is the float64 reference's nearest centre of the returned centroids."""
+    from contextrag.ops import kmeans as K
+    monkeypatch.setattr(K, "BF16_SCREEN", screen)
+    k, d = 9, 64
+    C = rng.standard_normal((k, d)).astype(np.float32)
+    a, b = rng.integers(0, k, 4000), rng.integers(0, k, 4000)
+    t = 0.5 + rng.choice([-1e-4, 1e-4], 4000)[:, None]
+    X = (t * C[a] + (1 - t) * C[b] + 1e-3 * rng.standard_normal((4000, d))).astype(np.float32)
+    res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu")
+    lab_ref, _ = ref.kmeans_assign(X, res.centroids)
+    np.testing.assert_array_equal(res.labels, lab_ref)
+    C_ref, l_ref, _, it_ref = ref.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0)
+    np.testing.assert_array_equal(res.labels, l_ref)
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-4, atol=1e-5)
