@@ -72,12 +72,25 @@ def loadavg() -> list:
         return []
 
 
+SETTLE_S = 0.5
+
+
+def settle():
+    """Let the previous contender's worker threads go idle before the next timing starts.
+
+    OpenBLAS (inside faiss-cpu) and OpenMP runtimes keep their threads spinning for up to ~0.1 s after
+    a call; on 2 cores that spinning is charged to whoever runs next (measured: our k-means fit took
+    0.46-0.61 s right after FAISS, 0.43-0.45 s after a pause)."""
+    time.sleep(SETTLE_S)
+
+
 def timed(fn, repeats: int = 3, warmup: int = 0) -> dict:
-    """Run fn repeats times; returns best/median seconds and the last result."""
+    """Run fn repeats times (each after settle()); returns best/median seconds and the last result."""
     for _ in range(warmup):
         fn()
     ts, cs, out = [], [], None
     for _ in range(repeats):
+        settle()
         c0 = time.process_time()
         t0 = time.perf_counter()
         out = fn()

@@ -32,12 +32,13 @@ namespace py = pybind11;
 namespace contextrag {
 namespace {
 
+// Branch-free so the packing loops vectorise: round to nearest even; a NaN stays a (quiet) NaN.
 inline uint16_t to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);  // NaN stays a (quiet) NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                                              // round to nearest even
-  return (uint16_t)(u >> 16);
+  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  const uint32_t q = (u >> 16) | 0x40u;
+  return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u) ? q : r);
 }
 
 bool bf16_supported() {
@@ -166,12 +167,24 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
   const float* x = X.data();
   uint32_t* o = out.mutable_data();
   py::gil_scoped_release nogil;
+  if (!transpose) {  // a row's pairs are its bf16 values in order (little-endian): one flat loop
+    uint16_t* h = reinterpret_cast<uint16_t*>(o);
+#pragma omp parallel for schedule(static)
+    for (ptrdiff_t i = 0; i < M; ++i) {
+      const float* xr = x + i * Cc;
+      uint16_t* hr = h + i * 2 * K2;
+#pragma omp simd
+      for (ptrdiff_t k = 0; k < K; ++k) hr[k] = to_bf16(xr[k]);
+      if (K % 2) hr[K] = 0;
+    }
+    return out;
+  }
 #pragma omp parallel for schedule(static)
   for (ptrdiff_t i = 0; i < M; ++i)
     for (ptrdiff_t p = 0; p < K2; ++p) {
       const ptrdiff_t k0 = 2 * p, k1 = 2 * p + 1;
-      const float a0 = transpose ? x[k0 * Cc + i] : x[i * Cc + k0];
-      const float a1 = k1 < K ? (transpose ? x[k1 * Cc + i] : x[i * Cc + k1]) : 0.0f;
+      const float a0 = x[k0 * Cc + i];
+      const float a1 = k1 < K ? x[k1 * Cc + i] : 0.0f;
       o[i * K2 + p] = (uint32_t)to_bf16(a0) | ((uint32_t)to_bf16(a1) << 16);
     }
   return out;
