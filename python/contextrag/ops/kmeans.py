@@ -237,7 +237,7 @@ BOUNDED_LLOYD = True          # module switch (benchmarks and tests compare both
 # plus the fp32 accumulation (γ_d); the GEMM's other roundings are in the γ slack.
 BF16_SCREEN = True
 BF16_ROW_BLOCK = 4096
-BOUNDED_MAX_BYTES = 2 << 30   # the n×k float32 lower bounds; larger problems run the plain loop
+BOUNDED_MAX_BYTES = 2 << 30   # bounds (n·k·4) + bf16 X (n·d·2); larger problems run the plain loop
 EPOCH_SNAPSHOT_BYTES = 256 << 20  # centre snapshots kept for displacements; oldest merged beyond
 _STATS: list = []             # fraction of points re-evaluated per iteration (last fit; for benchmarks)
 _SHRINK = 1.0 - 2.0 ** -22    # as kShrink in kmeans_cpu.cpp: directed rounding of lower bounds
@@ -246,8 +246,10 @@ FILTER_SKIP_MOVED = 0.1       # re-evaluate all rows untested while more than th
 
 def _bounded_available(X, k, assign, update) -> bool:
     C = native()
+    # the n×k float32 bounds, plus the bf16 copy of X when screening could use it
+    extra = X.shape[0] * (k * 4 + (X.shape[1] * 2 if BF16_SCREEN and X.dtype == torch.float32 else 0))
     return (BOUNDED_LLOYD and X.device.type == "cpu" and assign is _cpu_assign and update is _cpu_update
-            and C is not None and hasattr(C, "elkan_filter") and X.shape[0] * k * 4 <= BOUNDED_MAX_BYTES)
+            and C is not None and hasattr(C, "elkan_filter") and extra <= BOUNDED_MAX_BYTES)
 
 
 class _ElkanState:
