@@ -1,15 +1,18 @@
-// K-means helpers that torch's CPU ops do serially or with an extra pass.
+// K-means and FCM helpers that torch's CPU ops do serially or with an extra pass.
 //
-// kmeans_epilogue / fcm_epilogue: the row-wise step after one distance GEMM tile
-// G = ‖c‖² − 2 x·c (b, k). torch's min(dim=1) over short rows is slow on the CPU and its tie order
-// is unspecified; here each row takes the first minimum, then the distance to that centre is
-// recomputed directly as Σ (x − c)² (exact up to one rounding per term, no cancellation), so
-// inertia is accurate and a point on a centre is recognised exactly (FCM's one-hot row).
+// kmeans_epilogue: the row-wise step after one distance GEMM tile G = ‖c‖² − 2 x·c (b, k).
+// torch's min(dim=1) over short rows is slow on the CPU and its tie order is unspecified; here each
+// row takes the first minimum, then the distance to that centre is recomputed directly as Σ (x − c)²
+// (no cancellation), so inertia is accurate and a point on a centre is recognised exactly.
+// fcm_epilogue: argument checks and ISA dispatch for the FCM rows (fcm_rows.h).
 //
-// centroid_sums(X, labels, k): per-cluster sums (k, d) and counts (k,) in one parallel pass. Each
-// thread accumulates a private (k, d) block over a contiguous slice of rows, then the blocks are
-// added in thread order (deterministic for a fixed thread count). torch's index_add_ on the CPU
-// serialises over rows sharing a cluster; this runs at memory bandwidth on all cores.
+// centroid_sums(X, labels, k, float64_sums): per-cluster sums (k, d) and counts (k,) in one
+// parallel pass. Each thread accumulates a private (k, d) block over a contiguous slice of rows,
+// then the blocks are added in thread order (deterministic for a fixed thread count). torch's
+// index_add_ on the CPU serialises over rows sharing a cluster; this runs at memory bandwidth.
+//
+// elkan_filter / elkan_refresh: the bounded Lloyd loop's state checks, OpenMP regions and ISA
+// dispatch for its row loops (elkan_rows.h); gather_rows and sq_dist_to serve the same loop.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <omp.h>

@@ -230,9 +230,9 @@ def _lloyd(X, C, n_iter, tol, assign, update):
 # and the float32 centroids are the same bits.
 BOUNDED_LLOYD = True          # module switch (benchmarks and tests compare both loops)
 # bf16 screening (CPUs with AVX512-BF16, float32 X): the evaluation GEMM runs on bf16-rounded
-# operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = BF16_ERR·‖x‖·max‖c‖ is carried into the
+# operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = eb·‖x‖·max‖c‖ is carried into the
 # bounds, and a row whose smallest G̃ is not ahead of the others by 2E gets its few candidates
-# compared by exact distance, so labels stay exact. BF16_ERR bounds 2|x̃·c̃ − x·c| / (‖x‖‖c‖):
+# compared by exact distance, so labels stay exact. eb (_ElkanState) bounds 2|x̃·c̃ − x·c| / (‖x‖‖c‖):
 # each product is off by ≤ (2^-8 + 2^-18)|x_k c_k| (both inputs rounded to 8 bits), Σ|x_k c_k| ≤ ‖x‖‖c‖,
 # plus the fp32 accumulation (γ_d); the GEMM's other roundings are in the γ slack.
 BF16_SCREEN = True
