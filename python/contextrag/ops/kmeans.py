@@ -242,6 +242,7 @@ EPOCH_SNAPSHOT_BYTES = 256 << 20  # centre snapshots kept for displacements; old
 _STATS: list = []             # fraction of points re-evaluated per iteration (last fit; for benchmarks)
 _SHRINK = 1.0 - 2.0 ** -22    # as kShrink in kmeans_cpu.cpp: directed rounding of lower bounds
 FILTER_SKIP_MOVED = 0.1       # re-evaluate all rows untested while more than this share of labels moves
+FULL_PASS_SHARE = 0.5         # re-evaluate all rows when more than this share fails its bounds
 
 
 def _bounded_available(X, k, assign, update) -> bool:
@@ -274,10 +275,12 @@ class _ElkanState:
         self.upper = torch.zeros(n, dtype=torch.float64)
         self.uep = torch.zeros(n, dtype=torch.int32)
         self.lep = torch.zeros(n, dtype=torch.int32)
-        self.L = torch.empty((n, k), dtype=torch.float32)
+        # numpy allocates large arrays with MADV_HUGEPAGE: ~20 page faults for the bounds instead of ~10k
+        self.L = torch.from_numpy(np.empty((n, k), dtype=np.float32))
         self.lmin = torch.zeros(n, dtype=torch.float32)
         self.state = tuple(t.numpy() for t in (self.labels, self.upper, self.uep, self.L, self.lep, self.lmin))
-        self.buf = torch.empty((cpu_row_block(n, k), d), dtype=X.dtype)   # gathered active rows
+        self.buf = None if self.bf16 else torch.from_numpy(      # gathered active rows (fp32 path)
+            np.empty((cpu_row_block(n, k), d), dtype=self.Xn.dtype))
         self.snap: dict[int, torch.Tensor] = {}   # epoch -> the centres (float64) bounds refer to
         self.max_snaps = max(2, EPOCH_SNAPSHOT_BYTES // max(k * d * 8, 1))
         self.now = 0
@@ -392,7 +395,9 @@ class _ElkanState:
             for e, Ce in self.snap.items():
                 disp[e] = (Cd - Ce).norm(dim=1)
             active = torch.from_numpy(self.Cn.elkan_filter(self.Xn, C.numpy(), self.state, disp.numpy(), self.now))
-        if active is None or active.numel() * 2 > self.X.shape[0]:   # contiguous blocks beat a gather
+        # Many active rows: evaluate all of them in contiguous blocks, which also refreshes every
+        # stale bound (stale bounds are what keep the next iterations' active share high).
+        if active is None or active.numel() > FULL_PASS_SHARE * self.X.shape[0]:
             old = self.labels.clone()
             self.evaluate(C, None)
             self.move(torch.arange(self.X.shape[0]), old)
