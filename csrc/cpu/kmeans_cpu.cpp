@@ -45,10 +45,10 @@ CR_DECLARE_FCM(generic)
 #if defined(__x86_64__) || defined(__i386__)
 CR_DECLARE_FCM(avx512)
 #define CR_FCM_PICK(name) (avx512 ? &avx512::name : &generic::name)
-#define CR_FCM_PICK_V(v, name) ((v) ? &avx512::name : &generic::name)
+#define CR_PICK_ISA(v, name) ((v) ? &avx512::name : &generic::name)
 #else
 #define CR_FCM_PICK(name) (&generic::name)
-#define CR_FCM_PICK_V(v, name) (&generic::name)
+#define CR_PICK_ISA(v, name) (&generic::name)
 #endif
 #undef CR_DECLARE_FCM
 
@@ -72,12 +72,12 @@ CR_DECLARE_ELKAN(avx512)
 
 template <class T> struct ElkanFns;
 template <> struct ElkanFns<float> {
-  static auto filter(bool v) { return CR_FCM_PICK_V(v, elkan_filter_range_f32); }
-  static auto refresh(bool v) { return CR_FCM_PICK_V(v, elkan_refresh_range_f32); }
+  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
+  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
 };
 template <> struct ElkanFns<double> {
-  static auto filter(bool v) { return CR_FCM_PICK_V(v, elkan_filter_range_f64); }
-  static auto refresh(bool v) { return CR_FCM_PICK_V(v, elkan_refresh_range_f64); }
+  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
+  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
 };
 
 namespace {

@@ -152,9 +152,9 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
     ``precision``: 'full' (GEMMs in X's dtype) or 'bf16': the two GEMMs of each iteration (distances
     and centre sums) take bfloat16-rounded inputs with float32 accumulation and output, everything
-    else stays float32. About 2× faster on CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids); memberships
-    move by ~1e-4 (bench/results/cpu_fcm.json). Needs float32 X on such a CPU; elsewhere it warns
-    and runs 'full'.
+    else stays float32. About 2× faster on CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids); on the
+    benchmark the partition coefficient moved by 1.4e-4 (relative) and memberships by up to 2e-3
+    (bench/results/cpu_fcm.json). Needs float32 X on such a CPU; elsewhere it warns and runs 'full'.
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     check_half_on_gpu(tX, "X")
