@@ -4,12 +4,13 @@ Each iteration: the driver puts the centroids C in the object store once; every 
 (in parallel) and returns Σd²; per-cluster sums and counts come back either
 
 * ``reduce='ordered'`` (default): as a chain shard 0 → 1 → … where each shard continues the running
-  float64 sums of the previous one in global row order. That is the exact sequence of additions of
+  sums of the previous one (float64 on the CPU, the work dtype on GPUs, as the single process's
+  update) in global row order. That is the exact sequence of additions of
   the single-process plain loop's ``centroid_sums`` in ops/kmeans.py; the single-process default
   (bounded) loop updates its float64 sums incrementally. Float64 sums of float32 rows are exact
   unless the values span a huge exponent range, so all three give the same sums, hence the same
   float32 centroids and every label, bit for bit. The chain serialises only the O(n·d) sum (the
-  O(n·k·d) assignment stays parallel); each hop carries k·d float64 values.
+  O(n·k·d) assignment stays parallel); each hop carries k·d values.
 * ``reduce='tree'``: every shard returns float64 partial sums and the driver adds them: fully
   parallel and more accurate, equal to the single-process result up to rounding (a label can differ
   only where two centroids are within rounding of each other).
@@ -209,7 +210,7 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
                 final = {}
                 for o in outs:
                     final.update(o[0])                  # later shards hold the longer running sums
-                sums = torch.zeros((k, d), dtype=torch.float64)
+                sums = torch.zeros((k, d), dtype=torch.float64 if infos[0]["device"].startswith("cpu") else wd)
                 for seg in range(len(plan)):
                     if seg in final:               # a segment with no rows adds zeros
                         sums += torch.from_numpy(np.array(final[seg]))

@@ -164,7 +164,7 @@ class ShardWorker:
 
         ``mode='ordered'``: ``pieces`` = [(seg, a, b), ...] splits this shard's training rows into the
         runs that belong to the segments of the single-process reduction plan (contiguous row ranges
-        each summed from zero in row order in float64, see ``kmeans.reduction_plan``). The first piece continues
+        each summed from zero in row order (float64 on the CPU), see ``kmeans.reduction_plan``). The first piece continues
         ``carry[seg]`` (the previous shard's running sums of the same segment) when given, so a
         chain of shards repeats the single-process float additions one by one.
         ``mode='tree'``: float64 sums of this shard alone (the driver adds them).
@@ -186,12 +186,15 @@ class ShardWorker:
             raise ValueError(f"mode must be 'ordered' or 'tree', got {mode!r}")
         out = {}
         prev = carry[0] if carry is not None else {}
+        # as the single process's update: float64 sums on the CPU (native centroid_sums), the work
+        # dtype on GPUs (torch/Triton index_add)
+        sd = torch.float64 if self.device.type == "cpu" else self.wd
         for seg, a, b in pieces:
             if seg in prev:
-                sums = torch.as_tensor(np.array(prev[seg], copy=True)).to(device=self.device, dtype=torch.float64)
+                sums = torch.as_tensor(np.array(prev[seg], copy=True)).to(device=self.device, dtype=sd)
             else:
-                sums = torch.zeros((k, T.shape[1]), dtype=torch.float64, device=self.device)
-            sums.index_add_(0, labels[a:b], T[a:b].double())
+                sums = torch.zeros((k, T.shape[1]), dtype=sd, device=self.device)
+            sums.index_add_(0, labels[a:b], T[a:b].to(sd))
             out[seg] = _np(sums)
         return out, counts
 
