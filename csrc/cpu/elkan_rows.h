@@ -1,5 +1,5 @@
 // The row loops of the bounded (Elkan) Lloyd iteration, written once and compiled per instruction
-// set (elkan_rows_avx512.cpp, elkan_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS
+// set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS
 // naming a per-ISA namespace; as in semiring_kernels.h only C functions are used, so no AVX-512 code
 // reaches the baseline build through a shared COMDAT symbol. kmeans_cpu.cpp owns the arguments'
 // checks, the OpenMP regions and the meaning of the state (see the comments there).
@@ -10,27 +10,7 @@ namespace CR_NS {
 #define CR_SHRINK (1.0f - 0x1p-22f)   /* > 2 ulps below 1: covers one float rounding */
 #define CR_GROW (1.0 + 0x1p-50)
 
-template <class T>
-static inline double er_exact_sq(const T* x, const T* c, ptrdiff_t d) {
-  enum { P = 16 };   // independent partial sums: not one chain of dependent adds
-  double part[P];
-  for (int l = 0; l < P; ++l) part[l] = 0.0;
-  ptrdiff_t q = 0;
-  for (; q + P <= d; q += P) {
-#pragma omp simd
-    for (int l = 0; l < P; ++l) {
-      const double v = (double)x[q + l] - (double)c[q + l];
-      part[l] += v * v;
-    }
-  }
-  double acc = 0.0;
-  for (; q < d; ++q) {
-    const double v = (double)x[q] - (double)c[q];
-    acc += v * v;
-  }
-  for (int l = 0; l < P; ++l) acc += part[l];
-  return acc;
-}
+#include "cluster_rows_common.h"
 
 template <class T>
 static ptrdiff_t filter_range(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const int64_t* lab, double* upper,
@@ -53,7 +33,7 @@ static ptrdiff_t filter_range(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, 
       mn = t < mn ? t : mn;
     }
     if (u > (double)mn) {
-      u = sqrt(er_exact_sq(X + i * d, C + a * d, d)) * CR_GROW;
+      u = sqrt(sq_dist<double>(X + i * d, C + a * d, d)) * CR_GROW;
       upper[i] = u;
       uep[i] = now;
       if (u > (double)mn) out[n_out++] = i;
@@ -89,7 +69,7 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
         double best = INFINITY;
         for (ptrdiff_t t = 0; t < k; ++t) {
           if ((double)g[t] > thr) continue;
-          const double acc = er_exact_sq(x, C + t * d, d);
+          const double acc = sq_dist<double>(x, C + t * d, d);
           if (acc < best) { best = acc; j = t; }
         }
         ub = sqrt(best) * CR_GROW;

@@ -1,5 +1,5 @@
-// The FCM membership epilogue, written once and compiled per instruction set (fcm_rows_avx512.cpp,
-// fcm_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS naming a per-ISA namespace: as in
+// The FCM membership epilogue, written once and compiled per instruction set
+// (cluster_rows_avx512.cpp, cluster_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS naming a per-ISA namespace: as in
 // semiring_kernels.h, only C functions and intrinsics are used, so no AVX-512 code can reach the
 // baseline build through a shared COMDAT symbol.
 //
@@ -13,37 +13,7 @@
 namespace contextrag {
 namespace CR_NS {
 
-// Σ (x − c)²: 64 independent partial sums (4 zmm of floats), so the loop is not one chain of
-// dependent adds (a single-accumulator reduction measured ~260 cycles for d = 384).
-template <class T>
-static inline T fr_exact_sq(const T* x, const T* c, ptrdiff_t d) {
-  enum { P = 64 };
-  T part[P];
-  for (int l = 0; l < P; ++l) part[l] = T(0);
-  ptrdiff_t j = 0;
-  for (; j + P <= d; j += P) {
-#pragma omp simd
-    for (int l = 0; l < P; ++l) {
-      const T t = x[j + l] - c[j + l];
-      part[l] += t * t;
-    }
-  }
-  T acc = T(0);
-  for (; j < d; ++j) {
-    const T t = x[j] - c[j];
-    acc += t * t;
-  }
-  for (int l = 0; l < P; ++l) acc += part[l];
-  return acc;
-}
-
-static inline unsigned short fr_bf16(float f) {
-  unsigned int u;
-  memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (unsigned short)(u >> 16);
-}
+#include "cluster_rows_common.h"
 
 static inline float fr_pow(float a, float b) { return powf(a, b); }
 static inline double fr_pow(double a, double b) { return pow(a, b); }
@@ -90,7 +60,7 @@ static double fcm_rows_t(const T* G, const T* X, const T* C, const T* xn, ptrdif
       if (ntiny) {  // rare: recompute the small distances exactly, then the minimum
         dmin = (T)INFINITY;
         for (ptrdiff_t j = 0; j < c; ++j) {
-          if (d2[j] <= tiny) d2[j] = fr_exact_sq(x, C + j * d, d);
+          if (d2[j] <= tiny) d2[j] = sq_dist<T>(x, C + j * d, d);
           dmin = d2[j] < dmin ? d2[j] : dmin;
         }
       }
@@ -148,7 +118,7 @@ static double fcm_rows_t(const T* G, const T* X, const T* C, const T* xn, ptrdif
         const T* src = W ? W + i0 * c : wbuf;
         for (ptrdiff_t j = 0; j < c; ++j) {
           unsigned short* dst = Wt + j * ldwt + row0 + i0;
-          for (ptrdiff_t r = 0; r < nr; ++r) dst[r] = fr_bf16((float)src[r * c + j]);
+          for (ptrdiff_t r = 0; r < nr; ++r) dst[r] = bf16_round((float)src[r * c + j]);
         }
       }
       delta = dl > delta ? dl : delta;

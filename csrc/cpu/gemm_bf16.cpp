@@ -32,14 +32,7 @@ namespace py = pybind11;
 namespace contextrag {
 namespace {
 
-// Branch-free so the packing loops vectorise: round to nearest even; a NaN stays a (quiet) NaN.
-inline uint16_t to_bf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  const uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const uint32_t q = (u >> 16) | 0x40u;
-  return (uint16_t)(((u & 0x7fffffffu) > 0x7f800000u) ? q : r);
-}
+#include "cluster_rows_common.h"   // bf16_round
 
 bool bf16_supported() {
 #if defined(CR_BF16_X86)
@@ -174,7 +167,7 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
       const float* xr = x + i * Cc;
       uint16_t* hr = h + i * 2 * K2;
 #pragma omp simd
-      for (ptrdiff_t k = 0; k < K; ++k) hr[k] = to_bf16(xr[k]);
+      for (ptrdiff_t k = 0; k < K; ++k) hr[k] = bf16_round(xr[k]);
       if (K % 2) hr[K] = 0;
     }
     return out;
@@ -185,7 +178,7 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
       const ptrdiff_t k0 = 2 * p, k1 = 2 * p + 1;
       const float a0 = x[k0 * Cc + i];
       const float a1 = k1 < K ? x[k1 * Cc + i] : 0.0f;
-      o[i * K2 + p] = (uint32_t)to_bf16(a0) | ((uint32_t)to_bf16(a1) << 16);
+      o[i * K2 + p] = (uint32_t)bf16_round(a0) | ((uint32_t)bf16_round(a1) << 16);
     }
   return out;
 }
@@ -210,7 +203,7 @@ py::array_t<uint32_t> bf16_pack_b(const py::array_t<float, py::array::c_style | 
         b0 = transpose ? b[j * Cc + k0] : b[k0 * Cc + j];
         if (k1 < K) b1 = transpose ? b[j * Cc + k1] : b[k1 * Cc + j];
       }
-      o[p * Np + j] = (uint32_t)to_bf16(b0) | ((uint32_t)to_bf16(b1) << 16);
+      o[p * Np + j] = (uint32_t)bf16_round(b0) | ((uint32_t)bf16_round(b1) << 16);
     }
   return out;
 }

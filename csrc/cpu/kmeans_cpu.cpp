@@ -31,7 +31,7 @@
 namespace py = pybind11;
 
 namespace contextrag {
-// fcm_rows.h, compiled per instruction set (fcm_rows_avx512.cpp, fcm_rows_generic.cpp)
+// fcm_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
 #define CR_DECLARE_FCM(ns)                                                                             \
   namespace ns {                                                                                      \
   double fcm_rows_f32(const float*, const float*, const float*, const float*, ptrdiff_t, ptrdiff_t,   \
@@ -52,7 +52,7 @@ CR_DECLARE_FCM(avx512)
 #endif
 #undef CR_DECLARE_FCM
 
-// elkan_rows.h, compiled per instruction set (elkan_rows_avx512.cpp, elkan_rows_generic.cpp)
+// elkan_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
 #define CR_DECLARE_ELKAN_T(ns, T, sfx)                                                                 \
   namespace ns {                                                                                      \
   ptrdiff_t elkan_filter_range_##sfx(const T*, const T*, ptrdiff_t, ptrdiff_t, const int64_t*, double*, \
@@ -129,17 +129,6 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
   return py::make_tuple(sums, counts);
 }
 
-
-template <class T>
-static inline T exact_sq(const T* x, const T* c, ptrdiff_t d) {
-  T acc = T(0);
-#pragma omp simd reduction(+ : acc)
-  for (ptrdiff_t j = 0; j < d; ++j) {
-    const T t = x[j] - c[j];
-    acc += t * t;
-  }
-  return acc;
-}
 
 template <class T>
 static inline ptrdiff_t row_argmin(const T* g, ptrdiff_t k) {

@@ -1,8 +1,10 @@
-// The FCM epilogue for any CPU (no target pragma); see fcm_rows.h.
+// The clustering row loops (elkan_rows.h, fcm_rows.h) for any CPU (no target pragma).
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #define CR_NS generic
+#include "elkan_rows.h"
 #include "fcm_rows.h"
