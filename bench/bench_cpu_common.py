@@ -79,18 +79,22 @@ def settle():
     """Let the previous contender's worker threads go idle before the next timing starts.
 
     OpenBLAS (inside faiss-cpu) and OpenMP runtimes keep their threads spinning for up to ~0.1 s after
-    a call; on 2 cores that spinning is charged to whoever runs next (measured: our k-means fit took
-    0.46-0.61 s right after FAISS, 0.43-0.45 s after a pause)."""
+    a call; on 2 cores that spinning is charged to whoever runs next (a fit timed right after FAISS
+    ran visibly slower in development runs)."""
     time.sleep(SETTLE_S)
 
 
-def timed(fn, repeats: int = 3, warmup: int = 0) -> dict:
-    """Run fn repeats times (each after settle()); returns best/median seconds and the last result."""
+def timed(fn, repeats: int = 3, warmup: int = 0, pause: bool = True) -> dict:
+    """Run fn repeats times (each after settle() unless pause=False: back-to-back repeats suit a
+    millisecond kernel, whose first call after an idle pause runs slow: a pause before each call
+    halved our bf16 GEMM's rate in the cpu_fcm.json run before it was dropped there); returns
+    best/median seconds and the last result."""
     for _ in range(warmup):
         fn()
     ts, cs, out = [], [], None
     for _ in range(repeats):
-        settle()
+        if pause:
+            settle()
         c0 = time.process_time()
         t0 = time.perf_counter()
         out = fn()

@@ -26,7 +26,7 @@ from bench_cpu_common import gemm_rate, loadavg, machine, timed, write  # noqa: 
 from bench_cpu_kmeans import data  # noqa: E402
 
 
-def fcm_gemm_rates(X, C, repeats=7):
+def fcm_gemm_rates(X, C, repeats=15):
     """The two GEMMs of one FCM iteration at this shape: torch fp32, torch bf16 (bf16 output) and
     our bf16-input fp32-output kernel."""
     import torch
@@ -49,7 +49,7 @@ def fcm_gemm_rates(X, C, repeats=7):
         "distance_ours_bf16_fp32out": lambda: Cn.gemm_bf16(Xp, Cp, c, G, 1.0, None),
         "centre_ours_bf16_fp32out": lambda: Cn.gemm_bf16(Wtp, X1p, d + 1, S, 1.0, None),
     }
-    return {k: {"best_s": (t := timed(f, repeats, warmup=1))["best_s"], "gflops": flops / t["best_s"] / 1e9}
+    return {k: {"best_s": (t := timed(f, repeats, warmup=2, pause=False))["best_s"], "gflops": flops / t["best_s"] / 1e9}
             for k, f in cases.items()}
 
 
@@ -105,6 +105,19 @@ def main():
         "centres_max_abs_diff_float64": float(np.abs(np.asarray(r64.centers) - cntr).max()),
     }
     if ours16 is not None:
+        # the exact-recompute threshold of the bf16 path: accuracy against time (fcm.BF16_SLACK)
+        sweep = {}
+        default_slack = fcm_mod.BF16_SLACK
+        for sl in (2.0 ** -6, 2.0 ** -7, 2.0 ** -8):
+            fcm_mod.BF16_SLACK = sl
+            t = timed(lambda: ops.fcm_fit(X, a.c, a.m, n_iter=a.iters, tol=0.0, init=C0, precision="bf16"),
+                      a.repeats)
+            sweep[f"2^{int(np.log2(sl))}"] = {
+                "best_s": t["best_s"], "median_s": t["median_s"],
+                "fpc_rel_diff_vs_float32": abs(t["result"].partition_coefficient - r32.partition_coefficient)
+                / r32.partition_coefficient}
+        fcm_mod.BF16_SLACK = default_slack
+        out["results"]["bf16_slack_sweep"] = sweep
         r16 = ours16["result"]
         out["results"]["ours_float32_bf16"] = {
             "best_s": ours16["best_s"], "median_s": ours16["median_s"], "n_iter": r16.n_iter,

@@ -11,7 +11,7 @@
 //   B: (K2, Np, 2) bf16 "pair-interleaved": Bp[p, j] = (B[2p, j], B[2p+1, j]), N padded to Np, a
 //      multiple of 16, with zeros, so a 512-bit load is 16 columns × one k-pair.
 // Tile: RS ≤ 8 rows × RW ≤ 3 vectors of 16 columns (24 accumulators + 3 B vectors + 1 broadcast of
-// 32 zmm; 245 GF/s on 2 Zen 4 cores, 4×6 gave 205-225), walking a chunk of KC pairs (the B chunk of one column tile stays in L2); OpenMP over
+// 32 zmm; rates in bench/results/cpu_fcm.json "gemm_fcm_shapes"), walking a chunk of KC pairs (the B chunk of one column tile stays in L2); OpenMP over
 // (row block, column tile) per chunk. Accumulators go through `out` between chunks.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -116,7 +116,7 @@ TileFn pick(int rs, int rw) {
 
 void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t N,
               float* out, float alpha, const float* bias) {
-  constexpr int RS = 8, RWMAX = 3;   // measured best of 2..8 × 3..6 on Zen 4 for both FCM shapes
+  constexpr int RS = 8, RWMAX = 3;   // the fastest of 2..8 × 3..6 tried on Zen 4 for both FCM shapes
   const ptrdiff_t nvec = (N + 15) / 16;
   const ptrdiff_t ntile = (nvec + RWMAX - 1) / RWMAX;
   const ptrdiff_t per = (nvec + ntile - 1) / ntile;        // balanced column tiles

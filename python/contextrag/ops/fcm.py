@@ -133,9 +133,9 @@ PRECISIONS = ("full", "bf16")
 # bf16: the distance GEMM pairs the bf16 dot product with the norms of the bf16-rounded vectors, so it
 # gives ‖x̃ − c̃‖² between the rounded points: error ≤ 2‖x − c‖·‖δx − δc‖ + ‖δx − δc‖², small where
 # the distance is (with exact norms it is ~2^-8‖x‖‖c‖ everywhere). Distances below
-# BF16_SLACK·(‖x‖² + max‖c‖²) are recomputed exactly from X. Measured on the benchmark (partition
-# coefficient vs float32 / time): 2^-6: 7e-6 / 0.76 s (those recomputes stream all of X each
-# iteration), 2^-7: 1.4e-4 / 0.57 s, 2^-8: 1.4e-4 / 0.57 s; exact norms with 2^-7: 4e-4.
+# BF16_SLACK·(‖x‖² + max‖c‖²) are recomputed exactly from X. bench_cpu_fcm.py sweeps it
+# ("bf16_slack_sweep": partition coefficient vs float32 / time): 2^-6: 7e-6 / 0.78 s (those
+# recomputes stream all of X each iteration), 2^-7: 1.4e-4 / 0.60 s, 2^-8: 1.4e-4 / 0.59 s.
 BF16_SLACK = 2.0 ** -7
 
 

@@ -387,8 +387,8 @@ class _ElkanState:
         while len(self.snap) > self.max_snaps:
             self._merge_oldest()
         if self.moved > FILTER_SKIP_MOVED:
-            # Early on nearly every bound fails (bench: 96-99% of rows while >10% of labels move):
-            # evaluate every row without testing (the bounds stay valid, only loose, so this is safe).
+            # Early on nearly every bound fails anyway: evaluate every row without testing (the
+            # bounds stay valid, only loose, so this is safe).
             active = None
         else:
             disp = torch.zeros((self.now + 1, self.k), dtype=torch.float64)
