@@ -50,7 +50,7 @@ bool bf16_supported() {
 template <int RS, int RW>
 void tile(const uint32_t* __restrict A, ptrdiff_t K2, const uint32_t* __restrict Bp, ptrdiff_t Np, ptrdiff_t p0,
           ptrdiff_t p1, float* __restrict out, ptrdiff_t ldo, int ncols_last, bool first, bool last, float alpha,
-          const float* bias) {
+          const float* bias, const uint32_t* pf) {
   const __mmask16 ml = ncols_last >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << ncols_last) - 1u);
   __m512 acc[RS][RW];
 #pragma GCC unroll 8
@@ -62,6 +62,11 @@ void tile(const uint32_t* __restrict A, ptrdiff_t K2, const uint32_t* __restrict
   for (ptrdiff_t p = p0; p < p1; ++p) {
     __m512bh b[RW];
     const uint32_t* br = Bp + p * Np;
+    // pf: the next row block's A, fetched a cache line per row every 16 pairs while this one computes
+    // (A streams from memory in a full pass; the 8 row streams defeat the hardware prefetcher)
+    if (pf && (p & 15) == 0)
+#pragma GCC unroll 8
+      for (int r = 0; r < RS; ++r) _mm_prefetch((const char*)(pf + r * K2 + p), _MM_HINT_T0);
 #pragma GCC unroll 8
     for (int w = 0; w < RW; ++w) b[w] = (__m512bh)_mm512_loadu_si512((const void*)(br + w * 16));
 #pragma GCC unroll 8
@@ -87,7 +92,7 @@ void tile(const uint32_t* __restrict A, ptrdiff_t K2, const uint32_t* __restrict
 }
 
 typedef void (*TileFn)(const uint32_t*, ptrdiff_t, const uint32_t*, ptrdiff_t, ptrdiff_t, ptrdiff_t, float*,
-                       ptrdiff_t, int, bool, bool, float, const float*);
+                       ptrdiff_t, int, bool, bool, float, const float*, const uint32_t*);
 
 template <int RS>
 TileFn pick_rw(int rw) {
@@ -138,8 +143,11 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
       const int rw = (int)(v1 - v0);
       const ptrdiff_t c0 = v0 * 16;
       const int ncols_last = (int)((N < v1 * 16 ? N : v1 * 16) - (v1 - 1) * 16);
+      // the first column tile of a row block prefetches the next one (the thread's next item when
+      // column tiles go inner); its rows past M are not touched
+      const uint32_t* pf = b_in_l2 && tb == 0 && r0 + 2 * RS <= M ? A + (r0 + RS) * K2 : nullptr;
       pick(rs, rw)(A + r0 * K2, K2, Bp + c0, Np, p0, p1, out + r0 * N + c0, N, ncols_last, first, last, alpha,
-                   bias ? bias + c0 : nullptr);
+                   bias ? bias + c0 : nullptr, pf);
     }
     if (K2 == 0) break;
   }

@@ -507,6 +507,115 @@ static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<doub
   throw py::type_error("X must be float32 or float64");
 }
 
+// move_stats: the bounded loop's incremental cluster statistics. For every r with old[r] != new[r]
+// (row i = rows[r], or r itself when rows is None): S[new] += x_i, S[old] −= x_i (float64, in place),
+// Q[new] += q_i, Q[old] −= q_i, cnt likewise; returns how many rows moved. Float64 sums of float32
+// rows are exact, so the order is free: each thread sums a contiguous share of the moved rows into a
+// private (k, d) block, and the blocks are added to S. torch's index_add_ here cost as much as the GEMM.
+template <class T>
+static int64_t move_stats_typed(const py::array& X_, const int64_t* rows, const int64_t* old, const int64_t* nw,
+                                ptrdiff_t b, ptrdiff_t k, const double* q, double* S, double* Q, int64_t* cnt) {
+  const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
+  const T* X = static_cast<const T*>(X_.data());
+  std::vector<int64_t> moved;
+  for (ptrdiff_t r = 0; r < b; ++r) {
+    if (old[r] < 0 || old[r] >= k || nw[r] < 0 || nw[r] >= k) throw std::invalid_argument("labels must lie in [0, k)");
+    if (rows && (rows[r] < 0 || rows[r] >= n)) throw std::invalid_argument("rows must lie in [0, n)");
+    if (old[r] != nw[r]) moved.push_back(r);
+  }
+  const ptrdiff_t nm = (ptrdiff_t)moved.size();
+  if (nm == 0) return 0;
+  // Most rows of a full pass moved: summing every row once afresh reads less than adding and
+  // subtracting the moved ones.
+  const bool rebuild = rows == nullptr && 2 * nm > b;
+  py::gil_scoped_release nogil;
+  const int nt = omp_get_max_threads();
+  std::vector<double> part((size_t)nt * (size_t)(k * d), 0.0);
+  const ptrdiff_t cnt_rows = rebuild ? b : nm;
+#pragma omp parallel num_threads(nt)
+  {
+    const ptrdiff_t t = omp_get_thread_num();
+    double* P = part.data() + (size_t)t * (size_t)(k * d);
+#pragma omp for schedule(static)
+    for (ptrdiff_t m = 0; m < cnt_rows; ++m) {
+      const ptrdiff_t r = rebuild ? m : moved[(size_t)m], i = rows ? (ptrdiff_t)rows[r] : r;
+      const T* x = X + i * d;
+      double* sa = P + nw[r] * d;
+      if (rebuild) {
+#pragma omp simd
+        for (ptrdiff_t j = 0; j < d; ++j) sa[j] += (double)x[j];
+        continue;
+      }
+      double* so = P + old[r] * d;
+#pragma omp simd
+      for (ptrdiff_t j = 0; j < d; ++j) {
+        sa[j] += (double)x[j];
+        so[j] -= (double)x[j];
+      }
+    }
+#pragma omp for schedule(static)
+    for (ptrdiff_t e = 0; e < k * d; ++e) {
+      double acc = rebuild ? 0.0 : S[e];
+      for (int u = 0; u < nt; ++u) acc += part[(size_t)u * (size_t)(k * d) + (size_t)e];
+      S[e] = acc;
+    }
+  }
+  if (rebuild) {
+    std::fill(Q, Q + k, 0.0);
+    std::fill(cnt, cnt + k, (int64_t)0);
+    for (ptrdiff_t i = 0; i < b; ++i) {
+      Q[nw[i]] += q[i];
+      cnt[nw[i]] += 1;
+    }
+    return nm;
+  }
+  for (ptrdiff_t m = 0; m < nm; ++m) {
+    const ptrdiff_t r = moved[(size_t)m], i = rows ? (ptrdiff_t)rows[r] : r;
+    Q[nw[r]] += q[i];
+    Q[old[r]] -= q[i];
+    cnt[nw[r]] += 1;
+    cnt[old[r]] -= 1;
+  }
+  return nm;
+}
+
+static int64_t move_stats(const py::array& X, py::object rows_obj, const py::array_t<int64_t, py::array::c_style>& old,
+                          const py::array_t<int64_t, py::array::c_style>& nw, const py::array_t<double, py::array::c_style>& q,
+                          py::handle S_, py::handle Q_, py::handle cnt_) {
+  check2(X, "X");
+  auto S = exact_dtype<double>(S_, "S");
+  auto Q = exact_dtype<double>(Q_, "Q");
+  auto cnt = exact_dtype<int64_t>(cnt_, "cnt");
+  const ptrdiff_t n = X.shape(0), d = X.shape(1);
+  if (old.ndim() != 1 || nw.ndim() != 1 || old.shape(0) != nw.shape(0))
+    throw std::invalid_argument("old and new must be 1-D int64 arrays of one length");
+  const ptrdiff_t b = old.shape(0);
+  py::array_t<int64_t> rows;
+  const int64_t* rp = nullptr;
+  if (!rows_obj.is_none()) {
+    rows = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(rows_obj);
+    if (!rows || rows.ndim() != 1 || rows.shape(0) != b) throw std::invalid_argument("rows must be (len(old),) int64");
+    rp = rows.data();
+  } else if (b != n) {
+    throw std::invalid_argument("without rows, old and new must have one entry per row of X");
+  }
+  if (q.ndim() != 1 || q.shape(0) != n) throw std::invalid_argument("q must be (n,) float64");
+  // S, Q and cnt are updated in place: exact dtypes, contiguous, writable (a converted copy would lose the update)
+  if (S.ndim() != 2 || S.shape(1) != d || !(S.flags() & py::array::c_style) || !S.writeable())
+    throw std::invalid_argument("S must be a writable C-contiguous (k, d) float64 array");
+  const ptrdiff_t k = S.shape(0);
+  if (Q.ndim() != 1 || Q.shape(0) != k || !(Q.flags() & py::array::c_style) || !Q.writeable() || cnt.ndim() != 1 ||
+      cnt.shape(0) != k || !(cnt.flags() & py::array::c_style) || !cnt.writeable())
+    throw std::invalid_argument("Q (k,) float64 and cnt (k,) int64 must be writable and contiguous");
+  if (X.dtype().is(py::dtype::of<float>()))
+    return move_stats_typed<float>(X, rp, old.data(), nw.data(), b, k, q.data(), S.mutable_data(), Q.mutable_data(),
+                                   cnt.mutable_data());
+  if (X.dtype().is(py::dtype::of<double>()))
+    return move_stats_typed<double>(X, rp, old.data(), nw.data(), b, k, q.data(), S.mutable_data(), Q.mutable_data(),
+                                    cnt.mutable_data());
+  throw py::type_error("X must be float32 or float64");
+}
+
 }  // namespace
 
 void register_kmeans(py::module_& m) {
@@ -515,6 +624,10 @@ void register_kmeans(py::module_& m) {
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel (sums in X's dtype or float64).");
   m.def("gather_rows", &gather_rows, py::arg("X"), py::arg("rows"), py::arg("out") = py::none(),
         "X[rows] (parallel row copies), into `out` when given.");
+  m.def("move_stats", &move_stats, py::arg("X"), py::arg("rows"), py::arg("old"), py::arg("new"), py::arg("q"),
+        py::arg("S"), py::arg("Q"), py::arg("cnt"),
+        "Move the rows whose label changed from old to new in the float64 cluster sums S, Q and counts (in place); "
+        "returns how many moved.");
   m.def("sq_dist_to", &sq_dist_to, py::arg("X"), py::arg("v"), "‖x_i − v‖² per row, accumulated in float64.");
   m.def("elkan_filter", &elkan_filter, py::arg("X"), py::arg("C"), py::arg("state"), py::arg("disp"), py::arg("now"),
         "Test Elkan bounds against the centres' displacements since each epoch; return the rows to re-evaluate.");

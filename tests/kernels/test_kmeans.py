@@ -239,6 +239,67 @@ def test_bounded_lloyd_native_helpers_reject_bad_state(rng):
     np.testing.assert_allclose(C.sq_dist_to(X, np.ones(3)), ((X.astype(np.float64) - 1) ** 2).sum(1))
 
 
+
+@pytest.mark.parametrize("share", [0.0, 0.05, 0.4, 0.9])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_move_stats_equals_fresh_sums(rng, share, dtype):
+    """Moving rows between clusters in place gives the sums, Σq and counts computed afresh for the new
+    labels, for a few moved rows (add and subtract), most rows (rebuilt from scratch) and with a row
+    subset; float32 rows sum exactly in float64, so those sums are equal to the last bit."""
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None or not hasattr(C, "move_stats"):
+        pytest.skip("native extension not built")
+    n, d, k = 1001, 37, 13
+    X = rng.standard_normal((n, d)).astype(dtype)
+    q = rng.random(n)
+    old = rng.integers(0, k, n)
+    new = old.copy()
+    mv = rng.random(n) < share
+    new[mv] = rng.integers(0, k, int(mv.sum()))
+    S, cnt = C.centroid_sums(X, old, k, True)
+    Q = np.bincount(old, weights=q, minlength=k)
+    moved = C.move_stats(X, None, old, new, q, S, Q, cnt)
+    assert moved == int((old != new).sum())
+    S_ref, cnt_ref = C.centroid_sums(X, new, k, True)
+    np.testing.assert_array_equal(cnt, cnt_ref)
+    if dtype == np.float32:
+        np.testing.assert_array_equal(S, S_ref)
+    else:
+        np.testing.assert_allclose(S, S_ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(Q, np.bincount(new, weights=q, minlength=k), rtol=1e-12, atol=1e-12)
+    # the same through a row subset: old and new are then the subset's labels
+    rows = np.flatnonzero(rng.random(n) < 0.5)
+    lab = new.copy()
+    sub_new = rng.integers(0, k, rows.size)
+    C.move_stats(X, rows, lab[rows], sub_new, q, S, Q, cnt)
+    lab[rows] = sub_new
+    S_ref, cnt_ref = C.centroid_sums(X, lab, k, True)
+    np.testing.assert_array_equal(cnt, cnt_ref)
+    np.testing.assert_allclose(S, S_ref, rtol=1e-12, atol=1e-12)
+
+
+def test_move_stats_rejects_bad_input(rng):
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None or not hasattr(C, "move_stats"):
+        pytest.skip("native extension not built")
+    X = rng.random((6, 3)).astype(np.float32)
+    lab = np.zeros(6, np.int64)
+    q = np.zeros(6)
+    S, Q, cnt = np.zeros((2, 3)), np.zeros(2), np.zeros(2, np.int64)
+    with pytest.raises(TypeError, match="S"):       # a converted copy would lose the update
+        C.move_stats(X, None, lab, lab, q, S.astype(np.float32), Q, cnt)
+    with pytest.raises(TypeError, match="cnt"):
+        C.move_stats(X, None, lab, lab, q, S, Q, cnt.astype(np.int32))
+    with pytest.raises(ValueError, match="labels"):
+        C.move_stats(X, None, lab, np.full(6, 2, np.int64), q, S, Q, cnt)
+    with pytest.raises(ValueError, match="rows"):
+        C.move_stats(X, np.array([0, 9]), lab[:2], lab[:2] + 1, q, S, Q, cnt)
+    with pytest.raises(ValueError, match="one entry per row"):
+        C.move_stats(X, None, lab[:3], lab[:3], q, S, Q, cnt)
+    assert C.move_stats(X, None, lab, lab, q, S, Q, cnt) == 0
+
 @pytest.mark.parametrize("screen", [True, False])
 def test_bounded_lloyd_near_ties_exact(rng, screen, monkeypatch):
     """Points a hair off the bisectors of centre pairs (1e-4 apart, far below the bf16 GEMM's error):

@@ -334,22 +334,12 @@ class _ElkanState:
         self.S = torch.from_numpy(S)
         self.Q = torch.zeros(self.k, dtype=torch.float64).index_add_(0, self.labels, self.q)
 
-    def move(self, rows: torch.Tensor, old: torch.Tensor):
-        """Update the cluster statistics for the rows whose label changed from `old`."""
-        new = self.labels[rows]
-        ch = new != old
-        rows, old, new = rows[ch], old[ch], new[ch]
-        self.moved = rows.numel() / max(self.X.shape[0], 1)
-        if rows.numel() * 8 > self.X.shape[0]:
-            return self.full_stats()
-        if rows.numel() == 0:
-            return
-        xm = torch.from_numpy(self.Cn.gather_rows(self.Xn, rows.numpy())).double()
-        self.S.index_add_(0, new, xm).index_add_(0, old, xm, alpha=-1.0)
-        qm = self.q[rows]
-        self.Q.index_add_(0, new, qm).index_add_(0, old, qm, alpha=-1.0)
-        ones = torch.ones_like(new)
-        self.cnt.index_add_(0, new, ones).index_add_(0, old, ones, alpha=-1)
+    def move(self, rows: torch.Tensor | None, old: torch.Tensor):
+        """Update the cluster statistics for the rows (None: all) whose label changed from `old`."""
+        new = self.labels if rows is None else self.labels[rows]
+        nm = self.Cn.move_stats(self.Xn, None if rows is None else rows.numpy(), old.numpy(), new.numpy(),
+                                self.q.numpy(), self.S.numpy(), self.Q.numpy(), self.cnt.numpy())
+        self.moved = nm / max(self.X.shape[0], 1)
 
     def _merge_oldest(self):
         """Too many snapshots: rebase the rows of the oldest epoch onto the next one (looser bounds)."""
@@ -400,7 +390,7 @@ class _ElkanState:
         if active is None or active.numel() > FULL_PASS_SHARE * self.X.shape[0]:
             old = self.labels.clone()
             self.evaluate(C, None)
-            self.move(torch.arange(self.X.shape[0]), old)
+            self.move(None, old)
             return 1.0
         self.moved = 0.0
         if active.numel():
