@@ -5,8 +5,10 @@
 1. All points: kmeans_fit(X, k, n_iter=20, tol=0, init=C0) vs faiss.Kmeans(d, k, niter=20,
    max_points_per_centroid=n).train(X, init_centroids=C0): same initial centroids, same data.
    Our loop stops early only at a fixed point (no inertia decrease); n_iter run is recorded.
-   Also our plain (unbounded) Lloyd loop, whose GEMM work is exactly 2·n·k·d per iteration, to set
-   against the square-GEMM rate measured in the same run.
+   Also the bounded loop without bf16 screening; the bounded loop with its large work buffers on
+   transparent huge pages (numpy's allocation, MADV_HUGEPAGE) instead of ordinary ones; and our
+   plain (unbounded) Lloyd loop, whose GEMM work is exactly 2·n·k·d per iteration, to set against
+   the square-GEMM rate measured in the same run.
 2. Defaults: our subsampled setting (max_points_per_centroid=256, random init, then one full
    assignment pass) vs FAISS's default (256 per centroid), FAISS also timed with its full
    assignment pass (index.search) so both sides return labels for every point.
@@ -51,26 +53,33 @@ def main():
     C0 = X[rng.choice(a.n, a.k, replace=False)].copy()
     out["gemm_before"] = gemm_rate()
 
-    def ours(bounded: bool, screen: bool = True):
+    plain_pages = K._plain_pages
+
+    def ours(bounded: bool, screen: bool = True, hugepages: bool = False):
         K.BOUNDED_LLOYD, K.BF16_SCREEN = bounded, screen
+        if hugepages:   # the work buffers as numpy allocates them (MADV_HUGEPAGE), not _plain_pages
+            K._plain_pages = lambda shape, dtype: np.empty(shape, dtype=str(dtype).removeprefix("torch."))
         K._STATS.clear()
         try:
             return ops.kmeans_fit(X, a.k, n_iter=a.iters, tol=0.0, init=C0)
         finally:
             K.BOUNDED_LLOYD, K.BF16_SCREEN = True, True   # the defaults
+            K._plain_pages = plain_pages
 
     def fa():
         km = faiss.Kmeans(a.d, a.k, niter=a.iters, max_points_per_centroid=a.n, seed=1, verbose=False)
         km.train(X, init_centroids=C0)
         return km
 
-    names = ("ours_bounded", "ours_bounded_fp32", "ours_plain", "faiss")
+    names = ("ours_bounded", "ours_bounded_fp32", "ours_bounded_hugepages", "ours_plain", "faiss")
     runs = {k: [] for k in names}
     cpu = {k: [] for k in names}
     res = {}
     for r in range(a.repeats):       # interleaved, so load changes hit every contender alike
         # ours_bounded_fp32: the default loop without bf16 screening (what a CPU without AVX512-BF16 runs)
+        # ours_bounded_hugepages: the default loop with its large buffers on transparent huge pages
         for name, fn in (("ours_bounded", lambda: ours(True)), ("ours_bounded_fp32", lambda: ours(True, False)),
+                         ("ours_bounded_hugepages", lambda: ours(True, hugepages=True)),
                          ("ours_plain", lambda: ours(False)), ("faiss", fa)):
             t = timed(fn, 1)
             runs[name].append(t["best_s"])
@@ -101,6 +110,9 @@ def main():
         "speedup_bounded_vs_faiss": best["faiss"] / best["ours_bounded"],
         "speedup_plain_vs_faiss": best["faiss"] / best["ours_plain"],
         "speedup_bounded_fp32_vs_faiss": best["faiss"] / best["ours_bounded_fp32"],
+        "speedup_bounded_hugepages_vs_faiss": best["faiss"] / best["ours_bounded_hugepages"],
+        "speedup_bounded_hugepages_vs_faiss_median": float(np.median(runs["faiss"]) /
+                                                           np.median(runs["ours_bounded_hugepages"])),
         "labels_bounded_fp32_equal_bounded": bool(np.array_equal(np.asarray(res["ours_bounded_fp32"].labels),
                                                                  np.asarray(res["ours_bounded"].labels))),
         # the host's speed drifts by ±20% within minutes (same-machine reruns): medians too

@@ -160,11 +160,20 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
 // bf16_pack_a(X (M, K) fp32, transpose=False) -> (M, K2) uint32 pairs; with transpose the operand
 // is Xᵀ, i.e. X is (K, M).
 py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | py::array::forcecast>& X,
-                                  bool transpose) {
+                                  bool transpose, py::object out_obj) {
   if (X.ndim() != 2) throw std::invalid_argument("X must be 2-D float32");
   const ptrdiff_t R = X.shape(0), Cc = X.shape(1);
   const ptrdiff_t M = transpose ? Cc : R, K = transpose ? R : Cc, K2 = (K + 1) / 2;
-  py::array_t<uint32_t> out({M, K2});
+  py::array_t<uint32_t> out;
+  if (out_obj.is_none()) {
+    out = py::array_t<uint32_t>({M, K2});
+  } else {
+    if (!py::isinstance<py::array_t<uint32_t>>(out_obj)) throw py::type_error("out must be a uint32 numpy array");
+    out = py::reinterpret_borrow<py::array_t<uint32_t>>(out_obj);
+    if (out.ndim() != 2 || out.shape(0) != M || out.shape(1) != K2 || !(out.flags() & py::array::c_style) ||
+        !out.writeable())
+      throw std::invalid_argument("out must be a writable C-contiguous (M, (K + 1) // 2) uint32 array");
+  }
   const float* x = X.data();
   uint32_t* o = out.mutable_data();
   py::gil_scoped_release nogil;
@@ -246,7 +255,7 @@ void gemm_bf16(const py::array_t<uint32_t, py::array::c_style>& A, const py::arr
 
 void register_gemm_bf16(py::module_& m) {
   m.def("bf16_supported", &bf16_supported, "Whether this CPU runs the AVX512-BF16 GEMM.");
-  m.def("bf16_pack_a", &bf16_pack_a, py::arg("X"), py::arg("transpose") = false,
+  m.def("bf16_pack_a", &bf16_pack_a, py::arg("X"), py::arg("transpose") = false, py::arg("out") = py::none(),
         "Left operand X (or Xᵀ) rounded to bf16, as (M, ceil(K/2)) uint32 k-pairs.");
   m.def("bf16_pack_b", &bf16_pack_b, py::arg("B"), py::arg("transpose") = false,
         "Right operand B (or Bᵀ) rounded to bf16, pair-interleaved (ceil(K/2), N rounded up to 16) uint32.");

@@ -479,31 +479,38 @@ static py::array gather_rows(const py::array& X, const py::array_t<int64_t, py::
 }
 
 template <class T>
-static py::array_t<double> sq_dist_to_typed(const py::array& X_, const double* v) {
+static py::array_t<double> sq_dist_to_typed(const py::array& X_, const double* V, ptrdiff_t m, bool one) {
   const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
   const T* X = static_cast<const T*>(X_.data());
-  py::array_t<double> out(n);
+  py::array_t<double> out = one ? py::array_t<double>(n) : py::array_t<double>({n, m});
   double* o = out.mutable_data();
   py::gil_scoped_release nogil;
 #pragma omp parallel for schedule(static)
   for (ptrdiff_t i = 0; i < n; ++i) {
     const T* x = X + i * d;
-    double acc = 0.0;
+    for (ptrdiff_t v = 0; v < m; ++v) {   // the row is read from memory once, then from L1
+      const double* c = V + v * d;
+      double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-    for (ptrdiff_t t = 0; t < d; ++t) {
-      const double w = (double)x[t] - v[t];
-      acc += w * w;
+      for (ptrdiff_t t = 0; t < d; ++t) {
+        const double w = (double)x[t] - c[t];
+        acc += w * w;
+      }
+      o[i * m + v] = acc;
     }
-    o[i] = acc;
   }
   return out;
 }
 
-static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<double, py::array::c_style>& v) {
+// v: (d,) -> (n,), or a few vectors (m, d) -> (n, m) in one pass over X
+static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<double, py::array::c_style | py::array::forcecast>& v) {
   check2(X, "X");
-  if (v.ndim() != 1 || v.shape(0) != X.shape(1)) throw std::invalid_argument("v must be (d,) float64");
-  if (X.dtype().is(py::dtype::of<float>())) return sq_dist_to_typed<float>(X, v.data());
-  if (X.dtype().is(py::dtype::of<double>())) return sq_dist_to_typed<double>(X, v.data());
+  if (!((v.ndim() == 1 && v.shape(0) == X.shape(1)) || (v.ndim() == 2 && v.shape(1) == X.shape(1))))
+    throw std::invalid_argument("v must be (d,) or (m, d) float64, d = X.shape[1]");
+  const bool one = v.ndim() == 1;
+  const ptrdiff_t m = one ? 1 : v.shape(0);
+  if (X.dtype().is(py::dtype::of<float>())) return sq_dist_to_typed<float>(X, v.data(), m, one);
+  if (X.dtype().is(py::dtype::of<double>())) return sq_dist_to_typed<double>(X, v.data(), m, one);
   throw py::type_error("X must be float32 or float64");
 }
 
@@ -628,7 +635,7 @@ void register_kmeans(py::module_& m) {
         py::arg("S"), py::arg("Q"), py::arg("cnt"),
         "Move the rows whose label changed from old to new in the float64 cluster sums S, Q and counts (in place); "
         "returns how many moved.");
-  m.def("sq_dist_to", &sq_dist_to, py::arg("X"), py::arg("v"), "‖x_i − v‖² per row, accumulated in float64.");
+  m.def("sq_dist_to", &sq_dist_to, py::arg("X"), py::arg("v"), "‖x_i − v‖² per row, accumulated in float64; v (m, d) gives (n, m) in one pass over X.");
   m.def("elkan_filter", &elkan_filter, py::arg("X"), py::arg("C"), py::arg("state"), py::arg("disp"), py::arg("now"),
         "Test Elkan bounds against the centres' displacements since each epoch; return the rows to re-evaluate.");
   m.def("elkan_refresh", &elkan_refresh, py::arg("G"), py::arg("X"), py::arg("C"), py::arg("xn2"), py::arg("rows"),

@@ -237,6 +237,10 @@ def test_bounded_lloyd_native_helpers_reject_bad_state(rng):
     with pytest.raises(ValueError, match="rows"):
         C.gather_rows(X, np.array([5]))
     np.testing.assert_allclose(C.sq_dist_to(X, np.ones(3)), ((X.astype(np.float64) - 1) ** 2).sum(1))
+    V = rng.random((2, 3))
+    np.testing.assert_allclose(C.sq_dist_to(X, V), ((X.astype(np.float64)[:, None] - V) ** 2).sum(2))
+    with pytest.raises(ValueError, match="v must be"):
+        C.sq_dist_to(X, np.ones(4))
 
 
 

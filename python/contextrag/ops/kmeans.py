@@ -253,6 +253,15 @@ def _bounded_available(X, k, assign, update) -> bool:
             and C is not None and hasattr(C, "elkan_filter") and extra <= BOUNDED_MAX_BYTES)
 
 
+def _plain_pages(shape, dtype) -> np.ndarray:
+    """A large work buffer on ordinary pages. numpy asks for transparent huge pages (MADV_HUGEPAGE) on
+    large arrays, and where the kernel defragments on such faults (defrag=madvise, a common default) a
+    fit after another memory-heavy job stalled in compaction: measured, the same fit took 0.37–0.74 s
+    with huge pages and 0.39–0.47 s without (bench/results/cpu_kmeans.json: "page_policy"). torch's
+    CPU allocator does not ask for them."""
+    return torch.empty(shape, dtype=dtype).numpy()
+
+
 class _ElkanState:
     """Labels, bounds, centre snapshots and centred cluster statistics of one bounded fit."""
 
@@ -265,18 +274,16 @@ class _ElkanState:
         self.bf16 = (BF16_SCREEN and X.dtype == torch.float32 and hasattr(self.Cn, "gemm_bf16")
                      and self.Cn.bf16_supported())
         if self.bf16:
-            self.Xp = self.Cn.bf16_pack_a(self.Xn)          # (n, d/2) bf16 k-pairs, packed once
+            self.Xp = self.Cn.bf16_pack_a(self.Xn, False, _plain_pages((n, (d + 1) // 2), torch.int32).view(np.uint32))
             self.Xp_rows = self.Xp.view(np.float32)        # 4-byte rows for gather_rows
             self.eb = 2.0 * (2.0 ** -8 + 2.0 ** -17 + (d + 4) * 2.0 ** -23)
             self.pbuf = np.empty((cpu_row_block(n, k), self.Xp.shape[1]), dtype=np.float32)
-        self.xn2 = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, np.zeros(d)))   # ‖x‖², float64 sums
         self.gamma = 2.0 * (d + 4) * float(torch.finfo(X.dtype).eps)
         self.labels = torch.zeros(n, dtype=torch.int64)
         self.upper = torch.zeros(n, dtype=torch.float64)
         self.uep = torch.zeros(n, dtype=torch.int32)
         self.lep = torch.zeros(n, dtype=torch.int32)
-        # numpy allocates large arrays with MADV_HUGEPAGE: ~20 page faults for the bounds instead of ~10k
-        self.L = torch.from_numpy(np.empty((n, k), dtype=np.float32))
+        self.L = torch.from_numpy(_plain_pages((n, k), torch.float32))
         self.lmin = torch.zeros(n, dtype=torch.float32)
         self.state = tuple(t.numpy() for t in (self.labels, self.upper, self.uep, self.L, self.lep, self.lmin))
         self.buf = None if self.bf16 else torch.from_numpy(      # gathered active rows (fp32 path)
@@ -287,7 +294,9 @@ class _ElkanState:
         # Cluster statistics are kept about a point near the data's centre (the mean of a strided
         # sample: the algebra is exact for any shift, the shift only removes cancellation).
         self.mean = X[::max(1, n // 4096)].double().mean(dim=0).contiguous()
-        self.q = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, self.mean.numpy()))  # ‖x − mean‖²
+        # ‖x‖² (bounds) and ‖x − mean‖² (statistics), float64 sums, in one pass over X
+        sq = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, torch.stack([torch.zeros_like(self.mean), self.mean]).numpy()))
+        self.xn2, self.q = sq[:, 0].contiguous(), sq[:, 1].contiguous()
         self.S = self.Q = self.cnt = None
         self.moved = 1.0   # fraction of labels the last evaluation changed
 
