@@ -1,4 +1,4 @@
-"""The bf16-input / fp32-output GEMM (AVX512-BF16) and fcm_fit(precision='bf16')."""
+"""The bf16-input / fp32-output GEMM (AVX512-BF16) and fcm_fit(precision='bf16' | 'mixed')."""
 import numpy as np
 import pytest
 import torch
@@ -87,16 +87,52 @@ def test_fcm_fit_bf16_points_on_centres(rng):
     assert res.partition_coefficient > 1 - 1e-4
 
 
+
+@needs_bf16
+def test_fcm_fit_mixed_as_close_as_full(rng):
+    """precision='mixed' (bf16, then full precision for the last iterations) lands as close to the
+    float64 fit as the float32 one does, far closer than bf16 throughout."""
+    X = _clusters(rng)
+    init = X[rng.choice(len(X), 6, replace=False)]
+    f64 = ops.fcm_fit(X.astype(np.float64), 6, 2.0, n_iter=40, tol=0.0, init=init.astype(np.float64))
+    dev = {}
+    for p in ("full", "bf16", "mixed"):
+        r = ops.fcm_fit(X, 6, 2.0, n_iter=40, tol=0.0, init=init, precision=p)
+        assert r.n_iter == 40 and r.memberships.dtype == np.float32
+        dev[p] = np.abs(r.memberships - f64.memberships).max()
+        if p == "mixed":
+            assert r.partition_coefficient == pytest.approx(f64.partition_coefficient, rel=1e-6)
+            assert r.objective == pytest.approx(f64.objective, rel=1e-5)   # J sums in float32 rows
+    assert dev["mixed"] < 3 * dev["full"] + 1e-6
+    assert dev["mixed"] < dev["bf16"] / 10
+
+
+@needs_bf16
+def test_fcm_fit_mixed_stops_on_a_full_iteration(rng):
+    """With tol > 0, a bf16 iteration meeting tol is not the end: the fit goes on in full precision
+    until a full iteration meets it, so one more full iteration barely moves the memberships."""
+    X = _clusters(rng)
+    init = X[rng.choice(len(X), 6, replace=False)]
+    res = ops.fcm_fit(X, 6, 2.0, n_iter=300, tol=1e-5, init=init, precision="mixed")
+    assert res.n_iter < 300
+    nxt = ops.fcm_fit(X, 6, 2.0, n_iter=1, tol=0.0, init=res.centers)
+    assert np.abs(nxt.memberships - res.memberships).max() < 2e-5
+
 def test_fcm_fit_precision_validation_and_fallback(rng, monkeypatch):
     X = _clusters(rng, n=200, d=5, k=3)
     with pytest.raises(ValueError, match="precision"):
         ops.fcm_fit(X, 3, precision="fp8")
     with pytest.raises(ValueError, match="float32"):
         ops.fcm_fit(X.astype(np.float64), 3, precision="bf16")
+    with pytest.raises(ValueError, match="float32"):
+        ops.fcm_fit(X.astype(np.float64), 3, precision="mixed")
     monkeypatch.setattr(F, "bf16_available", lambda: False)
     full = ops.fcm_fit(X, 3, seed=1, n_iter=10)
     with pytest.warns(RuntimeWarning, match="bf16"):
         fallback = ops.fcm_fit(X, 3, seed=1, n_iter=10, precision="bf16")
+    np.testing.assert_array_equal(fallback.memberships, full.memberships)
+    with pytest.warns(RuntimeWarning, match="AVX512-BF16"):
+        fallback = ops.fcm_fit(X, 3, seed=1, n_iter=10, precision="mixed")
     np.testing.assert_array_equal(fallback.memberships, full.memberships)
 
 

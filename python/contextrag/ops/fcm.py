@@ -5,6 +5,7 @@ kmeans_assign with a single-pass epilogue: w_ik = (D_min/D_ik)^p, u = w / Σw, p
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import NamedTuple
 
@@ -129,7 +130,7 @@ def _cpu_memberships(X, C, m, k):
     return U
 
 
-PRECISIONS = ("full", "bf16")
+PRECISIONS = ("full", "bf16", "mixed")
 # bf16: the distance GEMM pairs the bf16 dot product with the norms of the bf16-rounded vectors, so it
 # gives ‖x̃ − c̃‖² between the rounded points: error ≤ 2‖x − c‖·‖δx − δc‖ + ‖δx − δc‖², small where
 # the distance is (with exact norms it is ~2^-8‖x‖‖c‖ everywhere). Distances below
@@ -137,6 +138,13 @@ PRECISIONS = ("full", "bf16")
 # ("bf16_slack_sweep": partition coefficient vs float32 / time): 2^-6: 7e-6 / 0.78 s (those
 # recomputes stream all of X each iteration), 2^-7: 1.4e-4 / 0.60 s, 2^-8: 1.4e-4 / 0.59 s.
 BF16_SLACK = 2.0 ** -7
+# mixed: bf16 iterations, then full precision for the last MIXED_POLISH_SHARE of the iterations (at
+# least MIXED_POLISH_MIN) and whenever the bf16 loop meets tol. FCM contracts towards its fixed point,
+# so the last float32 iterations wash out most of the bf16 rounding: on the benchmark (50 iterations,
+# 45 + 5) the partition coefficient lands as close to float64's as the float32 fit's does, at about
+# the bf16 fit's speed (bench/results/cpu_fcm.json, "ours_float32_mixed").
+MIXED_POLISH_MIN = 5
+MIXED_POLISH_SHARE = 0.1
 
 
 def bf16_available() -> bool:
@@ -150,11 +158,14 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.
 
     ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
-    ``precision``: 'full' (GEMMs in X's dtype) or 'bf16': the two GEMMs of each iteration (distances
+    ``precision``: 'full' (GEMMs in X's dtype), 'bf16': the two GEMMs of each iteration (distances
     and centre sums) take bfloat16-rounded inputs with float32 accumulation and output, everything
-    else stays float32. About 2× faster on CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids); on the
-    benchmark the partition coefficient moved by 1.4e-4 (relative) and memberships by up to 2e-3
-    (bench/results/cpu_fcm.json). Needs float32 X on such a CPU; elsewhere it warns and runs 'full'.
+    else stays float32 (about 2× faster on CPUs with AVX512-BF16: Zen 4, Sapphire Rapids; on the
+    benchmark the partition coefficient moved by 1.4e-4 relative and memberships by up to 2e-3), or
+    'mixed': bf16 iterations, then full precision for the last tenth of n_iter (at least 5) and,
+    with tol > 0, from the first bf16 iteration that meets tol until a full one does (see
+    MIXED_POLISH_*; measured deviations in bench/results/cpu_fcm.json). 'bf16' and 'mixed' need
+    float32 X and such a CPU; elsewhere they warn and run 'full'.
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     check_half_on_gpu(tX, "X")
@@ -167,8 +178,8 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     if c > n:
         raise ValueError(f"c={c} exceeds the number of points n={n}")
     wd = torch.float64 if tX.dtype == torch.float64 else torch.float32
-    if precision == "bf16" and wd != torch.float32:
-        raise ValueError(f"precision='bf16' needs float32 X, got {tX.dtype}")
+    if precision != "full" and wd != torch.float32:
+        raise ValueError(f"precision={precision!r} needs float32 X, got {tX.dtype}")
     if init is None:
         rng = np.random.default_rng(seed)
         idx = torch.from_numpy(rng.choice(n, size=c, replace=False)).to(tX.device)
@@ -182,12 +193,12 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     Cn = native()
     native_loop = impl is _cpu_memberships and tX.device.type == "cpu" and Cn is not None \
         and hasattr(Cn, "fcm_epilogue")
-    bf16 = precision == "bf16" and native_loop and bf16_available()
-    if precision == "bf16" and not bf16:
-        warnings.warn("fcm_fit: precision='bf16' needs the native CPU path on a CPU with AVX512-BF16; "
+    if precision != "full" and not (native_loop and bf16_available()):
+        warnings.warn(f"fcm_fit: precision={precision!r} needs the native CPU path on a CPU with AVX512-BF16; "
                       "running precision='full'", RuntimeWarning, stacklevel=2)
+        precision = "full"
     if native_loop:
-        C, U, it, J = _fcm_loop_cpu(tX.to(wd).contiguous(), C, m, n_iter, tol, bf16)
+        C, U, it, J = _fcm_loop_cpu(tX.to(wd).contiguous(), C, m, n_iter, tol, precision)
         return FCMResult(kind.out(C), kind.out(U), it, J, float((U * U).sum(dtype=torch.float64) / max(n, 1)))
     # [X | 1]: one GEMM Wᵀ[X | 1] gives the weighted sums and, in its last column, Σ_i w_ij
     # (a column sum over n rows is a slow strided reduction in torch on the CPU).
@@ -216,40 +227,43 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     return FCMResult(kind.out(C), kind.out(U), it, J, fpc)
 
 
-def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: float, bf16: bool = False):
+def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: float, precision: str = "full"):
     """The CPU loop: per iteration one centre GEMM Wᵀ[X | 1] and one blocked distance GEMM whose
     C++ epilogue writes the memberships, the next weights W = U^m and the stopping test's
     max |ΔU| in the same pass (U ping-pongs between two buffers); ‖x‖² once per fit. The last
-    epilogue also returns the objective Σ u^m d² from the distances it used. With ``bf16`` both
-    GEMMs run on operands rounded to bfloat16 (X and [X | 1] packed once per fit)."""
+    epilogue also returns the objective Σ u^m d² from the distances it used. In bf16 iterations
+    both GEMMs run on operands rounded to bfloat16 (X and [X | 1] packed once per fit), and the
+    epilogue writes Wᵀ in bf16 instead of W; precision='mixed' switches to full iterations (see
+    fcm_fit)."""
     Cn = native()
     n, d = X.shape
     c = C.shape[0]
     wd = X.dtype
-    Xr = X.bfloat16().to(wd) if bf16 else X      # the norms go with the GEMM's (rounded) operands
-    xn = torch.einsum("ij,ij->i", Xr, Xr).contiguous()
-    del Xr
+    lowp = precision in ("bf16", "mixed")
+    polish = min(n_iter, max(MIXED_POLISH_MIN, math.ceil(MIXED_POLISH_SHARE * n_iter))) if precision == "mixed" else 0
     X1 = torch.cat([X, torch.ones((n, 1), dtype=wd)], dim=1)
     floor = 1e-300 if wd == torch.float64 else 1e-30
     B = cpu_row_block(n, c)
     U, U_next = torch.empty((n, c), dtype=wd), torch.empty((n, c), dtype=wd)
-    W = None if bf16 else torch.empty((n, c), dtype=wd)
+    W = None if precision == "bf16" else torch.empty((n, c), dtype=wd)
     J = torch.empty(n, dtype=wd)
     buf = torch.empty((min(B, n), c), dtype=wd)
-    Xn, xnn, Jn = X.numpy(), xn.numpy(), J.numpy()
-    Wt = None
-    if bf16:
+    Xn, Jn = X.numpy(), J.numpy()
+    xn_full = torch.einsum("ij,ij->i", X, X).contiguous().numpy() if precision != "bf16" else None
+    xn_low = Wt = None
+    if lowp:
+        Xr = X.bfloat16().to(wd)                # the norms go with the GEMM's (rounded) operands
+        xn_low = torch.einsum("ij,ij->i", Xr, Xr).contiguous().numpy()
+        del Xr
         Xp = Cn.bf16_pack_a(Xn)                 # (n, d/2) k-pairs: the distance GEMM's left operand
         X1p = Cn.bf16_pack_b(X1.numpy())        # (n/2, d+1 → 16·): the centre GEMM's right operand
         # Wᵀ in bf16, written by the epilogue itself: the centre GEMM's left operand as k-pairs
         Wt = np.zeros((c, n + n % 2), dtype=np.uint16)
         Wt_pairs = Wt.view(np.uint32)
-        slack = BF16_SLACK
-    else:
-        slack = 0.0                             # the epilogue's default for a GEMM in wd
+    low = lowp                                  # this iteration runs in bf16
 
     def distances(C, cn, i, j):
-        if bf16:
+        if low:
             G = buf[:j - i]
             Cn.gemm_bf16(Xp[i:j], Cp, c, G.numpy(), -2.0, cn.numpy())
             return G
@@ -258,31 +272,42 @@ def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: 
     def memberships(C, out, prev, want_j):
         nonlocal Cp
         C = C.contiguous()
-        Cr = C.bfloat16().to(C.dtype) if bf16 else C
+        Cr = C.bfloat16().to(C.dtype) if low else C
         cn = (Cr * Cr).sum(dim=1)
-        if bf16:
+        if low:
             Cp = Cn.bf16_pack_b(C.numpy(), True)
+        # bf16: distances below BF16_SLACK·(‖x‖² + max‖c‖²) recomputed exactly; full: the epilogue's default
+        slack, xnn = (BF16_SLACK, xn_low) if low else (0.0, xn_full)
         delta = 0.0
         for i in range(0, n, B):
             j = min(i + B, n)
             G = distances(C, cn, i, j)
             delta = max(delta, Cn.fcm_epilogue(G.numpy(), Xn[i:j], C.numpy(), xnn[i:j], m, out[i:j].numpy(),
-                                               None if bf16 else W[i:j].numpy(),
+                                               None if low else W[i:j].numpy(),
                                                None if prev is None else prev[i:j].numpy(),
-                                               Jn[i:j] if want_j else None, slack, Wt, i))
+                                               Jn[i:j] if want_j else None, slack, Wt if low else None, i))
         return delta
 
     def centre_sums():
-        if not bf16:
+        if not low:
             return W.t() @ X1
         S = torch.empty((c, d + 1), dtype=wd)
         Cn.gemm_bf16(Wt_pairs, X1p, d + 1, S.numpy(), 1.0, None)
         return S
 
+    def to_full():
+        """Leave bf16: the next centre update needs W = U^m in full precision (the bf16 epilogue
+        wrote only its bf16 transpose)."""
+        nonlocal low
+        low = False
+        torch.mul(U, U, out=W) if m == 2.0 else torch.pow(U, m, out=W)
+
     Cp = None
     memberships(C, U, None, False)
     it = 0
     for it in range(1, n_iter + 1):
+        if low and n_iter - it < polish:
+            to_full()   # the last `polish` iterations in full precision
         S = centre_sums()
         C = (S[:, :-1] / S[:, -1:].clamp_min(floor)).contiguous()
         if tol <= 0:   # max |ΔU| < 0 never holds: skip reading the previous U; J only at the end
@@ -291,5 +316,8 @@ def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: 
         delta = memberships(C, U_next, U, True)   # J of the last pass is the fit's objective
         U, U_next = U_next, U
         if delta < tol:
+            if low and precision == "mixed":
+                to_full()   # converged at bf16 precision: go on in full precision until that converges
+                continue
             break
     return C, U, it, float(J.sum(dtype=torch.float64))
