@@ -27,6 +27,8 @@
 #define CR_BF16_X86 1
 #endif
 
+#include "plain_array.h"
+
 namespace py = pybind11;
 
 namespace contextrag {
@@ -166,7 +168,7 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
   const ptrdiff_t M = transpose ? Cc : R, K = transpose ? R : Cc, K2 = (K + 1) / 2;
   py::array_t<uint32_t> out;
   if (out_obj.is_none()) {
-    out = py::array_t<uint32_t>({M, K2});
+    out = plain_array<uint32_t>({M, K2});
   } else {
     if (!py::isinstance<py::array_t<uint32_t>>(out_obj)) throw py::type_error("out must be a uint32 numpy array");
     out = py::reinterpret_borrow<py::array_t<uint32_t>>(out_obj);

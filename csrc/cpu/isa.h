@@ -18,6 +18,9 @@ const char* isa_name(Isa isa);
                     ptrdiff_t M, int skip_zeros);                                                  \
   void semiring_f64(int op, const double* Bc, const double* V, double* out, ptrdiff_t S,          \
                     ptrdiff_t G, ptrdiff_t M, int skip_zeros);                                     \
+  void meet_rows_f32(const float* A, const float* B, float* out, ptrdiff_t P, ptrdiff_t Q, ptrdiff_t G);   \
+  void meet_rows_f64(const double* A, const double* B, double* out, ptrdiff_t P, ptrdiff_t Q,             \
+                     ptrdiff_t G);                                                                 \
   }
 CR_DECLARE_ISA(generic)
 #if defined(__x86_64__) || defined(__i386__)

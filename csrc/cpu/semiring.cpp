@@ -10,6 +10,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -18,6 +19,7 @@
 #include <type_traits>
 
 #include "isa.h"
+#include "plain_array.h"
 
 namespace py = pybind11;
 
@@ -148,6 +150,45 @@ static py::array semiring(const std::string& opname, const py::array& Bc, const 
   throw py::type_error("Bc and V must be float32 or float64");
 }
 
+// meet_rows(A (P, G), B (Q, G)) -> (P, Q), out[i, j] = Σ_g min(A[i, g], B[j, g]) with both operands
+// as given (row-major, g along the rows): the dense meet_cardinality needs no transpose of B.
+template <class T>
+static py::array_t<T> meet_rows_typed(const py::array& A_, const py::array& B_) {
+  const ptrdiff_t P = A_.shape(0), Q = B_.shape(0), G = A_.shape(1);
+  py::array_t<T> out({P, Q});
+  T* o = out.mutable_data();
+  const T* A = static_cast<const T*>(A_.data());
+  const T* B = static_cast<const T*>(B_.data());
+  constexpr bool f32 = std::is_same<T, float>::value;
+  py::gil_scoped_release nogil;
+  std::fill(o, o + P * Q, T(0));
+  switch (g_isa) {
+#if defined(__x86_64__) || defined(__i386__)
+    case Isa::avx512:
+      if constexpr (f32) avx512::meet_rows_f32(A, B, o, P, Q, G); else avx512::meet_rows_f64(A, B, o, P, Q, G);
+      break;
+    case Isa::avx2:
+      if constexpr (f32) avx2::meet_rows_f32(A, B, o, P, Q, G); else avx2::meet_rows_f64(A, B, o, P, Q, G);
+      break;
+#endif
+    default:
+      if constexpr (f32) generic::meet_rows_f32(A, B, o, P, Q, G); else generic::meet_rows_f64(A, B, o, P, Q, G);
+  }
+  return out;
+}
+
+static py::array meet_rows(const py::array& A, const py::array& B) {
+  check_matrix(A, "A");
+  check_matrix(B, "B");
+  if (A.shape(1) != B.shape(1))
+    throw std::invalid_argument("A and B must have the same number of columns, got " + std::to_string(A.shape(1)) +
+                                " and " + std::to_string(B.shape(1)));
+  if (!A.dtype().is(B.dtype())) throw py::type_error("A and B must have the same dtype");
+  if (A.dtype().is(py::dtype::of<float>())) return meet_rows_typed<float>(A, B);
+  if (A.dtype().is(py::dtype::of<double>())) return meet_rows_typed<double>(A, B);
+  throw py::type_error("A and B must be float32 or float64");
+}
+
 // transpose(a) -> aᵀ, C-contiguous. Work unit: a strip of 16 source columns (one cache line per source
 // row) over all rows; each of the 16 destination rows is then written front to back, so reads are
 // whole lines and writes 16 sequential streams. The semiring kernels want the reduction axis g as
@@ -156,7 +197,7 @@ static py::array semiring(const std::string& opname, const py::array& Bc, const 
 template <class T>
 static py::array_t<T> transpose_typed(const py::array& a_) {
   const ptrdiff_t r = a_.shape(0), c = a_.shape(1);
-  py::array_t<T> out({c, r});
+  py::array_t<T> out = plain_array<T>({c, r});
   const T* a = static_cast<const T*>(a_.data());
   T* o = out.mutable_data();
   constexpr ptrdiff_t W = 64 / sizeof(T);
@@ -187,6 +228,8 @@ static py::array transpose(const py::array& a) {
 }
 
 void register_semiring(py::module_& m) {
+  m.def("meet_rows", &meet_rows, py::arg("A"), py::arg("B"),
+        "out[i, j] = Σ_g min(A[i, g], B[j, g]) for row-major A (P, G) and B (Q, G), no transpose.");
   m.def("transpose", &transpose, py::arg("a"), "aᵀ as a new C-contiguous array (cache-blocked, parallel).");
   m.def("semiring", &semiring, py::arg("op"), py::arg("Bc"), py::arg("V"), py::arg("skip_zeros") = true,
         "out[s, m] = R_g op(Bc[s, g], V[g, m]) with the op's epilogue ('luk', 'route' or 'meet').");

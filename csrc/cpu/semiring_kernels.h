@@ -34,6 +34,8 @@ struct F32 {
   static inline V min(V a, V b) { return _mm512_min_ps(a, b); }
   static inline V max(V a, V b) { return _mm512_max_ps(a, b); }
   static inline M mask(int n) { return n >= W ? (M)0xFFFF : (M)((1u << n) - 1u); }
+  static inline T hsum(V v) { return _mm512_reduce_add_ps(v); }
+  enum { MA = 4, MB = 6 };   // meet_rows tile: 24 accumulators + 4 + 1 of 32 zmm
 };
 struct F64 {
   typedef double T; typedef __m512d V; typedef __mmask8 M;
@@ -47,6 +49,8 @@ struct F64 {
   static inline V min(V a, V b) { return _mm512_min_pd(a, b); }
   static inline V max(V a, V b) { return _mm512_max_pd(a, b); }
   static inline M mask(int n) { return n >= W ? (M)0xFF : (M)((1u << n) - 1u); }
+  static inline T hsum(V v) { return _mm512_reduce_add_pd(v); }
+  enum { MA = 4, MB = 6 };
 };
 #elif defined(CR_ISA_AVX2)
 // 16 ymm registers: 4×3 accumulators + 3 loaded vectors + 1 broadcast.
@@ -64,6 +68,12 @@ struct F32 {
   static inline M mask(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
+  static inline T hsum(V v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    return _mm_cvtss_f32(_mm_add_ss(x, _mm_movehdup_ps(x)));
+  }
+  enum { MA = 3, MB = 4 };   // 12 accumulators + 3 + 1 of 16 ymm
 };
 struct F64 {
   typedef double T; typedef __m256d V; typedef __m256i M;
@@ -79,6 +89,11 @@ struct F64 {
   static inline M mask(int n) {
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
   }
+  static inline T hsum(V v) {
+    __m128d x = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(x, _mm_unpackhi_pd(x, x)));
+  }
+  enum { MA = 3, MB = 4 };
 };
 #else
 // Baseline: scalar "vectors" of one lane; the compiler may still SLP-vectorize the RS×RW block.
@@ -95,6 +110,8 @@ struct Scalar {
   static inline V min(V a, V b) { return b < a ? b : a; }
   static inline V max(V a, V b) { return b > a ? b : a; }
   static inline M mask(int n) { return n > 0; }
+  static inline T hsum(V v) { return v; }
+  enum { MA = 4, MB = 4 };
 };
 typedef Scalar<float> F32;
 typedef Scalar<double> F64;
@@ -253,6 +270,107 @@ static void run(const typename VT::T* Bc, const typename VT::T* V_, typename VT:
     }
     free(gl);
   }
+}
+
+// ---- meet cardinality on row-major operands: out[i, j] += Σ_g min(A[i, g], B[j, g]) -----------
+// The lanes run along g, so neither operand is transposed (the broadcast kernel above wants Bᵀ, a
+// fresh copy of B as large as the input). A tile of MA rows of A × MB rows of B keeps MA·MB vector
+// accumulators over a chunk of g; each step of W g's costs MA + MB loads for 2·MA·MB vector ops.
+// The lanes are summed into `out` at the end of each chunk (a chunk is long enough for that to be a
+// few % of the work). A tail shorter than W loads zeros, which add min(0, 0) = 0.
+template <class VT, int RA, int RB>
+static void meet_tile(const typename VT::T* __restrict A, const typename VT::T* __restrict B, ptrdiff_t G,
+                      ptrdiff_t g0, ptrdiff_t g1, typename VT::T* __restrict out, ptrdiff_t ldo) {
+  typedef typename VT::V Vec;
+  Vec acc[RA][RB];
+#pragma GCC unroll 8
+  for (int r = 0; r < RA; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < RB; ++c) acc[r][c] = VT::bc(0);
+  ptrdiff_t g = g0;
+  for (; g + VT::W <= g1; g += VT::W) {
+    Vec a[RA];
+#pragma GCC unroll 8
+    for (int r = 0; r < RA; ++r) a[r] = VT::ld(A + r * G + g);
+#pragma GCC unroll 8
+    for (int c = 0; c < RB; ++c) {
+      const Vec b = VT::ld(B + c * G + g);
+#pragma GCC unroll 8
+      for (int r = 0; r < RA; ++r) acc[r][c] = VT::add(acc[r][c], VT::min(a[r], b));
+    }
+  }
+  if (g < g1) {
+    const typename VT::M m = VT::mask((int)(g1 - g));
+    Vec a[RA];
+#pragma GCC unroll 8
+    for (int r = 0; r < RA; ++r) a[r] = VT::ldm(A + r * G + g, m);
+#pragma GCC unroll 8
+    for (int c = 0; c < RB; ++c) {
+      const Vec b = VT::ldm(B + c * G + g, m);
+#pragma GCC unroll 8
+      for (int r = 0; r < RA; ++r) acc[r][c] = VT::add(acc[r][c], VT::min(a[r], b));
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < RA; ++r)
+#pragma GCC unroll 8
+    for (int c = 0; c < RB; ++c) out[r * ldo + c] += VT::hsum(acc[r][c]);
+}
+
+template <class VT>
+struct MeetFn {
+  typedef void (*type)(const typename VT::T*, const typename VT::T*, ptrdiff_t, ptrdiff_t, ptrdiff_t,
+                       typename VT::T*, ptrdiff_t);
+};
+template <class VT, int RA>
+static typename MeetFn<VT>::type meet_pick_b(int rb) {
+  switch (rb) {
+    case 1: return &meet_tile<VT, RA, 1>;
+    case 2: if constexpr (VT::MB >= 2) return &meet_tile<VT, RA, 2>; else return nullptr;
+    case 3: if constexpr (VT::MB >= 3) return &meet_tile<VT, RA, 3>; else return nullptr;
+    case 4: if constexpr (VT::MB >= 4) return &meet_tile<VT, RA, 4>; else return nullptr;
+    case 5: if constexpr (VT::MB >= 5) return &meet_tile<VT, RA, 5>; else return nullptr;
+    case 6: if constexpr (VT::MB >= 6) return &meet_tile<VT, RA, 6>; else return nullptr;
+    default: return nullptr;
+  }
+}
+template <class VT>
+static typename MeetFn<VT>::type meet_pick(int ra, int rb) {
+  switch (ra) {
+    case 1: return meet_pick_b<VT, 1>(rb);
+    case 2: if constexpr (VT::MA >= 2) return meet_pick_b<VT, 2>(rb); else return nullptr;
+    case 3: if constexpr (VT::MA >= 3) return meet_pick_b<VT, 3>(rb); else return nullptr;
+    case 4: if constexpr (VT::MA >= 4) return meet_pick_b<VT, 4>(rb); else return nullptr;
+    default: return nullptr;
+  }
+}
+
+// `out` (P, Q) must be zero on entry. Chunks of GC g's: the MB rows of B a tile walks stay in L1 and
+// the chunk of all of B in L2 while the tiles of one block of A rows pass over it. OpenMP over the
+// (A block, B block) tiles with the same static split every chunk, so each thread owns its outputs.
+template <class VT>
+static void meet_run(const typename VT::T* A, const typename VT::T* B, typename VT::T* out, ptrdiff_t P,
+                     ptrdiff_t Q, ptrdiff_t G) {
+  if (P == 0 || Q == 0 || G == 0) return;
+  const ptrdiff_t GC = 2048 / (ptrdiff_t)sizeof(typename VT::T) * 4 / VT::W * VT::W;   // 8 KB of each row
+  const ptrdiff_t na = (P + VT::MA - 1) / VT::MA, nb = (Q + VT::MB - 1) / VT::MB, items = na * nb;
+#pragma omp parallel
+  for (ptrdiff_t g0 = 0; g0 < G; g0 += GC) {
+    const ptrdiff_t g1 = g0 + GC < G ? g0 + GC : G;
+#pragma omp for schedule(static) nowait
+    for (ptrdiff_t it = 0; it < items; ++it) {
+      const ptrdiff_t i0 = (it / nb) * VT::MA, j0 = (it % nb) * VT::MB;
+      const int ra = (int)(P - i0 < VT::MA ? P - i0 : VT::MA), rb = (int)(Q - j0 < VT::MB ? Q - j0 : VT::MB);
+      meet_pick<VT>(ra, rb)(A + i0 * G, B + j0 * G, G, g0, g1, out + i0 * Q + j0, Q);
+    }
+  }
+}
+
+void meet_rows_f32(const float* A, const float* B, float* out, ptrdiff_t P, ptrdiff_t Q, ptrdiff_t G) {
+  meet_run<F32>(A, B, out, P, Q, G);
+}
+void meet_rows_f64(const double* A, const double* B, double* out, ptrdiff_t P, ptrdiff_t Q, ptrdiff_t G) {
+  meet_run<F64>(A, B, out, P, Q, G);
 }
 
 // ---- exported entry points (one per dtype; op: 0 MinSub, 1 MaxAdd, 2 SumMin) ----------------

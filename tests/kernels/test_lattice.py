@@ -23,6 +23,36 @@ def test_meet_cardinality_matches_ref(backend, isa, rng, dtype, p, q, G):
     assert np.all(np.abs(out - want) <= _meet_tol(G, dtype)(want))
 
 
+
+@pytest.mark.parametrize("dense_kernel", [True, False])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("p,q,G,zeros", [(1, 1, 1, 0.0), (4, 6, 16, 0.0), (5, 7, 17, 0.3), (9, 13, 4099, 0.5),
+                                         (1, 33, 2053, 0.97), (97, 3, 129, 0.0)])
+def test_meet_cardinality_both_cpu_kernels(isa, rng, monkeypatch, dense_kernel, dtype, p, q, G, zeros):
+    """The row-major dense kernel (lanes along g, full and partial tiles, tails shorter than a vector,
+    several g chunks) and the transpose + zero-skipping broadcast kernel, each forced, on every ISA."""
+    from contextrag.ops import lattice
+    monkeypatch.setattr(lattice, "MEET_SKIP_SHARE", 2.0 if dense_kernel else -1.0)
+    A = fuzzy(rng, (p, G), dtype, zeros=zeros)
+    B = fuzzy(rng, (q, G), dtype, zeros=zeros)
+    out = ops.meet_cardinality(A, B, backend="cpu")
+    want = ref.meet_cardinality(A, B)
+    assert out.dtype == dtype and out.shape == (p, q)
+    assert np.all(np.abs(out - want) <= _meet_tol(G, dtype)(want))
+
+
+def test_meet_rows_native_checks():
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None or not hasattr(C, "meet_rows"):
+        pytest.skip("native extension not built")
+    with pytest.raises(ValueError, match="same number of columns"):
+        C.meet_rows(np.zeros((2, 3)), np.zeros((2, 4)))
+    with pytest.raises(TypeError, match="same dtype"):
+        C.meet_rows(np.zeros((2, 3)), np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        C.meet_rows(np.zeros((3, 2)).T, np.zeros((2, 3)))
+
 def test_meet_cardinality_properties(backend, rng):
     A = fuzzy(rng, (6, 50), zeros=0.3)
     M = ops.meet_cardinality(A, A, backend=backend)
