@@ -131,6 +131,10 @@ def test_zero_skip_densities_across_chunks(isa, rng, zeros):
     B = fuzzy(rng, (11, 6000), zeros=zeros / 2)
     np.testing.assert_allclose(ops.meet_cardinality(A, B, backend="cpu"), ref.meet_cardinality(A, B),
                                rtol=1e-12)
+    from contextrag.ops._backend import native
+    Cn = native()   # the broadcast "meet" semiring (Bᵀ operand, zero-skipping), exported beside meet_rows
+    np.testing.assert_allclose(Cn.semiring("meet", A, np.ascontiguousarray(B.T)), ref.meet_cardinality(A, B),
+                               rtol=1e-12)
     mu = fuzzy(rng, (5, 37), zeros=zeros)
     np.testing.assert_array_equal(ops.fuzzy_route(mu, I, backend="cpu"), ref.fuzzy_route(mu, I))
 

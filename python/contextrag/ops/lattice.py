@@ -49,38 +49,17 @@ def meet_cardinality(A, B, *, backend: str | None = None):
 register("meet_cardinality", "ref")(from_ref(ref.meet_cardinality))
 
 
-# The dense CPU kernel (meet_rows) runs lanes along g over A and B as given. The broadcast kernel
-# (semiring "meet") needs Bᵀ, a fresh copy as large as B, but skips every g where a block of 6 rows
-# of A is all zero; measured at 132 × 132 × 100k (bench/results/cpu_semiring.json,
-# "meet_cardinality_sparse"), it only wins where most such blocks are empty.
-MEET_SKIP_SHARE = 0.8
-_SKIP_ROWS = 6          # the broadcast kernel's set block (semiring_kernels.h, RS)
-_SAMPLE_COLS = 4096
-
-
-def _empty_block_share(A: torch.Tensor) -> float:
-    """The share of (6-row block, g) pairs of A that are all zero, from a strided sample of g."""
-    p, G = A.shape
-    if p == 0 or G == 0:
-        return 0.0
-    cols = A[:, ::max(1, G // _SAMPLE_COLS)] != 0
-    pad = (-p) % _SKIP_ROWS
-    if pad:
-        cols = torch.cat([cols, torch.zeros((pad, cols.shape[1]), dtype=torch.bool)])
-    return float((~cols.view(-1, _SKIP_ROWS, cols.shape[1]).any(dim=1)).float().mean())
-
-
 @register("meet_cardinality", "cpu")
 def _cpu_meet_cardinality(A, B):
     C = native()
     A = A.detach().contiguous()
     B = B.detach().contiguous()
-    if C is not None and hasattr(C, "meet_rows") and _empty_block_share(A) <= MEET_SKIP_SHARE:
+    if C is not None and hasattr(C, "meet_rows"):
+        # lanes along g over A and B as given. The broadcast semiring kernel needs Bᵀ (a fresh copy as
+        # large as B); even with its zero-skipping it was slower up to 83% empty 6-row blocks of A and
+        # within about 10% either way beyond (bench/results/cpu_semiring.json, "meet_cardinality_sparse"),
+        # so one kernel serves every density.
         return torch.from_numpy(C.meet_rows(A.numpy(), B.numpy()))
-    if C is not None and hasattr(C, "semiring"):
-        # Σ_g min(A[i, g], Bᵀ[g, j]): the reduction axis g becomes the rows of the second operand.
-        Bt = C.transpose(B.numpy()) if hasattr(C, "transpose") else B.t().contiguous().numpy()
-        return torch.from_numpy(C.semiring("meet", A.numpy(), Bt))
     p, G = A.shape
     q = B.shape[0]
     out = torch.zeros((p, q), dtype=A.dtype)
