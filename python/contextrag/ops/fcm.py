@@ -135,8 +135,8 @@ PRECISIONS = ("full", "bf16", "mixed")
 # gives ‖x̃ − c̃‖² between the rounded points: error ≤ 2‖x − c‖·‖δx − δc‖ + ‖δx − δc‖², small where
 # the distance is (with exact norms it is ~2^-8‖x‖‖c‖ everywhere). Distances below
 # BF16_SLACK·(‖x‖² + max‖c‖²) are recomputed exactly from X. bench_cpu_fcm.py sweeps it
-# ("bf16_slack_sweep": partition coefficient vs float32 / time): 2^-6: 7e-6 / 0.78 s (those
-# recomputes stream all of X each iteration), 2^-7: 1.4e-4 / 0.60 s, 2^-8: 1.4e-4 / 0.59 s.
+# ("bf16_slack_sweep": partition coefficient vs float32 / time): 2^-6: 7e-6 / 0.67 s (those
+# recomputes stream all of X each iteration), 2^-7: 1.4e-4 / 0.55 s, 2^-8: 1.4e-4 / 0.58 s.
 BF16_SLACK = 2.0 ** -7
 # mixed: bf16 iterations, then full precision for the last MIXED_POLISH_SHARE of the iterations (at
 # least MIXED_POLISH_MIN) and whenever the bf16 loop meets tol. FCM contracts towards its fixed point,

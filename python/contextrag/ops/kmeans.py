@@ -255,10 +255,10 @@ def _bounded_available(X, k, assign, update) -> bool:
 
 def _plain_pages(shape, dtype) -> np.ndarray:
     """A large work buffer on ordinary pages. numpy asks for transparent huge pages (MADV_HUGEPAGE) on
-    large arrays, and where the kernel defragments on such faults (defrag=madvise, a common default) a
-    fit after another memory-heavy job stalled in compaction: measured, the same fit took 0.37–0.74 s
-    with huge pages and 0.39–0.47 s without (bench/results/cpu_kmeans.json: "page_policy"). torch's
-    CPU allocator does not ask for them."""
+    large arrays, and where the kernel compacts memory on such faults (defrag=madvise, a common
+    default) a fit after another memory-heavy job can stall in compaction; torch's CPU allocator does
+    not ask for them. In the benchmark the huge-page variant had alike best times and a wider spread
+    (bench/results/cpu_kmeans*.json, "ours_bounded_hugepages")."""
     return torch.empty(shape, dtype=dtype).numpy()
 
 
