@@ -64,8 +64,8 @@ void tile(const uint32_t* __restrict A, ptrdiff_t K2, const uint32_t* __restrict
   for (ptrdiff_t p = p0; p < p1; ++p) {
     __m512bh b[RW];
     const uint32_t* br = Bp + p * Np;
-    // pf: the next row block's A, fetched a cache line per row every 16 pairs while this one computes
-    // (A streams from memory in a full pass; the 8 row streams defeat the hardware prefetcher)
+    // pf: the next row block's A, fetched a cache line per row every 16 pairs while this one computes,
+    // so a pass that streams A from memory (the bounded k-means' full passes) waits less on it
     if (pf && (p & 15) == 0)
 #pragma GCC unroll 8
       for (int r = 0; r < RS; ++r) _mm_prefetch((const char*)(pf + r * K2 + p), _MM_HINT_T0);
