@@ -115,3 +115,22 @@ def test_backend_names():
 def test_elementwise_broadcast_error():
     with pytest.raises(ValueError, match=r"^a of shape .* and b of shape .* do not broadcast"):
         ops.tnorm(np.zeros(3), np.zeros(4))
+
+
+def test_cpu_backend_selection_does_not_import_triton():
+    """Picking a CPU backend probes only the CPU backends: importing Triton cost ~0.2 s on the first
+    op call of every CPU process. ops.backends() still reports on all of them."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\n"
+            "from contextrag import ops\n"
+            "ops.kmeans_fit(np.random.rand(50, 4).astype(np.float32), 3)\n"
+            "ops.meet_cardinality(np.random.rand(3, 5), np.random.rand(2, 5))\n"
+            "print('triton' in sys.modules)\n"
+            "print(sorted(ops.backends()))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k not in ("TRITON_INTERPRET", "CONTEXTRAG_BACKEND")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.split("\n")
+    assert lines[0] == "False"
+    assert lines[1] == str(sorted(["ref", "cpu", "triton", "cuda"]))

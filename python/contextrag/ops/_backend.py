@@ -45,31 +45,35 @@ def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+def _check(name: str) -> tuple[bool, str]:
+    """(available, why) for one backend. Each backend is probed only when asked about: selecting a
+    CPU backend must not import Triton (about 0.2 s on the first op call)."""
+    if name == "ref":
+        return True, "float64 NumPy reference, always available"
+    C, why = _native()
+    if name == "cpu":
+        return True, ("C++/OpenMP kernels and torch CPU BLAS" if C is not None else f"torch CPU only ({why})")
+    if name == "triton":
+        kern, why_t = _triton()
+        if kern is None:
+            return False, why_t
+        if torch.cuda.is_available():
+            return True, "Triton on CUDA"
+        if _interpret():
+            return True, "Triton interpreter on CPU (TRITON_INTERPRET=1; small shapes only)"
+        return False, "no CUDA device (set TRITON_INTERPRET=1 to run the interpreter on CPU)"
+    if C is None:
+        return False, why
+    if not getattr(C, "cuda_compiled", lambda: False)():
+        return False, "contextrag._C was built without CUDA (nvcc not found or CONTEXTRAG_CUDA=OFF)"
+    if not torch.cuda.is_available():
+        return False, "CUDA kernels compiled, but no CUDA device is visible"
+    return True, "CUDA C++ kernels"
+
+
 def availability() -> dict[str, tuple[bool, str]]:
     """{backend: (available, why)} for this process."""
-    out = {"ref": (True, "float64 NumPy reference, always available")}
-    C, why = _native()
-    out["cpu"] = (True, "C++/OpenMP kernels and torch CPU BLAS" if C is not None
-                  else f"torch CPU only ({why})")
-    kern, why_t = _triton()
-    cuda_ok = torch.cuda.is_available()
-    if kern is None:
-        out["triton"] = (False, why_t)
-    elif cuda_ok:
-        out["triton"] = (True, "Triton on CUDA")
-    elif _interpret():
-        out["triton"] = (True, "Triton interpreter on CPU (TRITON_INTERPRET=1; small shapes only)")
-    else:
-        out["triton"] = (False, "no CUDA device (set TRITON_INTERPRET=1 to run the interpreter on CPU)")
-    if C is None:
-        out["cuda"] = (False, why)
-    elif not getattr(C, "cuda_compiled", lambda: False)():
-        out["cuda"] = (False, "contextrag._C was built without CUDA (nvcc not found or CONTEXTRAG_CUDA=OFF)")
-    elif not cuda_ok:
-        out["cuda"] = (False, "CUDA kernels compiled, but no CUDA device is visible")
-    else:
-        out["cuda"] = (True, "CUDA C++ kernels")
-    return out
+    return {name: _check(name) for name in ("ref", "cpu", "triton", "cuda")}
 
 
 def backends() -> dict[str, dict]:
@@ -85,13 +89,12 @@ def native():
 def select(op: str, device: torch.device, backend: str | None, impls: dict[str, Callable]) -> tuple[str, Callable]:
     """Pick the implementation of ``op`` for tensors on ``device``."""
     explicit = backend if backend is not None else os.environ.get("CONTEXTRAG_BACKEND") or None
-    avail = availability()
     if explicit is not None:
         if explicit not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {explicit!r}")
         if explicit not in impls:
             raise ValueError(f"op {op} has no {explicit!r} implementation (has: {sorted(impls)})")
-        ok, why = avail[explicit]
+        ok, why = _check(explicit)
         if not ok:
             raise RuntimeError(f"backend {explicit!r} requested for {op} but unavailable: {why}")
         on_gpu = device.type == "cuda"
@@ -102,10 +105,10 @@ def select(op: str, device: torch.device, backend: str | None, impls: dict[str, 
         return explicit, impls[explicit]
     order = _AUTO_ORDER["cuda" if device.type == "cuda" else "cpu"]
     for name in order:
-        if name in impls and avail[name][0]:
+        if name in impls and _check(name)[0]:
             if name != order[0] and (op, order[0]) not in _warned:
                 _warned.add((op, order[0]))
                 warnings.warn(f"contextrag: {op} fell back to backend {name!r}: "
-                              f"{order[0]!r} unavailable ({avail[order[0]][1]})", RuntimeWarning, stacklevel=3)
+                              f"{order[0]!r} unavailable ({_check(order[0])[1]})", RuntimeWarning, stacklevel=3)
             return name, impls[name]
     raise RuntimeError(f"no backend available for {op} on {device}")
