@@ -1,10 +1,10 @@
 // plain_array<T>(shape): a new C-contiguous numpy array whose memory comes from aligned_alloc rather
 // than numpy's allocator, for large outputs (the transpose, packed bf16 operands). numpy asks for
 // transparent huge pages (MADV_HUGEPAGE) on arrays of 4 MB and more, and where the kernel compacts
-// memory on such faults (defrag=madvise, a common default) the first touch of a fresh array stalled
-// for tens of milliseconds after other work had fragmented memory; ordinary 4 KB pages cost a steady
-// few µs each instead (the same effect on the k-means work buffers is measured in
-// bench/results/cpu_kmeans.json, "ours_bounded_hugepages"). The array owns the block through a capsule.
+// memory on such faults (defrag=madvise, a common default) the first touch of a fresh array waits on
+// compaction whenever memory is fragmented; ordinary 4 KB pages cost a steady few µs each (the k-means
+// benchmark times both for its work buffers: "ours_bounded_hugepages"). The array owns the block
+// through a capsule.
 #pragma once
 
 #include <pybind11/numpy.h>

@@ -256,9 +256,9 @@ def _bounded_available(X, k, assign, update) -> bool:
 def _plain_pages(shape, dtype) -> np.ndarray:
     """A large work buffer on ordinary pages. numpy asks for transparent huge pages (MADV_HUGEPAGE) on
     large arrays, and where the kernel compacts memory on such faults (defrag=madvise, a common
-    default) a fit after another memory-heavy job can stall in compaction; torch's CPU allocator does
-    not ask for them. In the benchmark the huge-page variant had alike best times and a wider spread
-    (bench/results/cpu_kmeans*.json, "ours_bounded_hugepages")."""
+    default) the first touch of a fresh buffer waits on compaction whenever memory is fragmented;
+    ordinary pages cost a steady few µs each. torch's CPU allocator does not ask for huge pages. The
+    benchmark times both ("ours_bounded_hugepages" in bench/results/cpu_kmeans*.json)."""
     return torch.empty(shape, dtype=dtype).numpy()
 
 
