@@ -282,6 +282,19 @@ template <class VT, int RA, int RB>
 static void meet_tile(const typename VT::T* __restrict A, const typename VT::T* __restrict B, ptrdiff_t G,
                       ptrdiff_t g0, ptrdiff_t g1, typename VT::T* __restrict out, ptrdiff_t ldo) {
   typedef typename VT::V Vec;
+  if constexpr (VT::W == 1) {
+    // baseline build: one pair at a time along g, a loop the compiler vectorizes with the ISA it has
+    for (int r = 0; r < RA; ++r)
+      for (int c = 0; c < RB; ++c) {
+        const typename VT::T* a = A + r * G;
+        const typename VT::T* b = B + c * G;
+        typename VT::T acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (ptrdiff_t g = g0; g < g1; ++g) acc += b[g] < a[g] ? b[g] : a[g];
+        out[r * ldo + c] += acc;
+      }
+    return;
+  }
   Vec acc[RA][RB];
 #pragma GCC unroll 8
   for (int r = 0; r < RA; ++r)
