@@ -53,6 +53,15 @@ def test_gemm_bf16_rounding_and_bad_input(rng):
         Cn.gemm_bf16(A, B, 17, np.empty((4, 17), np.float32))
     with pytest.raises(ValueError, match="k-pairs"):
         Cn.gemm_bf16(A, Cn.bf16_pack_b(np.ones((8, 5), np.float32)), 5, np.empty((4, 5), np.float32))
+    # pack_a into a caller's buffer (the bounded k-means puts it on ordinary pages): same bits
+    X = rng.standard_normal((5, 7)).astype(np.float32)
+    buf = np.full((5, 4), 7, np.uint32)
+    assert Cn.bf16_pack_a(X, False, buf) is not None
+    np.testing.assert_array_equal(buf, Cn.bf16_pack_a(X))
+    with pytest.raises(ValueError, match="out must be"):
+        Cn.bf16_pack_a(X, False, np.empty((5, 3), np.uint32))
+    with pytest.raises(TypeError, match="uint32"):
+        Cn.bf16_pack_a(X, False, np.empty((5, 4), np.int32))
 
 
 def _clusters(rng, n=3000, d=24, k=6, noise=0.2):
