@@ -1,7 +1,7 @@
 """Semiring kernels on the CPU: luk_up and meet_cardinality at 132 sets × 100,000 chunks × 132
 attributes, in terms/s and as a fraction of the SIMD add+min peak, against blocked NumPy broadcasting.
-Also meet_cardinality's kernel against the transpose + zero-skipping semiring kernel as zeros grow, and the sparse
-incidence at vocabulary scale (5,000 chunks × 50,000 attributes, 1% dense).
+Also meet_cardinality's kernel against the transpose + zero-skipping semiring kernel as zeros
+grow, and the sparse incidence at vocabulary scale (5,000 chunks × 50,000 attributes, 1% dense).
 
     python bench/bench_cpu_semiring.py [--repeats 5]
 
