@@ -518,7 +518,8 @@ static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<doub
 // (row i = rows[r], or r itself when rows is None): S[new] += x_i, S[old] −= x_i (float64, in place),
 // Q[new] += q_i, Q[old] −= q_i, cnt likewise; returns how many rows moved. Float64 sums of float32
 // rows are exact, so the order is free: each thread sums a contiguous share of the moved rows into a
-// private (k, d) block, and the blocks are added to S. torch's index_add_ here cost as much as the GEMM.
+// private (k, d) block, and the blocks are added to S. (torch's index_add_ took as long as the GEMM in a
+// profile of the benchmark fit.)
 template <class T>
 static int64_t move_stats_typed(const py::array& X_, const int64_t* rows, const int64_t* old, const int64_t* nw,
                                 ptrdiff_t b, ptrdiff_t k, const double* q, double* S, double* Q, int64_t* cnt) {

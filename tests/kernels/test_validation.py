@@ -118,8 +118,8 @@ def test_elementwise_broadcast_error():
 
 
 def test_cpu_backend_selection_does_not_import_triton():
-    """Picking a CPU backend probes only the CPU backends: importing Triton cost ~0.2 s on the first
-    op call of every CPU process. ops.backends() still reports on all of them."""
+    """Picking a CPU backend probes only the CPU backends: importing Triton took ~0.2 s (profiled) of
+    the first op call of every CPU process. ops.backends() still reports on all of them."""
     import subprocess
     import sys
     code = ("import sys, numpy as np\n"

@@ -47,7 +47,7 @@ def _interpret() -> bool:
 
 def _check(name: str) -> tuple[bool, str]:
     """(available, why) for one backend. Each backend is probed only when asked about: selecting a
-    CPU backend must not import Triton (about 0.2 s on the first op call)."""
+    CPU backend must not import Triton (about 0.2 s of the first op call, profiled)."""
     if name == "ref":
         return True, "float64 NumPy reference, always available"
     C, why = _native()
