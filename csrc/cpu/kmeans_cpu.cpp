@@ -401,6 +401,19 @@ static py::array_t<int64_t> elkan_filter(const py::array& X, const py::array& C,
   throw py::type_error("X must be float32 or float64");
 }
 
+// An optional row list of length b into an n-row X: nullptr for None, else its checked data (kept
+// alive by `keep`).
+static const int64_t* optional_rows(py::object rows_obj, ptrdiff_t b, ptrdiff_t n, py::array_t<int64_t>& keep) {
+  if (rows_obj.is_none()) return nullptr;
+  keep = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(rows_obj);
+  if (!keep || keep.ndim() != 1 || keep.shape(0) != b)
+    throw std::invalid_argument("rows must be a 1-D int64 array of " + std::to_string(b) + " entries");
+  const int64_t* rp = keep.data();
+  for (ptrdiff_t r = 0; r < b; ++r)
+    if (rp[r] < 0 || rp[r] >= n) throw std::invalid_argument("rows must lie in [0, n)");
+  return rp;
+}
+
 static void elkan_refresh(const py::array& G, const py::array& X, const py::array& C, const py::array_t<double>& xn2,
                           py::object rows_obj, int64_t row0, const py::tuple& state, int32_t now, double gamma,
                           double cmax, double eb, double cnorm) {
@@ -411,14 +424,8 @@ static void elkan_refresh(const py::array& G, const py::array& X, const py::arra
   if (xn2.ndim() != 1 || xn2.shape(0) != X.shape(0)) throw std::invalid_argument("xn2 must be (n,) float64");
   const ptrdiff_t n = X.shape(0), b = G.shape(0);
   py::array_t<int64_t> rows;
-  const int64_t* rp = nullptr;
-  if (!rows_obj.is_none()) {
-    rows = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(rows_obj);
-    if (!rows || rows.ndim() != 1 || rows.shape(0) != b) throw std::invalid_argument("rows must be (b,) int64");
-    rp = rows.data();
-    for (ptrdiff_t r = 0; r < b; ++r)
-      if (rp[r] < 0 || rp[r] >= n) throw std::invalid_argument("rows must lie in [0, n)");
-  } else if (row0 < 0 || row0 + b > n) {
+  const int64_t* rp = optional_rows(rows_obj, b, n, rows);
+  if (!rp && (row0 < 0 || row0 + b > n)) {
     throw std::invalid_argument("row0 + G.shape[0] must not exceed n");
   }
   if (X.dtype().is(py::dtype::of<float>()))
@@ -523,12 +530,11 @@ static py::array_t<double> sq_dist_to(const py::array& X, const py::array_t<doub
 template <class T>
 static int64_t move_stats_typed(const py::array& X_, const int64_t* rows, const int64_t* old, const int64_t* nw,
                                 ptrdiff_t b, ptrdiff_t k, const double* q, double* S, double* Q, int64_t* cnt) {
-  const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
+  const ptrdiff_t d = X_.shape(1);
   const T* X = static_cast<const T*>(X_.data());
   std::vector<int64_t> moved;
   for (ptrdiff_t r = 0; r < b; ++r) {
     if (old[r] < 0 || old[r] >= k || nw[r] < 0 || nw[r] >= k) throw std::invalid_argument("labels must lie in [0, k)");
-    if (rows && (rows[r] < 0 || rows[r] >= n)) throw std::invalid_argument("rows must lie in [0, n)");
     if (old[r] != nw[r]) moved.push_back(r);
   }
   const ptrdiff_t nm = (ptrdiff_t)moved.size();
@@ -599,12 +605,8 @@ static int64_t move_stats(const py::array& X, py::object rows_obj, const py::arr
     throw std::invalid_argument("old and new must be 1-D int64 arrays of one length");
   const ptrdiff_t b = old.shape(0);
   py::array_t<int64_t> rows;
-  const int64_t* rp = nullptr;
-  if (!rows_obj.is_none()) {
-    rows = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(rows_obj);
-    if (!rows || rows.ndim() != 1 || rows.shape(0) != b) throw std::invalid_argument("rows must be (len(old),) int64");
-    rp = rows.data();
-  } else if (b != n) {
+  const int64_t* rp = optional_rows(rows_obj, b, n, rows);
+  if (!rp && b != n) {
     throw std::invalid_argument("without rows, old and new must have one entry per row of X");
   }
   if (q.ndim() != 1 || q.shape(0) != n) throw std::invalid_argument("q must be (n,) float64");

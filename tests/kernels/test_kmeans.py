@@ -300,6 +300,8 @@ def test_move_stats_rejects_bad_input(rng):
         C.move_stats(X, None, lab, np.full(6, 2, np.int64), q, S, Q, cnt)
     with pytest.raises(ValueError, match="rows"):
         C.move_stats(X, np.array([0, 9]), lab[:2], lab[:2] + 1, q, S, Q, cnt)
+    with pytest.raises(ValueError, match="rows must be a 1-D"):
+        C.move_stats(X, np.array([0, 1, 2]), lab[:2], lab[:2] + 1, q, S, Q, cnt)
     with pytest.raises(ValueError, match="one entry per row"):
         C.move_stats(X, None, lab[:3], lab[:3], q, S, Q, cnt)
     assert C.move_stats(X, None, lab, lab, q, S, Q, cnt) == 0

@@ -160,6 +160,16 @@ def _split_empty(C: torch.Tensor, counts: torch.Tensor) -> int:
     return n_split
 
 
+def _updated_centroids(C: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """Cluster means (divided in the sums' dtype, then rounded to C's), C kept for empty clusters,
+    which _split_empty then fills. `counts` is not modified."""
+    C = C.clone()
+    nz = counts > 0
+    C[nz] = (sums[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
+    _split_empty(C, counts.clone())
+    return C
+
+
 def _kmeans_plus_plus(X: torch.Tensor, k: int, seed: int) -> torch.Tensor:
     """k-means++ seeding; distances on X's device, draws from a NumPy generator (device independent)."""
     rng = np.random.default_rng(seed)
@@ -201,10 +211,7 @@ def _lloyd(X, C, n_iter, tol, assign, update):
         labels, d2 = assign(X, C)
         inertia = float(d2.sum(dtype=torch.float64))
         sums, counts = update(X, labels, k)
-        nz = counts > 0
-        C = C.clone()
-        C[nz] = (sums[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
-        _split_empty(C, counts)
+        C = _updated_centroids(C, sums, counts)
         if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
             break
         prev = inertia
@@ -240,7 +247,7 @@ BF16_ROW_BLOCK = 4096
 BOUNDED_MAX_BYTES = 2 << 30   # bounds (n·k·4) + bf16 X (n·d·2); larger problems run the plain loop
 EPOCH_SNAPSHOT_BYTES = 256 << 20  # centre snapshots kept for displacements; oldest merged beyond
 _STATS: list = []             # fraction of points re-evaluated per iteration (last fit; for benchmarks)
-_SHRINK = 1.0 - 2.0 ** -22    # as kShrink in kmeans_cpu.cpp: directed rounding of lower bounds
+_SHRINK = 1.0 - 2.0 ** -22    # as CR_SHRINK in elkan_rows.h: directed rounding of lower bounds
 FILTER_SKIP_MOVED = 0.1       # re-evaluate all rows untested while more than this share of labels moves
 FULL_PASS_SHARE = 0.5         # re-evaluate all rows when more than this share fails its bounds
 
@@ -417,11 +424,7 @@ class _ElkanState:
         return float((self.Q - 2.0 * (Cc * Sc).sum(dim=1) + n * (Cc * Cc).sum(dim=1)).sum())
 
     def centroids(self, C: torch.Tensor) -> torch.Tensor:
-        C_new = C.clone()
-        nz = self.cnt > 0
-        C_new[nz] = (self.S[nz] / self.cnt[nz].double()[:, None]).to(C.dtype)   # as _lloyd
-        _split_empty(C_new, self.cnt.clone())
-        return C_new
+        return _updated_centroids(C, self.S, self.cnt)
 
 
 def _lloyd_bounded(X, C, n_iter, tol):
