@@ -1,12 +1,13 @@
 #!/usr/bin/env python
-"""One prepared GPU check: GPU tests, then the GPU benchmarks, JSON written as it goes.
+"""One prepared GPU check: GPU tests, GPU benchmarks, then the slow checks, JSON written as it goes.
 
-    python bench/gpu_check.py OUTDIR                 # on a CUDA machine (< 6 minutes on one H200)
+    python bench/gpu_check.py OUTDIR                 # on a CUDA machine (≤ 7 minutes on one H200)
     python bench/gpu_check.py OUTDIR --cpu-smoke     # same logic, tiny shapes, Triton interpreter, CPU
 
-Each group (tests, peaks, kmeans, rq_kmeans, semiring, graph) runs in its own subprocess with a
-timeout, so a crash (an illegal address poisons a CUDA context), a hang or a failed assertion in one
-group is recorded and the next group still runs. Every group writes its partial results after each
+Each group (tests_cuda, tests_triton, peaks, kmeans, semiring, graph, rq_kmeans, then the slow ones:
+compile_sweep, scale, sanitizer) runs in its own subprocess with a timeout, so a crash (an illegal
+address poisons a CUDA context), a hang or a failed assertion in one group is recorded and the next
+group still runs. Every group writes its partial results after each
 measurement; the parent merges them into OUTDIR/gpu_check.json after every group (atomically), so
 whatever finished is on disk even if the machine is taken away mid-run.
 
@@ -24,6 +25,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -31,10 +33,20 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-GROUPS = ("tests", "peaks", "kmeans", "semiring", "graph", "rq_kmeans")  # in run order, headline first
-# seconds each group may take on the GPU; --budget-s (default 345) clips the later ones so the whole
-# check stays under 6 minutes (mostly Triton compiling in the tests group, cached on disk afterwards)
-GROUP_TIMEOUT = {"tests": 160, "peaks": 25, "kmeans": 60, "semiring": 50, "graph": 50, "rq_kmeans": 50}
+# in run order: tests and headline benchmarks first, the slow checks last
+GROUPS = ("tests_cuda", "tests_triton", "peaks", "kmeans", "semiring", "graph", "rq_kmeans",
+          "compile_sweep", "scale", "sanitizer")
+ALIASES = {"tests": ("tests_cuda", "tests_triton"), "slow": ("compile_sweep", "scale", "sanitizer")}
+# seconds each group may take on the GPU; --budget-s (default 420) clips the later ones and skips
+# groups once it is spent, so the whole check (after a 1–2 minute build) stays within 9 minutes.
+# Triton compiling is most of tests_triton, cached on disk for the later groups.
+GROUP_TIMEOUT = {"tests_cuda": 50, "tests_triton": 100, "peaks": 15, "kmeans": 50, "semiring": 40, "graph": 40,
+                 "rq_kmeans": 35, "compile_sweep": 45, "scale": 45, "sanitizer": 90}
+# set (to the reason) by gpu_device.sh when the CUDA extension cannot run a kernel: the CUDA groups
+# are skipped and every benchmark measures Triton only
+NO_CUDA_ENV = "CONTEXTRAG_CHECK_NO_CUDA"
+KERNEL_NAMES = ("assign_kernel", "assign_wmma_kernel", "update_kernel", "fcm_kernel", "semiring_kernel",
+                "fold_splits", "probe_kernel")
 
 # vendor figures (dense, no sparsity): HBM bytes/s, bf16 tensor-core FLOP/s
 SPECS = {
@@ -102,6 +114,9 @@ class Ctx:
         self.ops, self.IMPLS = ops, IMPLS
         av = ops.backends()
         self.backends = [b for b in ("triton", "cuda") if av[b]["available"]]
+        if os.environ.get(NO_CUDA_ENV) and "cuda" in self.backends:
+            self.backends.remove("cuda")
+            av["cuda"] = {"available": False, "detail": f"skipped: {os.environ[NO_CUDA_ENV]}"}
         self.out["backends"] = {b: av[b] for b in ("triton", "cuda")}
         self.flush()
 
@@ -507,40 +522,395 @@ def group_graph(ctx: Ctx):
         ctx.step(f"graph/{b}", run)
 
 
-def group_tests(ctx_smoke: bool, part: Path):
-    out: dict = {}
+# ---- tests: CUDA and Triton in separate processes -------------------------------------------
+
+_OUTCOME = re.compile(r"(\S+::\S+)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|"
+                      r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+::\S+)")
+_STARTED = re.compile(r"^(\S+::\S+)\s*$")
+
+
+def parse_pytest_verbose(text: str) -> dict:
+    """Outcome counts, failed/errored test ids and the test still running when the output stops
+    (a timeout or a crash), from ``pytest -v`` output (plain or pytest-xdist)."""
+    counts: dict = {}
+    failed, seen, started = [], set(), []
+    for line in text.splitlines():
+        m = _OUTCOME.search(line)
+        if m:
+            node, outcome = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+            if node in seen:
+                continue
+            seen.add(node)
+            counts[outcome.lower()] = counts.get(outcome.lower(), 0) + 1
+            if outcome in ("FAILED", "ERROR"):
+                failed.append(f"{outcome} {node}")
+            continue
+        m = _STARTED.match(line.strip())
+        if m:
+            started.append(m.group(1))
+    # -v prints "node" then the outcome on the same line; a node without one was running at the end
+    unfinished = [n for n in started if n not in seen]
+    return {"counts": counts, "failed": failed[:80], "unfinished": unfinished[-3:]}
+
+
+def group_tests(which: str, smoke: bool, part: Path) -> None:
     import importlib.util
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfE",
-           "tests/kernels/gpu", "tests/kernels/test_cuda_build.py"]
-    if not ctx_smoke:
-        # Triton compiling is most of this group's time: spread it over processes when xdist is
+    out: dict = {}
+    cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-rfE", "-o", "faulthandler_timeout=60"]
+    if which == "tests_cuda":
+        if os.environ.get(NO_CUDA_ENV):
+            out["skipped"] = f"CUDA kernels cannot run: {os.environ[NO_CUDA_ENV]}"
+            _atomic_write(part, out)
+            return
+        cmd += ["-k", "cuda", "tests/kernels/gpu", "tests/kernels/test_cuda_build.py"]
+    else:
+        cmd += ["-k", "not cuda", "tests/kernels/gpu"]
+    if not smoke:
+        # Triton compiling is most of the Triton tests' time: spread it over processes when xdist is
         # there, and let a hanging test fail alone when pytest-timeout is
-        if importlib.util.find_spec("xdist") is not None:
-            cmd += ["-n", "4"]
+        if which == "tests_triton" and importlib.util.find_spec("xdist") is not None:
+            cmd += ["-n", "8"]
         if importlib.util.find_spec("pytest_timeout") is not None:
-            cmd += ["--timeout", "90"]
+            cmd += ["--timeout", "60"]
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     t = time.perf_counter()
-    rc, text = _run(cmd, GROUP_TIMEOUT["tests"] - 10, own_group=False, cwd=REPO, env=env)
+    rc, text = _run(cmd, GROUP_TIMEOUT[which] - 5, own_group=False, cwd=REPO, env=env)
     out["returncode"] = "timeout" if rc is None else rc
     out["seconds"] = round(time.perf_counter() - t, 2)
     lines = text.strip().splitlines()
     out["summary"] = lines[-1] if lines else ""
-    out["failed"] = [ln for ln in lines if ln.startswith(("FAILED", "ERROR"))][:50]
-    out["tail"] = "\n".join(lines[-60:])
-    (part.parent / "pytest_gpu.txt").write_text(text)
+    out.update(parse_pytest_verbose(text))
+    if rc not in (0, 5):  # 5: nothing collected/selected (no device, all deselected)
+        out["error"] = (f"pytest {out['returncode']}: {len(out['failed'])} failed"
+                        + (f", running at the end: {out['unfinished']}" if out["unfinished"] else ""))
+    out["tail"] = "\n".join(lines[-40:])
+    (part.parent / f"pytest_{which}.txt").write_text(text)
     _atomic_write(part, out)
 
 
-def run_group(name: str, smoke: bool, part: Path) -> None:
+# ---- compile sweep: every production Triton configuration ------------------------------------
+
+def _sweep_cases(torch, dev):
+    """(name, thunk) for every Triton configuration the ops pick in production, on tiny inputs."""
+    from contextrag.kernels import fcm, kmeans, semiring
+    g = torch.Generator(device=dev).manual_seed(0)
+
+    def R(*shape, dtype=torch.float32):
+        return torch.rand(*shape, generator=g, device=dev).to(dtype)
+
+    cases = []
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64):
+        for k in (12, 24, 96, 130):
+            cases.append((f"assign/{str(dtype)[6:]}/k{k}", lambda dtype=dtype, k=k: kmeans.assign(R(300, 64, dtype=dtype), R(k, 64))))
+        cases.append((f"assign_segmented/{str(dtype)[6:]}", lambda dtype=dtype: kmeans.assign_segmented(
+            R(300, 64, dtype=dtype), [0, 100, 300], R(36, 64), [0, 12, 36])))
+    for dtype in (torch.bfloat16, torch.float32):
+        for k in (12, 24, 96, 200, 256):
+            cases.append((f"update/{str(dtype)[6:]}/k{k}", lambda dtype=dtype, k=k: kmeans.update(
+                R(500, 96, dtype=dtype), torch.randint(0, k, (500,), device=dev), k)))
+        for c in (5, 24, 96, 132, 256, 512, 1024):
+            cases.append((f"fcm/{str(dtype)[6:]}/c{c}", lambda dtype=dtype, c=c: fcm.memberships(
+                R(40, 64, dtype=dtype), R(c, 64), 2.0)))
+    for dtype in (torch.float32, torch.float64):
+        for op in ("minplus", "maxplus", "minsum"):
+            for (M, K, N) in ((132, 3000, 132), (200, 64, 200), (5, 100_000, 7)):  # 32/64 tiles, split
+                cases.append((f"semiring/{str(dtype)[6:]}/{op}/{M}x{K}x{N}", lambda dtype=dtype, op=op, M=M, K=K, N=N:
+                              semiring.semiring_mm(R(M, K, dtype=dtype), R(K, N, dtype=dtype), op)))
+    cases.append(("meet_levels/L16", lambda: semiring.meet_cardinality_levels(R(70, 300), R(50, 300), 16)))
+    return cases
+
+
+def group_compile_sweep(ctx: Ctx):
+    """Compile and launch every production configuration: registers, spills, shared memory per
+    kernel; OutOfResources caught and named; no precision fallback allowed."""
+    torch = ctx.torch
+    if ctx.smoke:
+        # no device: compile one kernel for sm_90 the way the device would (no interpreter here)
+        from contextrag.kernels import resources
+        k, sig, ce = resources.semiring_kernel_args("float32", op=1)
+        rep = resources.compile_report(k, sig, ce, arch=90, num_warps=8)
+        ttir = rep.pop("ttir")
+        rep["offsets"] = sorted(resources.addptr_offset_types(ttir))
+        ctx.out["offline/semiring/float32/maxplus/sm_90"] = rep
+        ctx.out["cases"] = [name for name, _ in _sweep_cases(torch, torch.device("cpu"))]
+        ctx.flush()
+        return
+    from triton.runtime.errors import OutOfResources
+    from contextrag.kernels import fcm, kmeans
+    kmeans.COMPILE_LOG = []
+    for name, thunk in _sweep_cases(torch, ctx.dev):
+        def run(thunk=thunk):
+            start = len(kmeans.COMPILE_LOG)
+            try:
+                thunk()
+                ctx.sync()
+            except OutOfResources as e:
+                return {"error": f"OutOfResources: {e}"}
+            comp = kmeans.COMPILE_LOG[start:]
+            r = {"launches": len(comp), "compiled": comp}
+            spills = [c for c in comp if c.get("spills")]
+            if spills:
+                r["spilling"] = [(c["kernel"], c["spills"]) for c in spills]
+            return r
+
+        ctx.step(name, run)
+    if kmeans.PRECISION_FALLBACKS:
+        ctx.out["precision"] = {"error": f"tf32x3 fell back to ieee: {kmeans.PRECISION_FALLBACKS}"}
+    else:
+        ctx.out["precision"] = {"fallbacks": 0}
+    if fcm.FALLBACKS:
+        ctx.out["fcm_plans"] = {"error": f"FCM plans that did not fit despite the estimate: {fcm.FALLBACKS}"}
+    ctx.flush()
+
+
+# ---- scale probe: 10M rows, int64 offsets, N beyond 4M ---------------------------------------
+
+def group_scale(ctx: Ctx):
+    torch = ctx.torch
+    n, d, k = (3000, 16, 8) if ctx.smoke else (10_000_000, 384, 96)
+    Q, V, Cn = (3, 8, 5000) if ctx.smoke else (8, 430, 5_000_000)
+    g = torch.Generator(device=ctx.dev).manual_seed(7)
+    X = torch.empty((n, d), dtype=torch.bfloat16, device=ctx.dev)
+    for i in range(0, n, 1 << 20):
+        m = min(1 << 20, n - i)
+        X[i:i + m] = torch.randn((m, d), generator=g, device=ctx.dev).to(torch.bfloat16)
+    C = X[torch.randperm(n, generator=g, device=ctx.dev)[:k]].float()
+    rows = torch.cat([torch.randint(0, n, (4096,), generator=g, device=ctx.dev),
+                      torch.arange(max(0, n - 2048), n, device=ctx.dev)])
+    Xs, Cd = X[rows].double(), C.to(torch.bfloat16).double()
+    D = (Xs ** 2).sum(1, keepdim=True) + (Cd ** 2).sum(1)[None] - 2.0 * Xs @ Cd.t()
+    scale = (Xs ** 2).sum(1) + (Cd ** 2).sum(1).max()
+    ctx.out["shape"] = {"n": n, "d": d, "k": k, "dtype": "bfloat16", "sampled_rows": int(rows.numel())}
+    for b in ctx.backends:
+        labels_box = {}
+
+        def assign(b=b):
+            t, (labels, d2) = ctx.once(lambda: ctx.IMPLS["kmeans_assign"][b](X, C))
+            labels_box["labels"] = labels
+            lab = labels[rows]
+            gap = D.gather(1, lab[:, None]).squeeze(1) - D.min(1).values
+            derr = (d2[rows].double() - D.gather(1, lab[:, None]).squeeze(1).clamp_min(0)).abs()
+            r = {"s": t, "labels_agree": float((lab == D.argmin(1)).double().mean()),
+                 "max_rel_gap": float((gap / (1 + scale)).max()), "max_rel_d2_err": float((derr / (1 + scale)).max())}
+            if r["max_rel_gap"] > 1e-3 or r["max_rel_d2_err"] > 1e-3 or int(labels.min()) < 0 or int(labels.max()) >= k:
+                r["error"] = "assignment disagrees with torch on sampled rows"
+            return r
+
+        ctx.step(f"assign/{b}", assign)
+
+        def update(b=b):
+            labels = labels_box.get("labels")
+            if labels is None:
+                return {"error": "no labels (assign failed)"}
+            t, (sums, counts) = ctx.once(lambda: ctx.IMPLS["kmeans_update"][b](X, labels, k))
+            want_c = torch.bincount(labels, minlength=k)
+            want = torch.zeros((k, d), dtype=torch.float64, device=ctx.dev)
+            mag = torch.zeros((k, d), dtype=torch.float64, device=ctx.dev)
+            for i in range(0, n, 1 << 20):
+                xs = X[i:i + (1 << 20)].double()
+                want.index_add_(0, labels[i:i + (1 << 20)], xs)
+                mag.index_add_(0, labels[i:i + (1 << 20)], xs.abs())
+            rel = float(((sums.double() - want).abs() / (mag + 1e-30)).max())
+            r = {"s": t, "counts_exact": bool(torch.equal(counts.cpu(), want_c.cpu())), "max_rel_err": rel}
+            if not r["counts_exact"] or rel > 1e-3:
+                r["error"] = "update disagrees with torch"
+            return r
+
+        ctx.step(f"update/{b}", update)
+        labels_box.clear()
+    del X, Xs, D
+    mu = torch.rand((Q, V), generator=g, device=ctx.dev)
+    I = torch.rand((Cn, V), generator=g, device=ctx.dev)
+    cols = torch.cat([torch.randint(0, Cn, (512,), generator=g, device=ctx.dev), torch.arange(Cn - 512, Cn, device=ctx.dev)])
+    want = torch.clamp_min((mu[:, None, :] + I[cols][None]).amax(dim=2) - 1.0, 0.0)
+    for b in ctx.backends:
+        def route(b=b):
+            t, out = ctx.once(lambda: ctx.IMPLS["fuzzy_route"][b](mu, I))
+            return {"Q": Q, "V": V, "N": Cn, "s": t, "max_element_offset": (Cn - 1) * I.stride(0) + V - 1,
+                    "offset_beyond_int32": (Cn - 1) * I.stride(0) + V - 1 >= 2 ** 31,
+                    "n_tiles_axis0": -(-Cn // 64), "exact_on_sampled_columns": bool(torch.equal(out[:, cols], want))}
+
+        def checked(route=route):
+            r = route()
+            if not r["exact_on_sampled_columns"]:
+                r["error"] = "fuzzy_route at N = 5M differs from torch on sampled columns"
+            return r
+
+        ctx.step(f"fuzzy_route_5M/{b}", checked)
+
+
+# ---- compute-sanitizer over the CUDA kernels -------------------------------------------------
+
+def sanitize_payload(smoke: bool) -> int:
+    """Every CUDA kernel (Triton under --cpu-smoke) on small ragged shapes, checked against torch;
+    the sanitizer group runs this under compute-sanitizer. Prints a JSON line of the checks."""
     if smoke:
+        os.environ["TRITON_INTERPRET"] = "1"
+    import torch
+    import contextrag.ops as ops
+    from contextrag.ops import _gpu
+    from contextrag.ops._registry import IMPLS
+    backend, dev = ("triton", "cpu") if smoke else ("cuda", "cuda")
+    g = torch.Generator().manual_seed(0)
+
+    def R(*shape, dtype=torch.float32):
+        return torch.rand(*shape, generator=g, dtype=torch.float64).to(dtype).to(dev)
+
+    checks = {}
+    # ragged shapes across the tiles (66/128 rows and columns, 8-step slabs, 64-row blocks) and a
+    # split reduction; the interpreter gets the small ones only
+    semi = ((7, 33, 65), (5, 300, 3)) if smoke else ((7, 33, 65), (130, 300, 131), (5, 2000, 3))
+    assign_shapes = ((1, 8, 1), (37, 20, 7)) if smoke else ((1, 8, 1), (97, 20, 7), (130, 64, 130))
+    upd_shapes = ((70, 9, 7),) if smoke else ((300, 40, 7), (257, 33, 400))  # shared-memory, global atomics
+    fcm_shapes = ((1, 3, 1), (20, 9, 5)) if smoke else ((1, 3, 1), (70, 9, 5), (65, 33, 200))
+    for s_, G, M in semi:
+        A, I = R(s_, G), R(G, M)
+        checks[f"luk_up/{s_}x{G}x{M}"] = torch.equal(
+            ops.luk_up(A, I, backend=backend), torch.clamp_max(1.0 + (I[None] - A[:, :, None]).amin(dim=1), 1.0))
+        mu, J = R(s_, G), R(M, G)
+        checks[f"route/{s_}x{G}x{M}"] = torch.equal(
+            ops.fuzzy_route(mu, J, backend=backend), torch.clamp_min((mu[:, None, :] + J[None]).amax(dim=2) - 1.0, 0.0))
+        mc = ops.meet_cardinality(mu, J, backend=backend)
+        checks[f"meet/{s_}x{G}x{M}"] = bool(((mc - torch.minimum(mu[:, None], J[None]).sum(2)).abs() < 1e-3 * G).all())
+    A64, I64 = R(9, 70 if smoke else 700, dtype=torch.float64), R(70 if smoke else 700, 11, dtype=torch.float64)
+    checks["luk_up/float64"] = torch.equal(ops.luk_up(A64, I64, backend=backend),
+                                           torch.clamp_max(1.0 + (I64[None] - A64[:, :, None]).amin(dim=1), 1.0))
+    for dtype in (torch.float32, torch.bfloat16, torch.float16, torch.float64):
+        for n, d, k in assign_shapes:
+            X, C = R(n, d, dtype=dtype) - 0.5, R(k, d) - 0.5
+            Xd, Cd = X.double(), C.to(dtype).double()
+            D = (Xd ** 2).sum(1, keepdim=True) + (Cd ** 2).sum(1)[None] - 2 * Xd @ Cd.t()
+            paths = [None, False] if backend == "cuda" and dtype in (torch.bfloat16, torch.float16) else [None]
+            for tc in paths:
+                if tc is None:
+                    labels, d2 = IMPLS["kmeans_assign"][backend](X, C)
+                else:
+                    labels, d2 = _gpu._cuda_assign(X, C, tensor_cores=False)
+                gap = D.gather(1, labels[:, None]).squeeze(1) - D.min(1).values
+                checks[f"assign/{str(dtype)[6:]}/{n}x{d}x{k}/{'simt' if tc is False else 'default'}"] = bool(
+                    (gap <= 1e-3 * (1 + D.abs().max())).all())
+        T = R(100 if smoke else 300, 24, dtype=dtype)
+        seg = (_gpu.cuda_assign_segmented if backend == "cuda" else _gpu._tk()[0].assign_segmented)
+        labels, _ = seg(T, [0, 64, 65, T.shape[0]], R(20, 24), [0, 7, 8, 20])
+        checks[f"assign_segmented/{str(dtype)[6:]}"] = bool((labels[:64] < 7).all() and (labels[64:65] < 1).all()
+                                                            and (labels[65:] < 12).all())
+    for dtype in (torch.float32, torch.bfloat16):
+        for n, d, k in upd_shapes:
+            X = R(n, d, dtype=dtype)
+            lab = torch.randint(0, k, (n,), generator=g).to(dev)
+            sums, counts = IMPLS["kmeans_update"][backend](X, lab, k)
+            want = torch.zeros((k, d), dtype=torch.float64, device=dev).index_add_(0, lab, X.double())
+            checks[f"update/{str(dtype)[6:]}/{n}x{d}x{k}"] = bool(
+                torch.equal(counts.cpu(), torch.bincount(lab, minlength=k).cpu()) and ((sums.double() - want).abs() < 1e-3).all())
+    for dtype in (torch.float32, torch.float64, torch.bfloat16):
+        for n, d, c in fcm_shapes:
+            X, C = R(n, d, dtype=dtype), R(c, d, dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+            U = IMPLS["fcm_memberships"][backend](X, C, 2.0, None)
+            checks[f"fcm/{str(dtype)[6:]}/{n}x{d}x{c}"] = bool(((U.sum(1) - 1).abs() < 1e-3).all()
+                                                               and float(U.min()) >= 0 and float(U.max()) <= 1)
+    if dev == "cuda":
+        torch.cuda.synchronize()
+    bad = sorted(k for k, v in checks.items() if not v)
+    print("SANITIZE_CHECKS " + json.dumps({"n": len(checks), "failed": bad}), flush=True)
+    return 1 if bad else 0
+
+
+_SAN_SUMMARY = re.compile(r"(ERROR SUMMARY: \d+ errors?|RACECHECK SUMMARY: .*|SYNCCHECK SUMMARY: .*)")
+
+
+def parse_sanitizer(text: str) -> dict:
+    """The sanitizer's summary lines, its error count and the payload's own checks."""
+    summary = _SAN_SUMMARY.findall(text)
+    errors = 0
+    for line in summary:
+        m = re.search(r"(\d+) errors?", line)
+        if m:
+            errors += int(m.group(1))
+    checks = None
+    m = re.search(r"SANITIZE_CHECKS (\{.*\})", text)
+    if m:
+        checks = json.loads(m.group(1))
+    first = [ln for ln in text.splitlines() if ln.startswith("=========") and
+             ("Invalid" in ln or "Race" in ln or "Barrier" in ln or "Error" in ln or "hazard" in ln.lower())][:20]
+    return {"summary": summary, "errors": errors, "checks": checks, "first_reports": first}
+
+
+def _sanitizer() -> str | None:
+    import shutil
+    for c in (shutil.which("compute-sanitizer"), os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "bin",
+              "compute-sanitizer"), "/usr/local/cuda/bin/compute-sanitizer"):
+        if c and os.path.exists(c):
+            return c
+    return None
+
+
+def group_sanitizer(smoke: bool, part: Path, budget_s: float) -> None:
+    out: dict = {}
+    payload = [sys.executable, str(Path(__file__).resolve()), str(part.parent), "--sanitize-payload"]
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if smoke:
+        rc, text = _run(payload + ["--cpu-smoke"], budget_s, own_group=False, cwd=REPO, env=env)
+        out["payload_only"] = {"returncode": "timeout" if rc is None else rc, **parse_sanitizer(text)}
+        out["note"] = "no device: the payload ran under the Triton interpreter without a sanitizer"
+        if rc != 0:
+            out["payload_only"]["error"] = text[-2000:]
+        _atomic_write(part, out)
+        return
+    if os.environ.get(NO_CUDA_ENV):
+        out["skipped"] = f"CUDA kernels cannot run: {os.environ[NO_CUDA_ENV]}"
+        _atomic_write(part, out)
+        return
+    tool = _sanitizer()
+    if tool is None:
+        out["error"] = "compute-sanitizer not found (PATH, $CUDA_HOME/bin, /usr/local/cuda/bin)"
+        _atomic_write(part, out)
+        return
+    out["tool"] = tool
+    t0 = time.perf_counter()
+    regex = "|".join(KERNEL_NAMES)
+    for name in ("memcheck", "synccheck", "racecheck"):
+        left = budget_s - (time.perf_counter() - t0) - 3
+        if left < 10:
+            out[name] = {"skipped": "time budget spent"}
+            continue
+        cmd = [tool, "--tool", name, "--kernel-regex", f"kns={regex}", "--print-limit", "20"] + payload
+        t = time.perf_counter()
+        rc, text = _run(cmd, left, own_group=False, cwd=REPO, env=env)
+        if rc is not None and "kernel-regex" in text and ("unrecognised" in text.lower() or "unrecognized" in text.lower()
+                                                         or "unknown option" in text.lower()):
+            cmd = [tool, "--tool", name, "--print-limit", "20"] + payload  # an older sanitizer: check every kernel
+            rc, text = _run(cmd, max(5.0, left - (time.perf_counter() - t)), own_group=False, cwd=REPO, env=env)
+        r = {"returncode": "timeout" if rc is None else rc, "seconds": round(time.perf_counter() - t, 1),
+             **parse_sanitizer(text)}
+        if rc is None or r["errors"] or rc != 0 or (r["checks"] or {}).get("failed"):
+            r["error"] = (f"{name}: rc {r['returncode']}, {r['errors']} sanitizer errors, "
+                          f"failed checks {(r['checks'] or {}).get('failed')}")
+            r["tail"] = text[-3000:]
+        out[name] = r
+        _atomic_write(part, out)
+    _atomic_write(part, out)
+
+
+def _record_fallbacks(out: dict) -> None:
+    """Precision and FCM-plan fallbacks this group's process made (they change what is measured)."""
+    km, fc = sys.modules.get("contextrag.kernels.kmeans"), sys.modules.get("contextrag.kernels.fcm")
+    out["fallbacks"] = {"precision": list(getattr(km, "PRECISION_FALLBACKS", [])),
+                        "fcm_plans": list(getattr(fc, "FALLBACKS", []))}
+
+
+def run_group(name: str, smoke: bool, part: Path, budget_s: float) -> None:
+    if smoke and name != "compile_sweep":
         os.environ["TRITON_INTERPRET"] = "1"  # before triton is imported anywhere in this process
-    if name == "tests":
-        return group_tests(smoke, part)
+    if name in ("tests_cuda", "tests_triton"):
+        return group_tests(name, smoke, part)
+    if name == "sanitizer":
+        return group_sanitizer(smoke, part, budget_s)
     ctx = Ctx(smoke, part)
-    {"peaks": group_peaks, "kmeans": group_kmeans, "rq_kmeans": group_rq,
-     "semiring": group_semiring, "graph": group_graph}[name](ctx)
+    {"peaks": group_peaks, "kmeans": group_kmeans, "rq_kmeans": group_rq, "semiring": group_semiring,
+     "graph": group_graph, "compile_sweep": group_compile_sweep, "scale": group_scale}[name](ctx)
+    _record_fallbacks(ctx.out)
     ctx.flush()
 
 
@@ -573,8 +943,13 @@ def _versions() -> dict:
 
 
 def _summarise(groups: dict) -> dict:
-    """The headline figures the issue asks for, lifted out of the groups."""
+    """The headline figures the issue asks for, lifted out of the groups, and every failure."""
     s: dict = {}
+    for g in ("tests_cuda", "tests_triton"):
+        r = groups.get(g, {}).get("results") or {}
+        if r:
+            s[g] = r.get("skipped") or {"counts": r.get("counts"), "failed": r.get("failed"),
+                                        "unfinished": r.get("unfinished")}
     km = groups.get("kmeans", {}).get("results", {})
     for key, val in km.items():
         if isinstance(val, dict) and "s_per_iter" in val and "/" in key and not key.endswith("torch"):
@@ -590,44 +965,94 @@ def _summarise(groups: dict) -> dict:
     for key, val in groups.get("graph", {}).get("results", {}).items():
         if isinstance(val, dict) and "total_s" in val:
             s[key] = {"total_s": val["total_s"], "meets_goal": val["meets_goal"]}
-    errors = []
+    san = groups.get("sanitizer", {}).get("results") or {}
+    for tool in ("memcheck", "synccheck", "racecheck"):
+        if isinstance(san.get(tool), dict):
+            s[f"sanitizer/{tool}"] = san[tool].get("summary") or san[tool].get("skipped")
+    errors, fallbacks = [], []
     for g, gv in groups.items():
-        for key, val in (gv.get("results") or {}).items():
+        res = gv.get("results") or {}
+        for key, val in res.items():
             if isinstance(val, dict) and "error" in val:
-                errors.append(f"{g}/{key}: {val['error']}")
+                errors.append(f"{g}/{key}: {str(val['error'])[:400]}")
+        if "error" in res and not isinstance(res["error"], dict):
+            errors.append(f"{g}: {str(res['error'])[:600]}")
+        fb = res.get("fallbacks") or {}
+        for kind, items in fb.items():
+            fallbacks += [f"{g}/{kind}: {it}" for it in items]
         if gv.get("status") not in ("ok", None):
             errors.append(f"{g}: {gv.get('status')}")
+    s["fallbacks"] = fallbacks
     s["errors"] = errors
     return s
+
+
+def _expand(groups_arg: str) -> list:
+    out = []
+    for g in (x.strip() for x in groups_arg.split(",")):
+        if not g:
+            continue
+        for h in ALIASES.get(g, (g,)):
+            if h not in GROUPS:
+                raise SystemExit(f"unknown group {h!r}; choose from {GROUPS} or {tuple(ALIASES)}")
+            if h not in out:
+                out.append(h)
+    return out
+
+
+def _report_lines(report: dict) -> list:
+    """What a person reading the device tool's output tail needs: each group's status, then failures."""
+    lines = ["[gpu_check] ---- summary ----"]
+    for g, gv in report["groups"].items():
+        lines.append(f"[gpu_check] {g:14s} {gv.get('status')} ({gv.get('seconds', 0)}s)")
+    summ = report.get("summary", {})
+    for g in ("tests_cuda", "tests_triton"):
+        if g in summ:
+            lines.append(f"[gpu_check] {g}: {json.dumps(summ[g])[:1500]}")
+    for e in summ.get("errors", []):
+        lines.append(f"[gpu_check] FAILED {e[:600]}")
+    for f in summ.get("fallbacks", []):
+        lines.append(f"[gpu_check] FALLBACK {f[:300]}")
+    if not summ.get("errors"):
+        lines.append("[gpu_check] no failures recorded")
+    return lines
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("outdir", type=Path, help="folder for gpu_check.json (created)")
     ap.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on the CPU under TRITON_INTERPRET=1")
-    ap.add_argument("--groups", default=",".join(GROUPS), help=f"comma-separated subset of {GROUPS}")
-    ap.add_argument("--budget-s", type=float, default=345.0, help="stop starting groups after this many seconds")
+    ap.add_argument("--groups", default=",".join(GROUPS),
+                    help=f"comma-separated subset of {GROUPS}; 'tests' and 'slow' name {ALIASES}")
+    ap.add_argument("--budget-s", type=float, default=420.0, help="stop starting groups after this many seconds")
     ap.add_argument("--group", help=argparse.SUPPRESS)
     ap.add_argument("--part", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--sanitize-payload", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
+    if args.sanitize_payload:
+        return sanitize_payload(args.cpu_smoke)
     if args.group:  # child
-        run_group(args.group, args.cpu_smoke, args.part)
+        run_group(args.group, args.cpu_smoke, args.part, args.budget_s)
         return 0
 
     out_dir = args.outdir
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "gpu_check.json"
     t_start = time.perf_counter()
-    report = {"meta": {"date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                       "mode": "cpu-smoke" if args.cpu_smoke else "gpu", "versions": _versions(),
-                       "budget_s": args.budget_s},
-              "groups": {}}
+    meta = {"date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "mode": "cpu-smoke" if args.cpu_smoke else "gpu", "versions": _versions(), "budget_s": args.budget_s}
+    build = out_dir / "build_status.json"  # written by gpu_device.sh: CUDA build, fallback, kernel probe
+    if build.exists():
+        try:
+            meta["build"] = json.loads(build.read_text())
+        except Exception as e:
+            meta["build"] = {"error": repr(e)}
+    if os.environ.get(NO_CUDA_ENV):
+        meta["cuda_skipped"] = os.environ[NO_CUDA_ENV]
+    report = {"meta": meta, "groups": {}}
     _atomic_write(path, report)
-    groups = [g.strip() for g in args.groups.split(",") if g.strip()]
-    for g in groups:
-        if g not in GROUPS:
-            raise SystemExit(f"unknown group {g!r}; choose from {GROUPS}")
+    groups = _expand(args.groups)
     for g in groups:
         left = args.budget_s - (time.perf_counter() - t_start)
         entry: dict = {}
@@ -643,7 +1068,8 @@ def main(argv=None) -> int:
         timeout = min(timeout, left)
         part = out_dir / f"part_{g}.json"
         part.unlink(missing_ok=True)
-        cmd = [sys.executable, str(Path(__file__).resolve()), str(out_dir), "--group", g, "--part", str(part)]
+        cmd = [sys.executable, str(Path(__file__).resolve()), str(out_dir), "--group", g, "--part", str(part),
+               "--budget-s", str(max(5.0, timeout - 5))]
         if args.cpu_smoke:
             cmd.append("--cpu-smoke")
         env = dict(os.environ)
@@ -671,6 +1097,7 @@ def main(argv=None) -> int:
     report["summary"] = _summarise(report["groups"])
     report["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 2)
     _atomic_write(path, report)
+    print("\n".join(_report_lines(report)), flush=True)
     print(f"[gpu_check] wrote {path} ({report['meta']['elapsed_s']}s)")
     return 0
 

@@ -32,6 +32,12 @@ def _interpret() -> bool:
 
 
 _PREC_FALLBACK: dict = {}
+# Every switch from tf32x3 to IEEE fp32 this process made: (kernel, error). The GPU check asserts it
+# stays empty, since a fallback changes what every later fp32 dot measures.
+PRECISION_FALLBACKS: list = []
+# When a list, every compiled launch appends (kernel, constexprs, registers, spills, shared bytes):
+# the GPU check's compile sweep reads it. None (the default) records nothing.
+COMPILE_LOG: list | None = None
 
 
 def fp32_precision(device) -> str:
@@ -45,16 +51,58 @@ def fp32_precision(device) -> str:
     return _PREC_FALLBACK.get("tf32x3", "tf32x3")
 
 
-def launch_with_fallback(kernel, grid, args, kwargs):
-    """Launch; if this Triton cannot compile tf32x3 dots, fall back to exact IEEE fp32 once and for all."""
+def _is_precision_error(e: BaseException) -> bool:
+    """A compile error about the dot's input precision (this Triton or GPU has no tf32x3), and
+    nothing else: out-of-resources, launch failures and CUDA errors must surface as they are."""
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources
+    if isinstance(e, OutOfResources):
+        return False
+    if not isinstance(e, (CompilationError, ValueError, AssertionError, TypeError)):
+        return False
+    msg = str(e)
+    return "tf32x3" in msg or "input_precision" in msg
+
+
+def _record_compiled(kernel, compiled, kwargs) -> None:
+    if COMPILE_LOG is None or compiled is None:
+        return
+    meta = getattr(compiled, "metadata", None)
+    COMPILE_LOG.append({
+        "kernel": getattr(kernel, "__name__", str(kernel)),
+        "config": {k: v for k, v in kwargs.items() if isinstance(v, (int, str, bool, float))},
+        "registers": getattr(compiled, "n_regs", None),
+        "spills": getattr(compiled, "n_spills", None),
+        "shared_bytes": getattr(meta, "shared", None),
+    })
+
+
+def launch(kernel, grid, args, kwargs):
+    """kernel[grid](*args, **kwargs), on the device of the first tensor argument (a tensor on
+    cuda:1 launches on cuda:1 whatever the current device is)."""
+    dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
+    if dev is not None and dev.type == "cuda":
+        with torch.cuda.device(dev):
+            compiled = kernel[grid](*args, **kwargs)
+    else:
+        compiled = kernel[grid](*args, **kwargs)
+    _record_compiled(kernel, compiled, kwargs)
+    return compiled
+
+
+def launch_with_fallback(kernel, grid, args, kwargs, *, fp32: bool):
+    """Launch; if this Triton cannot compile a tf32x3 dot, fall back to exact IEEE fp32 once and for
+    all, and record it in PRECISION_FALLBACKS. Only for kernels whose dot really runs in fp32
+    (``fp32``) and only for that compile error: anything else propagates unchanged."""
     try:
-        return kernel[grid](*args, **kwargs)
-    except Exception:
-        if kwargs.get("PREC") != "tf32x3":
+        return launch(kernel, grid, args, kwargs)
+    except Exception as e:
+        if not (fp32 and kwargs.get("PREC") == "tf32x3" and _is_precision_error(e)):
             raise
         _PREC_FALLBACK["tf32x3"] = "ieee"
-        kwargs = dict(kwargs, PREC="ieee")
-        return kernel[grid](*args, **kwargs)
+        PRECISION_FALLBACKS.append({"kernel": getattr(kernel, "__name__", str(kernel)),
+                                    "error": f"{type(e).__name__}: {str(e)[:500]}"})
+        return launch(kernel, grid, args, dict(kwargs, PREC="ieee"))
 
 
 @triton.jit
@@ -172,7 +220,7 @@ def assign(X: torch.Tensor, C: torch.Tensor, *, blocks: tuple | None = None):
         X, Cd, cn, labels, d2, dummy, dummy, dummy, dummy, dummy,
         n, k, d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1)),
         dict(SEGMENTED=False, UPCAST=interp and mode == 0, MODE=mode, PREC=fp32_precision(X.device),
-             BN=BN, BK=BK, BD=BD, num_warps=warps))
+             BN=BN, BK=BK, BD=BD, num_warps=warps), fp32=mode == 1)
     return labels, d2
 
 
@@ -200,7 +248,7 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
         X, Cd, cn, labels, d2, blk_prob, blk_row0, row1, coff, kp,
         n, int(C.shape[0]), d, X.stride(0), X.stride(1), Cd.stride(0), Cd.stride(1)),
         dict(SEGMENTED=True, UPCAST=interp and mode == 0, MODE=mode, PREC=fp32_precision(X.device),
-             BN=BN, BK=BK, BD=BD, num_warps=warps))
+             BN=BN, BK=BK, BD=BD, num_warps=warps), fp32=mode == 1)
     return labels, d2
 
 
@@ -291,5 +339,6 @@ def update(X: torch.Tensor, labels: torch.Tensor, k: int, *, rows_per_prog: int 
                                                 X.stride(0), X.stride(1)),
                          dict(UPCAST=interp and X.dtype != torch.float32, FP32=X.dtype == torch.float32,
                               PREC="tf32x3" if prec == "tf32" else prec,
-                              KP=KP, BN=BN, BD=BD, num_warps=4 if KP <= 64 else 8))
+                              KP=KP, BN=BN, BD=BD, num_warps=4 if KP <= 64 else 8),
+                         fp32=X.dtype == torch.float32)
     return sums, counts.to(torch.int64)

@@ -37,13 +37,18 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
                      s_am, s_ak, s_bk, s_bn, s_om, s_on, s_os,
                      OP: tl.constexpr, EPILOGUE: tl.constexpr, ACC: tl.constexpr,
                      BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    # N on grid axis 0 (up to 2³¹−1 programs): axes 1 and 2 stop at 65,535, which N = 5M would pass
+    pid_n = tl.program_id(0)
+    pid_m = tl.program_id(1)
     pid_s = tl.program_id(2)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     mmask = offs_m < M
     nmask = offs_n < N
+    # element offsets in int64: index × stride passes 2³¹ for operands of more than 2³¹ elements
+    # (A of 2,148 × 1M; Iᵀ with 10M chunks), where int32 products would wrap
+    om = offs_m.to(tl.int64)
+    on = offs_n.to(tl.int64)
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
     if OP == 2:
@@ -55,9 +60,10 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
     for k0 in range(k_lo, k_hi, BK):
         offs_k = k0 + tl.arange(0, BK)
         kmask = offs_k < k_hi
-        a = tl.load(a_ptr + offs_m[:, None] * s_am + offs_k[None, :] * s_ak,
+        ok = offs_k.to(tl.int64)
+        a = tl.load(a_ptr + om[:, None] * s_am + ok[None, :] * s_ak,
                     mask=mmask[:, None] & kmask[None, :], other=0)
-        b = tl.load(b_ptr + offs_k[:, None] * s_bk + offs_n[None, :] * s_bn,
+        b = tl.load(b_ptr + ok[:, None] * s_bk + on[None, :] * s_bn,
                     mask=kmask[:, None] & nmask[None, :], other=0)
         kk = kmask[None, :, None]
         if OP == 0:
@@ -77,7 +83,7 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
             acc = tl.minimum(acc + 1.0, 1.0)
         elif OP == 1:
             acc = tl.maximum(acc - 1.0, 0.0)
-    tl.store(out_ptr + pid_s * s_os + offs_m[:, None] * s_om + offs_n[None, :] * s_on, acc,
+    tl.store(out_ptr + pid_s.to(tl.int64) * s_os + om[:, None] * s_om + on[None, :] * s_on, acc,
              mask=mmask[:, None] & nmask[None, :])
 
 
@@ -101,12 +107,43 @@ def _blocks(dtype, interp: bool, M: int = 64, N: int = 64):
     return bm, bn, 4, (8 if bm * bn >= 4096 else 4)
 
 
+MAX_GRID_YZ = 65535  # CUDA limit of grid axes 1 and 2 (axis 0 takes 2³¹ − 1)
+
+
+def launch_plan(M: int, N: int, K: int, BM: int, BN: int, BK: int, split: int):
+    """(row chunks [(row0, rows)], grid of one chunk, reduction length per split, split).
+
+    N tiles go on grid axis 0, M tiles on axis 1 and splits on axis 2; an M with more than 65,535
+    tiles is launched in row chunks, and the split stays ≤ 65,535."""
+    split = max(1, min(int(split), K, MAX_GRID_YZ))
+    kps = triton.cdiv(triton.cdiv(K, split), BK) * BK  # reduction length per split, a BK multiple
+    split = triton.cdiv(K, kps)
+    rows = MAX_GRID_YZ * BM
+    chunks = [(r0, min(rows, M - r0)) for r0 in range(0, M, rows)]
+    grid = (triton.cdiv(N, BN), triton.cdiv(min(M, rows), BM), split)
+    return chunks, grid, kps, split
+
+
+def choose_blocks(M: int, N: int, K: int, dtype, device, *, split: int | None = None, blocks: tuple | None = None):
+    """(BM, BN, BK, warps, split) semiring_mm uses: by default enough reduction splits for two
+    programs per SM, each at least 8 slabs long."""
+    interp = _interpret()
+    BM, BN, BK, warps = blocks or _blocks(dtype, interp, M, N)
+    if split is None:
+        tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
+        target = 1 if interp else 2 * _sm_count(device)
+        split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(K, 8 * BK)))
+    return BM, BN, BK, warps, launch_plan(M, N, K, BM, BN, BK, split)[3]
+
+
 def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None = None,
                 blocks: tuple | None = None) -> torch.Tensor:
     """out (M, N) from A (M, K) and B (K, N) (any strides) in semiring ``op`` with its epilogue.
 
     ``split``: number of reduction splits (default: enough programs to fill the GPU).
     """
+    from .kmeans import launch
+
     code = _OPS[op]
     M, K = A.shape
     K2, N = B.shape
@@ -118,28 +155,25 @@ def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None 
         return out
     if K == 0:
         return out.fill_(1.0 if code == MINPLUS else 0.0)
-    interp = _interpret()
-    BM, BN, BK, warps = blocks or _blocks(dt, interp, M, N)
-    tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
-    if split is None:
-        target = 1 if interp else 2 * _sm_count(A.device)
-        split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(K, 8 * BK)))
-    split = max(1, min(int(split), K))
-    kps = triton.cdiv(triton.cdiv(K, split), BK) * BK  # reduction length per split, a BK multiple
-    split = triton.cdiv(K, kps)
-    grid = (triton.cdiv(M, BM), triton.cdiv(N, BN), split)
+    BM, BN, BK, warps, split = choose_blocks(M, N, K, dt, A.device, split=split, blocks=blocks)
+    chunks, _, kps, split = launch_plan(M, N, K, BM, BN, BK, split)
     acc = tl.float64 if dt == torch.float64 else tl.float32
+    dst = out if split == 1 else torch.empty((split, M, N), dtype=dt, device=A.device)
+    for r0, rows in chunks:
+        a = A[r0:r0 + rows]
+        grid = (triton.cdiv(N, BN), triton.cdiv(rows, BM), split)
+        if split == 1:
+            o = dst[r0:r0 + rows]
+            strides = (o.stride(0), o.stride(1), 0)
+        else:
+            o = dst[:, r0:r0 + rows]
+            strides = (o.stride(1), o.stride(2), o.stride(0))
+        launch(_semiring_kernel, grid, (a, B, o, rows, N, K, kps,
+                                        a.stride(0), a.stride(1), B.stride(0), B.stride(1)) + strides,
+               dict(OP=code, EPILOGUE=split == 1, ACC=acc, BM=BM, BN=BN, BK=BK, num_warps=warps))
     if split == 1:
-        _semiring_kernel[grid](A, B, out, M, N, K, kps,
-                               A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                               out.stride(0), out.stride(1), 0,
-                               OP=code, EPILOGUE=True, ACC=acc, BM=BM, BN=BN, BK=BK, num_warps=warps)
         return out
-    part = torch.empty((split, M, N), dtype=dt, device=A.device)
-    _semiring_kernel[grid](A, B, part, M, N, K, kps,
-                           A.stride(0), A.stride(1), B.stride(0), B.stride(1),
-                           part.stride(1), part.stride(2), part.stride(0),
-                           OP=code, EPILOGUE=False, ACC=acc, BM=BM, BN=BN, BK=BK, num_warps=warps)
+    part = dst
     if code == MINPLUS:
         return torch.clamp_max(part.amin(dim=0) + 1.0, 1.0, out=out)
     if code == MAXPLUS:
@@ -174,7 +208,7 @@ def terms(M: int, N: int, K: int) -> int:
     return int(M) * int(N) * int(K)
 
 
-__all__ = ["semiring_mm", "luk_up", "luk_down", "fuzzy_route", "meet_cardinality", "terms",
+__all__ = ["semiring_mm", "launch_plan", "luk_up", "luk_down", "fuzzy_route", "meet_cardinality", "terms",
            "MINPLUS", "MAXPLUS", "MINSUM"]
 
 
@@ -184,13 +218,15 @@ __all__ = ["semiring_mm", "luk_up", "luk_down", "fuzzy_route", "meet_cardinality
 def _meet_levels_kernel(a_ptr, b_ptr, ws_ptr, M, N, K, L, k_per_split,
                         s_am, s_ak, s_bk, s_bn, s_wm, s_wn, s_ws,
                         UPCAST: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    pid_m = tl.program_id(0)
-    pid_n = tl.program_id(1)
+    pid_n = tl.program_id(0)  # as in _semiring_kernel: N on the unlimited axis, int64 offsets
+    pid_m = tl.program_id(1)
     pid_s = tl.program_id(2)
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)
     mmask = offs_m < M
     nmask = offs_n < N
+    om = offs_m.to(tl.int64)
+    on = offs_n.to(tl.int64)
     k_lo = pid_s * k_per_split
     k_hi = tl.minimum(K, k_lo + k_per_split)
     if UPCAST:
@@ -200,9 +236,10 @@ def _meet_levels_kernel(a_ptr, b_ptr, ws_ptr, M, N, K, L, k_per_split,
     for k0 in range(k_lo, k_hi, BK):
         offs_k = k0 + tl.arange(0, BK)
         kmask = offs_k < k_hi
-        a = tl.load(a_ptr + offs_m[:, None] * s_am + offs_k[None, :] * s_ak,
+        ok = offs_k.to(tl.int64)
+        a = tl.load(a_ptr + om[:, None] * s_am + ok[None, :] * s_ak,
                     mask=mmask[:, None] & kmask[None, :], other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + offs_k[:, None] * s_bk + offs_n[None, :] * s_bn,
+        b = tl.load(b_ptr + ok[:, None] * s_bk + on[None, :] * s_bn,
                     mask=kmask[:, None] & nmask[None, :], other=0.0).to(tl.float32)
         qa = tl.floor(a * L + 0.5).to(tl.int32)  # level index 0..L
         qb = tl.floor(b * L + 0.5).to(tl.int32)
@@ -211,7 +248,7 @@ def _meet_levels_kernel(a_ptr, b_ptr, ws_ptr, M, N, K, L, k_per_split,
                 acc = tl.dot((qa >= t).to(tl.float32), (qb >= t).to(tl.float32), acc, input_precision="ieee")
             else:
                 acc = tl.dot((qa >= t).to(tl.int8), (qb >= t).to(tl.int8), acc)
-    tl.store(ws_ptr + pid_s * s_ws + offs_m[:, None] * s_wm + offs_n[None, :] * s_wn, acc.to(tl.int32),
+    tl.store(ws_ptr + pid_s.to(tl.int64) * s_ws + om[:, None] * s_wm + on[None, :] * s_wn, acc.to(tl.int32),
              mask=mmask[:, None] & nmask[None, :])
 
 
@@ -238,13 +275,15 @@ def meet_cardinality_levels(A: torch.Tensor, B: torch.Tensor, levels: int, *, sp
     if split is None:
         target = 1 if interp else 2 * _sm_count(A.device)
         split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(G, 8 * BK)))
-    kps = triton.cdiv(triton.cdiv(G, max(1, int(split))), BK) * BK
-    split = triton.cdiv(G, kps)
+    chunks, _, kps, split = launch_plan(p, q, G, BM, BN, BK, split)
     ws = torch.empty((split, p, q), dtype=torch.int32, device=A.device)
     Bt = B.t()
-    grid = (triton.cdiv(p, BM), triton.cdiv(q, BN), split)
-    _meet_levels_kernel[grid](A, Bt, ws, p, q, G, L, kps,
-                              A.stride(0), A.stride(1), Bt.stride(0), Bt.stride(1),
-                              ws.stride(1), ws.stride(2), ws.stride(0),
-                              UPCAST=interp, BM=BM, BN=BN, BK=BK, num_warps=4)
+    from .kmeans import launch
+    for r0, rows in chunks:
+        a, w = A[r0:r0 + rows], ws[:, r0:r0 + rows]
+        grid = (triton.cdiv(q, BN), triton.cdiv(rows, BM), split)
+        launch(_meet_levels_kernel, grid, (a, Bt, w, rows, q, G, L, kps,
+                                           a.stride(0), a.stride(1), Bt.stride(0), Bt.stride(1),
+                                           w.stride(1), w.stride(2), w.stride(0)),
+               dict(UPCAST=interp, BM=BM, BN=BN, BK=BK, num_warps=4))
     return (ws.sum(dim=0, dtype=torch.int64).double() / L).float()

@@ -4,6 +4,7 @@
 // a.__cuda_array_interface__["data"][0] and cupy.cuda.get_current_stream().ptr.
 // Errors (bad arguments, launch failures) raise RuntimeError with the CUDA message.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <stdexcept>
 #include <string>
@@ -105,6 +106,32 @@ void register_cuda(py::module_& m) {
       py::arg("d"), py::arg("p"), py::arg("snap"), py::arg("stream"),
       "FCM memberships u (n,c) (float32; float64 for float64 X), p = 1/(m-1); distances below snap*(|x|^2+|c|^2) "
       "count as zero (one-hot row).");
-  m.def("fcm_max_centres", &cu::fcm_max_centres, py::arg("dtype"), "Largest c fcm_memberships handles for a dtype code");
+  m.def("fcm_max_centres", &cu::fcm_max_centres, py::arg("dtype"),
+        "Largest c fcm_memberships handles for a dtype code on the current device (its shared-memory opt-in "
+        "limit), -1 when no device can be queried");
+  m.def("fcm_centres_limit", &cu::fcm_centres_limit, py::arg("dtype"), py::arg("optin_bytes"),
+        "Largest c fcm_memberships would handle on a device allowing optin_bytes of shared memory per block");
+  m.def(
+      "probe",
+      []() {
+        int v[8];
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::probe(v);
+        }
+        py::dict d;
+        d["runtime_version"] = v[0];
+        d["driver_version"] = v[1];
+        d["device"] = v[2];
+        d["compute_capability"] = py::make_tuple(v[3], v[4]);
+        d["sms"] = v[5];
+        d["smem_optin_bytes"] = v[6];
+        d["kernel_ran"] = v[7] == 1;
+        d["error"] = err;
+        return d;
+      },
+      "Launch one trivial kernel on the current device: versions, device attributes and the error, if any "
+      "(a toolkit newer than the driver fails here, before any real kernel)");
 }
 }  // namespace contextrag

@@ -176,6 +176,7 @@ update_kernel(const TIn* __restrict__ X, const int64_t* __restrict__ labels, Acc
   const int64_t gd = d0 + tx;
   for (int64_t r = r_lo + ty; r < r_hi; r += UR) {
     const int64_t l = labels[r];
+    if (l < 0 || l >= k) continue;  // the Python wrapper rejects these; never index shared memory with them
     if (gd < d) {
       const Acc v = cvt<Acc>(X[r * d + gd]);
       if (SMEM) atomicAdd(&part[l * UD + tx], v);
@@ -263,7 +264,10 @@ fcm_kernel(const TIn* __restrict__ X, const TIn* __restrict__ C, const Acc* __re
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    for (int64_t j = lane; j < c; j += 32) u[j] = D[j] / s;
+    for (int64_t j = lane; j < c; j += 32) {
+      const Acc v = D[j] / s;
+      u[j] = v < Acc(1) ? v : Acc(1);
+    }
   }
 }
 
@@ -306,21 +310,42 @@ std::string launch_update(uintptr_t x, uintptr_t lab, uintptr_t sums, uintptr_t 
   return check_launch("kmeans_update");
 }
 
-constexpr size_t FCM_SMEM_LIMIT = 160 * 1024;
+// Static shared memory of fcm_kernel (Xs, Cs, xn_s); the dynamic part holds ABM rows × c distances.
+constexpr size_t fcm_static_bytes(size_t elem) { return (2 * size_t(ABD) * (ABM + 4) + ABM) * elem; }
+
+inline size_t acc_size(int dtype) { return dtype == kF64 ? sizeof(double) : sizeof(float); }
+
+template <typename TIn, typename Acc>
+size_t fcm_static_bytes_runtime() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, fcm_kernel<TIn, Acc>) != cudaSuccess) {
+    cudaGetLastError();
+    return fcm_static_bytes(sizeof(Acc));
+  }
+  return attr.sharedSizeBytes;
+}
 
 template <typename TIn, typename Acc>
 std::string launch_fcm(uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int64_t n, int64_t nc, int64_t d,
                        double p, double snap, cudaStream_t st) {
   const size_t smem = size_t(ABM) * size_t(nc) * sizeof(Acc);
-  if (smem > FCM_SMEM_LIMIT) return "fcm_memberships: too many centres for the CUDA kernel";
+  const size_t optin = size_t(smem_optin());
+  const size_t fixed = fcm_static_bytes_runtime<TIn, Acc>();
+  if (optin == 0) return api_error("fcm_memberships: no device", cudaGetLastError());
+  if (fixed + smem > optin)
+    return "fcm_memberships: " + std::to_string(nc) + " centres need " + std::to_string(fixed + smem) +
+           " bytes of shared memory, the device allows " + std::to_string(optin) + " (use fcm_max_centres)";
   cudaError_t e = cudaFuncSetAttribute(fcm_kernel<TIn, Acc>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (e != cudaSuccess) return std::string("fcm_memberships: cudaFuncSetAttribute: ") + cudaGetErrorString(e);
+  if (e != cudaSuccess) return api_error("fcm_memberships: cudaFuncSetAttribute", e);
   const int64_t blocks = (n + ABM - 1) / ABM;
+  if (blocks > 2147483647LL) return "fcm_memberships: too many rows";
   fcm_kernel<TIn, Acc><<<unsigned(blocks), ATHREADS, smem, st>>>(
       reinterpret_cast<const TIn*>(x), reinterpret_cast<const TIn*>(c), reinterpret_cast<const Acc*>(cn),
       reinterpret_cast<Acc*>(u), n, nc, d, Acc(p), Acc(snap));
   return check_launch("fcm_memberships");
 }
+
+__global__ void probe_kernel(int* out) { out[threadIdx.x] = int(threadIdx.x) + 1; }
 
 }  // namespace
 
@@ -329,6 +354,8 @@ std::string kmeans_assign(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uin
                           uintptr_t prob_row1, uintptr_t prob_coff, uintptr_t prob_k, int64_t n_blocks,
                           uintptr_t stream) {
   if (k <= 0) return "kmeans_assign: k must be positive";
+  if (dtype < kF32 || dtype > kBF16) return "kmeans_assign: unsupported dtype code " + std::to_string(dtype);
+  DeviceGuard guard(x);
   Segment seg{reinterpret_cast<const int*>(blk_prob), reinterpret_cast<const int*>(blk_row0),
               reinterpret_cast<const int*>(prob_row1), reinterpret_cast<const int*>(prob_coff),
               reinterpret_cast<const int*>(prob_k)};
@@ -347,6 +374,8 @@ int assign_rows_per_block() { return ABM; }
 std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t sums, uintptr_t counts, int64_t n,
                           int64_t k, int64_t d, uintptr_t stream) {
   if (n <= 0 || d <= 0) return std::string();
+  if (k <= 0) return "kmeans_update: k must be positive";
+  DeviceGuard guard(x);
   cudaStream_t st = as_stream(stream);
   switch (dtype) {
     case kF32: return launch_update<float, float>(x, labels, sums, counts, n, k, d, st);
@@ -360,6 +389,8 @@ std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t su
 std::string fcm_memberships(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int64_t n,
                             int64_t n_centres, int64_t d, double p, double snap, uintptr_t stream) {
   if (n <= 0) return std::string();
+  if (n_centres <= 0) return "fcm_memberships: n_centres must be positive";
+  DeviceGuard guard(x);
   cudaStream_t st = as_stream(stream);
   switch (dtype) {
     case kF32: return launch_fcm<float, float>(x, c, cn, u, n, n_centres, d, p, snap, st);
@@ -370,9 +401,57 @@ std::string fcm_memberships(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, u
   }
 }
 
+int fcm_centres_limit(int dtype, int64_t optin_bytes) {
+  const size_t elem = acc_size(dtype);
+  const int64_t room = optin_bytes - int64_t(fcm_static_bytes(elem));
+  return room > 0 ? int(room / int64_t(size_t(ABM) * elem)) : 0;
+}
+
 int fcm_max_centres(int dtype) {
-  const size_t elem = (dtype == kF64) ? sizeof(double) : sizeof(float);
-  return int(FCM_SMEM_LIMIT / (size_t(ABM) * elem));
+  const size_t optin = size_t(smem_optin());
+  if (optin == 0) return -1;
+  size_t fixed = 0;
+  switch (dtype) {
+    case kF32: fixed = fcm_static_bytes_runtime<float, float>(); break;
+    case kF64: fixed = fcm_static_bytes_runtime<double, double>(); break;
+    case kF16: fixed = fcm_static_bytes_runtime<__half, float>(); break;
+    case kBF16: fixed = fcm_static_bytes_runtime<__nv_bfloat16, float>(); break;
+    default: return -1;
+  }
+  if (fixed >= optin) return 0;
+  return int((optin - fixed) / (size_t(ABM) * acc_size(dtype)));
+}
+
+std::string probe(int* out) {
+  // out: runtime version, driver version, device, CC major, CC minor, SMs, shared-memory opt-in, launch ok
+  for (int i = 0; i < 8; ++i) out[i] = -1;
+  cudaError_t e = cudaRuntimeGetVersion(&out[0]);
+  if (e != cudaSuccess) return api_error("cudaRuntimeGetVersion", e);
+  e = cudaDriverGetVersion(&out[1]);
+  if (e != cudaSuccess) return api_error("cudaDriverGetVersion", e);
+  e = cudaGetDevice(&out[2]);
+  if (e != cudaSuccess) return api_error("cudaGetDevice", e);
+  out[3] = device_attr(cudaDevAttrComputeCapabilityMajor, -1);
+  out[4] = device_attr(cudaDevAttrComputeCapabilityMinor, -1);
+  out[5] = sm_count();
+  out[6] = smem_optin();
+  int* buf = nullptr;
+  e = cudaMalloc(&buf, 32 * sizeof(int));
+  if (e != cudaSuccess) return api_error("cudaMalloc", e);
+  probe_kernel<<<1, 32>>>(buf);
+  std::string err = check_launch("probe_kernel launch");
+  int host[32] = {0};
+  if (err.empty()) {
+    e = cudaMemcpy(host, buf, sizeof(host), cudaMemcpyDeviceToHost);  // synchronises: reports kernel faults
+    if (e != cudaSuccess) err = api_error("probe_kernel run", e);
+  }
+  cudaFree(buf);
+  cudaGetLastError();
+  if (!err.empty()) return err;
+  for (int i = 0; i < 32; ++i)
+    if (host[i] != i + 1) return "probe_kernel wrote wrong values";
+  out[7] = 1;
+  return std::string();
 }
 
 }  // namespace cuda

@@ -172,10 +172,11 @@ std::string kmeans_assign_tc(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, 
   if (k <= 0) return "kmeans_assign_tc: k must be positive";
   if (n <= 0) return std::string();
   if ((n + WM - 1) / WM > 2147483647LL) return "kmeans_assign_tc: too many rows";
-  int dev = 0, major = 0;
-  if (cudaGetDevice(&dev) == cudaSuccess &&
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major < 8)
-    return "kmeans_assign_tc: tensor-core path needs compute capability 8.0 or newer";
+  if (dtype != kBF16 && dtype != kF16) return "kmeans_assign_tc: tensor-core path takes float16 or bfloat16 X";
+  DeviceGuard guard(x);
+  // an unqueryable device (error cleared) falls through to the launch, which reports it
+  const int major = device_attr(cudaDevAttrComputeCapabilityMajor, 8);
+  if (major < 8) return "kmeans_assign_tc: tensor-core path needs compute capability 8.0 or newer";
   cudaStream_t st = as_stream(stream);
   if (dtype == kBF16) return launch_t<__nv_bfloat16>(x, c, cn, labels, d2, n, k, d, st);
   if (dtype == kF16) return launch_t<__half>(x, c, cn, labels, d2, n, k, d, st);

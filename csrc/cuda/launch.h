@@ -32,7 +32,16 @@ std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t su
 
 std::string fcm_memberships(int dtype, uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int64_t n,
                             int64_t n_centres, int64_t d, double p, double snap, uintptr_t stream);
+// Largest c for fcm_memberships on the current device (its shared-memory opt-in limit minus the
+// kernel's static shared memory), -1 when no device can be queried.
 int fcm_max_centres(int dtype);
+// The same arithmetic for a given opt-in limit (bytes), from the kernel's static layout: no device.
+int fcm_centres_limit(int dtype, int64_t optin_bytes);
+
+// Launches a trivial kernel on the current device and reads it back: detects a toolkit newer than
+// the driver before any real kernel. out[8]: runtime version, driver version, device, CC major,
+// CC minor, SMs, shared-memory opt-in bytes, 1 when the kernel ran.
+std::string probe(int* out);
 
 
 }  // namespace cuda

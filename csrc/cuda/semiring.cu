@@ -206,6 +206,10 @@ std::string semiring(int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out,
                      uintptr_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return "semiring: M, N and K must be positive";
   if (split > 1 && ws == 0) return "semiring: split > 1 needs a workspace of split*M*N elements";
+  if (split > 65535) return "semiring: split must be at most 65535 (grid axis z)";
+  if (dtype != kF32 && dtype != kF64) return "semiring: dtype must be float32 or float64";
+  if (op < 0 || op > 2) return "semiring: op must be 0 (min-plus), 1 (max-plus) or 2 (min-sum), got " + std::to_string(op);
+  DeviceGuard guard(out);
   cudaStream_t st = as_stream(stream);
   if (dtype == kF32) return run_op<float>(op, a, b, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);
   if (dtype == kF64) return run_op<double>(op, a, b, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);

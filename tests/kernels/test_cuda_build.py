@@ -15,7 +15,7 @@ import contextrag.ops as ops
 
 C = pytest.importorskip("contextrag._C")
 CUDA_FUNCS = ("semiring", "semiring_default_split", "kmeans_assign", "kmeans_assign_tc", "assign_rows_per_block",
-              "kmeans_update", "fcm_memberships", "fcm_max_centres")
+              "kmeans_update", "fcm_memberships", "fcm_max_centres", "fcm_centres_limit", "probe")
 
 
 def _nvcc_build_expected() -> bool:
@@ -55,11 +55,18 @@ def test_cuda_argument_errors_raise_before_any_launch():
         cu.kmeans_assign_tc(0, 1, 1, 1, 1, 1, 4, 2, 3, 0)
     with pytest.raises(RuntimeError, match="k must be positive"):
         cu.kmeans_assign_tc(3, 1, 1, 1, 1, 1, 4, 0, 3, 0)
+    with pytest.raises(RuntimeError, match="k must be positive"):
+        cu.kmeans_update(0, 1, 1, 1, 1, 4, 0, 3, 0)
+    with pytest.raises(RuntimeError, match="n_centres must be positive"):
+        cu.fcm_memberships(0, 1, 1, 1, 1, 4, 0, 3, 1.0, 1e-6, 0)
+    with pytest.raises(RuntimeError, match="split must be at most 65535"):
+        cu.semiring(0, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 70000, 1, 0)
 
 
 def test_cuda_launch_parameters():
     cu = _cuda()
-    assert cu.fcm_max_centres(0) >= 512 and cu.fcm_max_centres(1) == cu.fcm_max_centres(0) // 2
+    # FCM: what fits the device's shared-memory opt-in (A100 163 KB, H100 227 KB) after the static tiles
+    assert cu.fcm_centres_limit(0, 166912) == 617 and cu.fcm_centres_limit(1, 166912) == 291
     assert cu.assign_rows_per_block() > 0
     # a 132×132 output over a million-long reduction splits to fill 132 SMs; a big square does not
     assert cu.semiring_default_split(132, 132, 1_000_000, 132) > 16
@@ -72,6 +79,11 @@ def test_cuda_launch_without_device_raises_cleanly():
     cu = _cuda()
     with pytest.raises(RuntimeError):
         cu.semiring(0, 0, 0, 0, 0, 4, 4, 4, 4, 1, 4, 1, 1, 0, 0)
+    with pytest.raises(RuntimeError, match="no device"):
+        cu.fcm_memberships(0, 0, 0, 0, 0, 4, 5, 3, 1.0, 1e-6, 0)
+    assert cu.fcm_max_centres(0) == -1
+    info = cu.probe()
+    assert info["kernel_ran"] is False and info["error"]
     avail = ops.backends()["cuda"]
     assert avail["available"] is False and "no CUDA device" in avail["detail"]
 

@@ -1,10 +1,13 @@
 """bench/gpu_check.py --cpu-smoke: the GPU check's logic on tiny shapes under the Triton interpreter.
 
-Runs three of its groups (k-means, semiring products, whole graph construction) exactly as the GPU
-run would, each in its own subprocess, and checks the JSON it leaves behind.
+Runs the benchmark groups (k-means, semiring products, whole graph construction) and the slow
+checks (compile sweep, scale probe, sanitizer payload) exactly as the GPU run would, each in its own
+subprocess, and checks the JSON it leaves behind; the parsers of pytest and compute-sanitizer output
+are checked on captured text.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -15,20 +18,29 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _gpu_check():
+    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "bench" / "gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def test_gpu_check_cpu_smoke(tmp_path):
     pytest.importorskip("triton")
     out = tmp_path / "gc"
+    groups = "kmeans,semiring,graph,compile_sweep,scale,sanitizer"
     proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), str(out), "--cpu-smoke",
-                           "--groups", "kmeans,semiring,graph"],
-                          cwd=REPO, capture_output=True, text=True, timeout=600)
+                           "--groups", groups],
+                          cwd=REPO, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[gpu_check] no failures recorded" in proc.stdout
     rep = json.loads((out / "gpu_check.json").read_text())
     assert rep["meta"]["mode"] == "cpu-smoke"
     assert rep["meta"]["versions"]["torch"] and rep["meta"]["date_utc"]
-    assert set(rep["groups"]) == {"kmeans", "semiring", "graph"}
+    assert list(rep["groups"]) == groups.split(",")
     for name, g in rep["groups"].items():
         assert g["status"] == "ok", (name, g)
-    assert rep["summary"]["errors"] == []
+    assert rep["summary"]["errors"] == [] and rep["summary"]["fallbacks"] == []
     km = rep["groups"]["kmeans"]["results"]
     assert km["backends"]["triton"]["available"] is True
     for k in (8, 4, 2):
@@ -45,3 +57,50 @@ def test_gpu_check_cpu_smoke(tmp_path):
     gr = rep["groups"]["graph"]["results"]["graph/triton"]
     assert gr["attributes"] == sum(gr["sizes"]) and gr["total_s"] > 0
     assert set(gr["seconds"]) == {"rq_kmeans", "fcm_context", "closures", "meet_cardinality", "join_closures"}
+    # compile sweep: one kernel compiled for sm_90 without a device, every production case listed
+    sw = rep["groups"]["compile_sweep"]["results"]
+    off = sw["offline/semiring/float32/maxplus/sm_90"]
+    assert off["offsets"] == ["i64"] and 0 < off["shared_bytes"] <= off["smem_optin_bytes"]
+    assert off["registers"] > 0 and off["spill_store_bytes"] == 0
+    assert len(sw["cases"]) > 60 and any(c.startswith("fcm/") and c.endswith("c1024") for c in sw["cases"])
+    # scale probe on tiny shapes: the same checks against torch
+    sc = rep["groups"]["scale"]["results"]
+    assert sc["assign/triton"]["labels_agree"] > 0.99 and sc["update/triton"]["counts_exact"] is True
+    assert sc["fuzzy_route_5M/triton"]["exact_on_sampled_columns"] is True
+    # sanitizer: the payload's checks all hold (no sanitizer without a device)
+    san = rep["groups"]["sanitizer"]["results"]["payload_only"]
+    assert san["returncode"] == 0 and san["checks"]["n"] > 20 and san["checks"]["failed"] == []
+
+
+def test_pytest_and_sanitizer_output_parsers():
+    gc = _gpu_check()
+    text = "\n".join([
+        "tests/kernels/gpu/test_gpu_ops.py::test_a[cuda-1] PASSED                  [  1%]",
+        "tests/kernels/gpu/test_gpu_ops.py::test_b[cuda-2] FAILED                  [  2%]",
+        "[gw1] [ 3%] ERROR tests/kernels/gpu/test_gpu_ops.py::test_c[cuda]",
+        "tests/kernels/gpu/test_gpu_ops.py::test_d[cuda-7] SKIPPED (no CUDA device) [  4%]",
+        "tests/kernels/gpu/test_gpu_ops.py::test_e[cuda-9]",
+        "TIMEOUT after 45s",
+    ])
+    r = gc.parse_pytest_verbose(text)
+    assert r["counts"] == {"passed": 1, "failed": 1, "error": 1, "skipped": 1}
+    assert r["failed"] == ["FAILED tests/kernels/gpu/test_gpu_ops.py::test_b[cuda-2]",
+                           "ERROR tests/kernels/gpu/test_gpu_ops.py::test_c[cuda]"]
+    assert r["unfinished"] == ["tests/kernels/gpu/test_gpu_ops.py::test_e[cuda-9]"]
+    san = "\n".join([
+        "========= COMPUTE-SANITIZER",
+        "========= Invalid __global__ read of size 4 bytes",
+        "=========     at update_kernel<float, float, true>+0x1f0",
+        'SANITIZE_CHECKS {"n": 30, "failed": ["update/float32/300x40x7"]}',
+        "========= ERROR SUMMARY: 3 errors",
+    ])
+    s = gc.parse_sanitizer(san)
+    assert s["errors"] == 3 and s["summary"] == ["ERROR SUMMARY: 3 errors"]
+    assert s["checks"] == {"n": 30, "failed": ["update/float32/300x40x7"]}
+    assert s["first_reports"] == ["========= Invalid __global__ read of size 4 bytes"]
+    race = gc.parse_sanitizer("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)")
+    assert race["errors"] == 0 and race["summary"]
+    assert gc._expand("tests,kmeans,slow") == ["tests_cuda", "tests_triton", "kmeans", "compile_sweep", "scale",
+                                              "sanitizer"]
+    with pytest.raises(SystemExit):
+        gc._expand("kmeans,nope")

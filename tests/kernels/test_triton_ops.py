@@ -283,3 +283,49 @@ def test_fcm_dispatcher_top_k(K):
     r1 = ops.fcm_fit(X, 4, n_iter=5, backend="triton")
     r2 = ops.fcm_fit(X, 4, n_iter=5, backend="cpu")
     np.testing.assert_allclose(r1.memberships, r2.memberships, rtol=0, atol=1e-4)
+
+
+# ---- launch limits: row chunks, labels, unit-interval memberships -----------------------------
+
+@pytest.mark.parametrize("split", [1, 3])
+def test_semiring_row_chunks(K, monkeypatch, split):
+    """More row tiles than grid axis 1 takes: launched in row chunks (axis limit shrunk to 2 tiles)."""
+    semiring = K[0]
+    monkeypatch.setattr(semiring, "MAX_GRID_YZ", 2)
+    A, I = _rand(150, 40, seed=1), _rand(40, 70, seed=2)
+    chunks = semiring.launch_plan(150, 70, 40, 32, 32, 16, split)[0]
+    assert len(chunks) == 3
+    up = semiring.luk_up(A, I, split=split)
+    assert torch.equal(up, torch.clamp_max(1.0 + (I[None, :, :] - A[:, :, None]).amin(dim=1), 1.0))
+    mu, J = _rand(150, 40, seed=3), _rand(70, 40, seed=4)
+    route = semiring.fuzzy_route(mu, J, split=split)
+    assert torch.equal(route, torch.clamp_min((mu[:, None, :] + J[None]).amax(dim=2) - 1.0, 0.0))
+    q = semiring.meet_cardinality_levels((mu * 16).round() / 16, (J * 16).round() / 16, 16, split=split)
+    want = ref.meet_cardinality(((mu * 16).round() / 16).numpy(), ((J * 16).round() / 16).numpy())
+    np.testing.assert_allclose(q.double().numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_update_labels_int32_and_range(K):
+    g = torch.Generator().manual_seed(5)
+    X = torch.randn(70, 9, generator=g)
+    lab = torch.randint(0, 6, (70,), generator=g)
+    upd = IMPLS["kmeans_update"]["triton"]
+    s64, c64 = upd(X, lab, 6)
+    s32, c32 = upd(X, lab.to(torch.int32), 6)
+    assert torch.equal(c64, c32) and torch.equal(s64, s32)
+    lab[3] = 6
+    with pytest.raises(ValueError, match=r"labels must lie in \[0, 6\)"):
+        upd(X, lab, 6)
+
+
+def test_fcm_memberships_in_unit_interval(K):
+    from contextrag.ops._tensor import as_tensor
+    fcm = K[2]
+    g = torch.Generator().manual_seed(9)
+    C = torch.randn(37, 24, generator=g)
+    X = torch.cat([C + 1e-4 * torch.randn(37, 24, generator=g), C[:3], torch.randn(60, 24, generator=g)])
+    for m in (1.05, 2.0):
+        U = fcm.memberships(X, C, m)
+        assert float(U.min()) >= 0.0 and float(U.max()) <= 1.0
+        as_tensor(U, "U", ndim=(2,), unit_interval=True)
+        assert torch.equal(U[37:40], torch.eye(37)[:3])  # points on centres: one-hot rows

@@ -11,6 +11,7 @@ pointers and ``cupy.cuda.get_current_stream().ptr`` the same way).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 
@@ -42,7 +43,8 @@ DTYPE_CODE = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat
 
 
 def _stream(t: torch.Tensor) -> int:
-    return torch.cuda.current_stream(t.device).cuda_stream
+    """t's current CUDA stream as an integer handle (0, the legacy default stream, for host tensors)."""
+    return torch.cuda.current_stream(t.device).cuda_stream if t.device.type == "cuda" else 0
 
 
 def _ptr(t: torch.Tensor) -> int:
@@ -51,6 +53,29 @@ def _ptr(t: torch.Tensor) -> int:
 
 def _acc_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
+
+
+def _guard(t: torch.Tensor):
+    """Make t's device current (tensors on cuda:1 launch on cuda:1); the CUDA launchers also switch
+    to the device that owns their output pointer."""
+    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
+
+
+def check_labels(labels: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """labels as contiguous int64 (n,) with every value in [0, k): the update kernels index shared
+    memory and one-hot rows with them, so int32 or out-of-range labels must not get through."""
+    if not isinstance(labels, torch.Tensor) or labels.dim() != 1 or labels.shape[0] != n:
+        raise ValueError(f"labels must be a 1-D tensor of {n} cluster indices, got "
+                         f"{tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__}")
+    if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
+        raise TypeError(f"labels must hold integers, got {labels.dtype}")
+    labels = labels.to(torch.int64).contiguous()
+    if n:
+        lo, hi = torch.aminmax(labels)
+        lo, hi = int(lo), int(hi)
+        if lo < 0 or hi >= k:
+            raise ValueError(f"labels must lie in [0, {k}) for k = {k}, got values in [{lo}, {hi}]")
+    return labels
 
 
 def _topk(U, k):
@@ -67,17 +92,24 @@ def _triton_assign(X, C):
 
 @register("kmeans_update", "triton")
 def _triton_update(X, labels, k):
-    return _tk()[0].update(X, labels, k)
+    return _tk()[0].update(X, check_labels(labels, X.shape[0], k), k)
 
 
 @register("fcm_memberships", "triton")
 def _triton_fcm(X, C, m, k):
+    from triton.runtime.errors import OutOfResources
+
+    from .fcm import _torch_memberships
     fcm = _tk()[1]
-    # fp64 on a GPU: fp64 exp2/log2 lowering in Triton is unverified there, so use the torch path instead
-    if C.shape[0] > fcm.MAX_C or (X.dtype == torch.float64 and X.device.type == "cuda"):
-        from .fcm import _torch_memberships
+    # fp64 on a GPU: fp64 exp2/log2 lowering in Triton is unverified there, so use the torch path instead;
+    # more centres than this device's shared memory stages: the torch path too
+    if C.shape[0] > fcm.max_centres(X.device, X.dtype) or (X.dtype == torch.float64 and X.device.type == "cuda"):
         return _torch_memberships(X, C, m, k)
-    return _topk(fcm.memberships(X, C, m).to(C.dtype), k)
+    try:
+        U = fcm.memberships(X, C, m)
+    except OutOfResources:  # every plan failed to compile (recorded in kernels.fcm.FALLBACKS)
+        return _torch_memberships(X, C, m, k)
+    return _topk(U.to(C.dtype), k)
 
 
 @register("luk_up", "triton")
@@ -114,6 +146,9 @@ def meet_cardinality_levels(A, B, levels: int = 16):
 
 # ---- CUDA ----------------------------------------------------------------------------------
 
+ROWS_PER_LAUNCH = 65535 * 64  # grid axis y stops at 65,535 blocks; the smallest CUDA row tile is 64
+
+
 def _cuda_semiring(op: int, A, B, *, split: int | None = None):
     """out (M, N) from A (M, K), B (K, N) (any strides) in semiring op (0 min-plus, 1 max-plus, 2 min-sum)."""
     cu = _cu()
@@ -124,12 +159,17 @@ def _cuda_semiring(op: int, A, B, *, split: int | None = None):
         return out
     if K == 0:
         return out.fill_(1.0 if op == 0 else 0.0)
-    if split is None:
-        split = cu.semiring_default_split(M, N, K, torch.cuda.get_device_properties(A.device).multi_processor_count)
-    split = max(1, min(int(split), K))
-    ws = torch.empty((split, M, N), dtype=A.dtype, device=A.device) if split > 1 else out
-    cu.semiring(op, DTYPE_CODE[A.dtype], _ptr(A), _ptr(B), _ptr(out), M, N, K,
-                A.stride(0), A.stride(1), B.stride(0), B.stride(1), split, _ptr(ws), _stream(A))
+    with _guard(A):
+        for r0 in range(0, M, ROWS_PER_LAUNCH):
+            a, o = A[r0:r0 + ROWS_PER_LAUNCH], out[r0:r0 + ROWS_PER_LAUNCH]
+            rows = a.shape[0]
+            sp = split
+            if sp is None:
+                sp = cu.semiring_default_split(rows, N, K, torch.cuda.get_device_properties(A.device).multi_processor_count)
+            sp = max(1, min(int(sp), K, 65535))
+            ws = torch.empty((sp, rows, N), dtype=A.dtype, device=A.device) if sp > 1 else o
+            cu.semiring(op, DTYPE_CODE[A.dtype], _ptr(a), _ptr(B), _ptr(o), rows, N, K,
+                        a.stride(0), a.stride(1), B.stride(0), B.stride(1), sp, _ptr(ws), _stream(A))
     return out
 
 
@@ -173,9 +213,10 @@ def cuda_assign_segmented(X, row_off, C, c_off, tables=None):
         tables = _block_table(row_off, c_off, bm, X.device)
     blk_prob, blk_row0, row1, coff, kp = tables
     if n and blk_prob.numel():
-        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
-                         _ptr(blk_prob), _ptr(blk_row0), _ptr(row1), _ptr(coff), _ptr(kp), int(blk_prob.numel()),
-                         _stream(X))
+        with _guard(X):
+            cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
+                             _ptr(blk_prob), _ptr(blk_row0), _ptr(row1), _ptr(coff), _ptr(kp),
+                             int(blk_prob.numel()), _stream(X))
     return labels, d2
 
 
@@ -209,33 +250,56 @@ def _cuda_assign(X, C, *, tensor_cores: bool | None = None):
     if tensor_cores is None:
         tensor_cores = _use_tensor_cores()
     if n:
-        if (tensor_cores and X.dtype in (torch.float16, torch.bfloat16)
-                and torch.cuda.get_device_capability(X.device)[0] >= 8):
-            cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2),
-                                n, int(C.shape[0]), d, _stream(X))
-        else:
-            cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n,
-                             int(C.shape[0]), d, 0, 0, 0, 0, 0, 0, _stream(X))
+        with _guard(X):
+            _cuda_assign_launch(cu, X, Cd, cn, labels, d2, n, int(C.shape[0]), d, tensor_cores)
     return labels, d2
+
+
+def _cuda_assign_launch(cu, X, Cd, cn, labels, d2, n, k, d, tensor_cores):
+    if (tensor_cores and X.dtype in (torch.float16, torch.bfloat16)
+            and torch.cuda.get_device_capability(X.device)[0] >= 8):
+        cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2),
+                            n, k, d, _stream(X))
+    else:
+        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n,
+                         k, d, 0, 0, 0, 0, 0, 0, _stream(X))
 
 
 @register("kmeans_update", "cuda")
 def _cuda_update(X, labels, k):
     cu = _cu()
     X = X.contiguous()
-    labels = labels.contiguous()
     n, d = X.shape
+    labels = check_labels(labels, n, k)
     sums = torch.zeros((k, d), dtype=_acc_dtype(X), device=X.device)
     counts = torch.zeros(k, dtype=torch.int64, device=X.device)
     if n:
-        cu.kmeans_update(DTYPE_CODE[X.dtype], _ptr(X), _ptr(labels), _ptr(sums), _ptr(counts), n, k, d, _stream(X))
+        with _guard(X):
+            cu.kmeans_update(DTYPE_CODE[X.dtype], _ptr(X), _ptr(labels), _ptr(sums), _ptr(counts), n, k, d,
+                             _stream(X))
     return sums, counts
+
+
+_FCM_LIMITS: dict = {}
+
+
+def cuda_fcm_max_centres(device: torch.device, dtype: torch.dtype) -> int:
+    """Largest c the CUDA FCM kernel takes on ``device`` (its shared-memory opt-in limit, queried
+    once per device and dtype); beyond it the wrapper uses the torch path."""
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    key = (str(device), dtype)
+    if key not in _FCM_LIMITS:
+        guard = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+        with guard:
+            _FCM_LIMITS[key] = int(_cu().fcm_max_centres(DTYPE_CODE[dtype]))
+    return _FCM_LIMITS[key]
 
 
 @register("fcm_memberships", "cuda")
 def _cuda_fcm(X, C, m, k):
     cu = _cu()
-    if C.shape[0] > cu.fcm_max_centres(DTYPE_CODE[X.dtype]):
+    if C.shape[0] > cuda_fcm_max_centres(X.device, X.dtype):
         from .fcm import _torch_memberships
         return _torch_memberships(X, C, m, k)
     X = X.contiguous()
@@ -244,8 +308,9 @@ def _cuda_fcm(X, C, m, k):
     U = torch.empty((n, C.shape[0]), dtype=acc, device=X.device)
     if n:
         snap = 8 * torch.finfo(acc).eps
-        cu.fcm_memberships(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(U), n, int(C.shape[0]), d,
-                           1.0 / (float(m) - 1.0), snap, _stream(X))
+        with _guard(X):
+            cu.fcm_memberships(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(U), n, int(C.shape[0]), d,
+                               1.0 / (float(m) - 1.0), snap, _stream(X))
     return _topk(U.to(C.dtype), k)
 
 
