@@ -878,12 +878,16 @@ def group_sanitizer(smoke: bool, part: Path, budget_s: float) -> None:
         cmd = [tool, "--tool", name, "--kernel-regex", f"kns={regex}", "--print-limit", "20"] + payload
         t = time.perf_counter()
         rc, text = _run(cmd, left, own_group=False, cwd=REPO, env=env)
-        if rc is not None and "kernel-regex" in text and ("unrecognised" in text.lower() or "unrecognized" in text.lower()
-                                                         or "unknown option" in text.lower()):
-            cmd = [tool, "--tool", name, "--print-limit", "20"] + payload  # an older sanitizer: check every kernel
+        rejected = None
+        if rc is not None and not parse_sanitizer(text)["summary"]:
+            # no summary at all: this sanitizer refused the kernel filter; check every kernel instead
+            rejected = text.strip()[-300:]
+            cmd = [tool, "--tool", name, "--print-limit", "20"] + payload
             rc, text = _run(cmd, max(5.0, left - (time.perf_counter() - t)), own_group=False, cwd=REPO, env=env)
         r = {"returncode": "timeout" if rc is None else rc, "seconds": round(time.perf_counter() - t, 1),
              **parse_sanitizer(text)}
+        if rejected is not None:
+            r["kernel_filter_rejected"] = rejected
         if rc is None or r["errors"] or rc != 0 or (r["checks"] or {}).get("failed"):
             r["error"] = (f"{name}: rc {r['returncode']}, {r['errors']} sanitizer errors, "
                           f"failed checks {(r['checks'] or {}).get('failed')}")
@@ -942,8 +946,8 @@ def _versions() -> dict:
     return v
 
 
-def _summarise(groups: dict) -> dict:
-    """The headline figures the issue asks for, lifted out of the groups, and every failure."""
+def _summarise(groups: dict, meta: dict | None = None) -> dict:
+    """The headline figures, lifted out of the groups, and every failure (the build's included)."""
     s: dict = {}
     for g in ("tests_cuda", "tests_triton"):
         r = groups.get(g, {}).get("results") or {}
@@ -970,6 +974,11 @@ def _summarise(groups: dict) -> dict:
         if isinstance(san.get(tool), dict):
             s[f"sanitizer/{tool}"] = san[tool].get("summary") or san[tool].get("skipped")
     errors, fallbacks = [], []
+    build = (meta or {}).get("build") or {}
+    if build.get("cuda_build") not in (None, "ok"):
+        errors.append(f"build: the CUDA build failed, measured with {build.get('fallback_build')} (see build_ON.log)")
+    if (meta or {}).get("cuda_skipped"):
+        errors.append(f"build: CUDA groups skipped: {meta['cuda_skipped']}")
     for g, gv in groups.items():
         res = gv.get("results") or {}
         for key, val in res.items():
@@ -1060,7 +1069,7 @@ def main(argv=None) -> int:
         timeout = GROUP_TIMEOUT[g] * (4 if args.cpu_smoke else 1)
         if left < 10:
             entry["status"] = "skipped: time budget spent"
-            report["summary"] = _summarise(report["groups"])
+            report["summary"] = _summarise(report["groups"], report["meta"])
             report["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 2)
             _atomic_write(path, report)
             print(f"[gpu_check] {g}: {entry['status']}", flush=True)
@@ -1090,11 +1099,11 @@ def main(argv=None) -> int:
             except Exception as e:
                 entry["results_error"] = repr(e)
             part.unlink(missing_ok=True)
-        report["summary"] = _summarise(report["groups"])
+        report["summary"] = _summarise(report["groups"], report["meta"])
         report["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 2)
         _atomic_write(path, report)
         print(f"[gpu_check] {g}: {entry['status']} in {entry['seconds']}s", flush=True)
-    report["summary"] = _summarise(report["groups"])
+    report["summary"] = _summarise(report["groups"], report["meta"])
     report["meta"]["elapsed_s"] = round(time.perf_counter() - t_start, 2)
     _atomic_write(path, report)
     print("\n".join(_report_lines(report)), flush=True)
