@@ -331,7 +331,7 @@ std::string launch_fcm(uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t u, int6
   const size_t smem = size_t(ABM) * size_t(nc) * sizeof(Acc);
   const size_t optin = size_t(smem_optin());
   const size_t fixed = fcm_static_bytes_runtime<TIn, Acc>();
-  if (optin == 0) return api_error("fcm_memberships: no device", cudaGetLastError());
+  if (optin == 0) return "fcm_memberships: no device to query (shared-memory opt-in unknown)";
   if (fixed + smem > optin)
     return "fcm_memberships: " + std::to_string(nc) + " centres need " + std::to_string(fixed + smem) +
            " bytes of shared memory, the device allows " + std::to_string(optin) + " (use fcm_max_centres)";
