@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU check: GPU tests, then GPU benchmarks, JSON under the folder given (default
-# bench/results/gpu_<UTC date>). Finishes in under 6 minutes on one H200.
+# bench/results/gpu_<UTC date>). Stays within --budget-s (default 420 s) on one H200.
 #   bench/gpu_check.sh [OUTDIR] [--cpu-smoke] [--groups tests,peaks,...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
