@@ -1,5 +1,5 @@
 // The row loops of the bounded (Elkan) Lloyd iteration, written once and compiled per instruction
-// set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS
+// set (cluster_rows_{avx512,avx2,generic}.cpp) inside `#pragma GCC target(...)` with CR_NS
 // naming a per-ISA namespace; as in semiring_kernels.h only C functions are used, so no AVX-512 code
 // reaches the baseline build through a shared COMDAT symbol. kmeans_cpu.cpp owns the arguments'
 // checks, the OpenMP regions and the meaning of the state (see the comments there).

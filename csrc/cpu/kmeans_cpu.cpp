@@ -31,7 +31,7 @@
 namespace py = pybind11;
 
 namespace contextrag {
-// fcm_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
+// fcm_rows.h, compiled per instruction set (cluster_rows_{avx512,avx2,generic}.cpp)
 #define CR_DECLARE_FCM(ns)                                                                             \
   namespace ns {                                                                                      \
   double fcm_rows_f32(const float*, const float*, const float*, const float*, ptrdiff_t, ptrdiff_t,   \
@@ -43,16 +43,17 @@ namespace contextrag {
   }
 CR_DECLARE_FCM(generic)
 #if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_FCM(avx2)
 CR_DECLARE_FCM(avx512)
-#define CR_FCM_PICK(name) (avx512 ? &avx512::name : &generic::name)
-#define CR_PICK_ISA(v, name) ((v) ? &avx512::name : &generic::name)
+// the row loops for the ISA in use (cpu_isa(): best supported, or forced by CONTEXTRAG_ISA)
+#define CR_PICK_ISA(v, name) \
+  ((v) == Isa::avx512 ? &avx512::name : (v) == Isa::avx2 ? &avx2::name : &generic::name)
 #else
-#define CR_FCM_PICK(name) (&generic::name)
 #define CR_PICK_ISA(v, name) (&generic::name)
 #endif
 #undef CR_DECLARE_FCM
 
-// elkan_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
+// elkan_rows.h, compiled per instruction set (cluster_rows_{avx512,avx2,generic}.cpp)
 #define CR_DECLARE_ELKAN_T(ns, T, sfx)                                                                 \
   namespace ns {                                                                                      \
   ptrdiff_t elkan_filter_range_##sfx(const T*, const T*, ptrdiff_t, ptrdiff_t, const int64_t*, double*, \
@@ -65,6 +66,7 @@ CR_DECLARE_FCM(avx512)
 #define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
 CR_DECLARE_ELKAN(generic)
 #if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_ELKAN(avx2)
 CR_DECLARE_ELKAN(avx512)
 #endif
 #undef CR_DECLARE_ELKAN
@@ -72,12 +74,12 @@ CR_DECLARE_ELKAN(avx512)
 
 template <class T> struct ElkanFns;
 template <> struct ElkanFns<float> {
-  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
-  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
+  static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
+  static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
 };
 template <> struct ElkanFns<double> {
-  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
-  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
+  static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
+  static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
 };
 
 namespace {
@@ -204,7 +206,7 @@ static void kmeans_epilogue(const py::array& G, const py::array& X, const py::ar
 }
 
 // fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c), W=None, U_prev=None, J=None,
-// slack=0, Wt=None, row0=0): memberships into U (fcm_rows.h, AVX-512 or generic by cpu_isa());
+// slack=0, Wt=None, row0=0): memberships into U (fcm_rows.h, compiled per ISA, picked by cpu_isa());
 // optionally W = U^m (the next centre update's weights) or its transposed bf16 copy written into
 // columns row0.. of Wt (c, ldwt) uint16, the row objectives J, and, with U_prev, the returned
 // max |U − U_prev| (the stopping test), so fcm_fit makes no extra pass over U.
@@ -240,10 +242,10 @@ static double fcm_epilogue(const py::array& G, const py::array& X, const py::arr
     ldwt = Wt.shape(1);
   }
   const bool hw = !W_obj.is_none(), hp = !Uprev_obj.is_none(), hj = !J_obj.is_none();
-  const bool avx512 = cpu_isa() == Isa::avx512;
+  const Isa isa = cpu_isa();
   if (G.dtype().is(py::dtype::of<float>())) {
     const float s = slack > 0 ? (float)slack : 64.0f * (float)(d + 4) * std::numeric_limits<float>::epsilon();
-    auto f = CR_FCM_PICK(fcm_rows_f32);
+    auto f = CR_PICK_ISA(isa, fcm_rows_f32);
     const float *g = static_cast<const float*>(G.data()), *x = static_cast<const float*>(X.data()),
                 *cc = static_cast<const float*>(C.data()), *xv = static_cast<const float*>(xn.data()),
                 *up = hp ? static_cast<const float*>(Up.data()) : nullptr;
@@ -254,7 +256,7 @@ static double fcm_epilogue(const py::array& G, const py::array& X, const py::arr
   }
   if (G.dtype().is(py::dtype::of<double>())) {
     const double s = slack > 0 ? slack : 64.0 * (double)(d + 4) * std::numeric_limits<double>::epsilon();
-    auto f = CR_FCM_PICK(fcm_rows_f64);
+    auto f = CR_PICK_ISA(isa, fcm_rows_f64);
     const double *g = static_cast<const double*>(G.data()), *x = static_cast<const double*>(X.data()),
                  *cc = static_cast<const double*>(C.data()), *xv = static_cast<const double*>(xn.data()),
                  *up = hp ? static_cast<const double*>(Up.data()) : nullptr;
@@ -294,7 +296,7 @@ static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::ar
     for (ptrdiff_t j = 0; j < k; ++j) dmax[(size_t)e] = std::max(dmax[(size_t)e], dl[(size_t)(e * k + j)]);
   const int nt = omp_get_max_threads();
   std::vector<std::vector<int64_t>> parts((size_t)nt);
-  auto fn = ElkanFns<T>::filter(cpu_isa() == Isa::avx512);
+  auto fn = ElkanFns<T>::filter(cpu_isa());
   {
     py::gil_scoped_release nogil;
 #pragma omp parallel num_threads(nt)
@@ -331,7 +333,7 @@ static void elkan_refresh_typed(const py::array& G_, const py::array& X_, const 
   const T* X = static_cast<const T*>(X_.data());
   const T* C = static_cast<const T*>(C_.data());
   gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic in the row loop
-  auto fn = ElkanFns<T>::refresh(cpu_isa() == Isa::avx512);
+  auto fn = ElkanFns<T>::refresh(cpu_isa());
   py::gil_scoped_release nogil;
 #pragma omp parallel
   {
