@@ -62,6 +62,7 @@ CR_DECLARE_FCM(avx512)
   void elkan_refresh_range_##sfx(const T*, const T*, const T*, ptrdiff_t, ptrdiff_t, const double*,      \
                                  const int64_t*, ptrdiff_t, int64_t*, double*, float*, int32_t*, int32_t*, \
                                  float*, int32_t, double, double, double, double, ptrdiff_t, ptrdiff_t);  \
+  void pp_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, const T*, T*, double*, ptrdiff_t, ptrdiff_t); \
   }
 #define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
 CR_DECLARE_ELKAN(generic)
@@ -76,10 +77,12 @@ template <class T> struct ElkanFns;
 template <> struct ElkanFns<float> {
   static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
   static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
+  static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f32); }
 };
 template <> struct ElkanFns<double> {
   static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
   static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
+  static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f64); }
 };
 
 namespace {
@@ -628,9 +631,77 @@ static int64_t move_stats(const py::array& X, py::object rows_obj, const py::arr
   throw py::type_error("X must be float32 or float64");
 }
 
+// kmeanspp(S (m, d), first, U (k−1, t)) -> the k row indices greedy k-means++ picks from S: centre 0 is
+// row `first`; step j draws t candidates by inverse CDF of D² (the first row whose running sum exceeds
+// U[j−1, c]·ΣD², all-zero D²: row ⌊U·m⌋) and keeps the one that lowers Σ min(D², ‖s − cand‖²) most
+// (first on ties). One parallel region per step; the per-thread potentials are added in thread order.
+template <class T>
+static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, const double* U, ptrdiff_t K,
+                                           ptrdiff_t nc) {
+  const ptrdiff_t m = S_.shape(0), d = S_.shape(1);
+  const T* S = static_cast<const T*>(S_.data());
+  py::array_t<int64_t> out(K);
+  int64_t* idx = out.mutable_data();
+  auto fn = ElkanFns<T>::pp(cpu_isa());
+  std::vector<T> d2((size_t)m, std::numeric_limits<T>::infinity()), D((size_t)(m * nc));
+  std::vector<double> cum((size_t)m);
+  const int nt = omp_get_max_threads();
+  std::vector<double> pots((size_t)(nt * nc));
+  std::vector<int64_t> cand((size_t)nc);
+  py::gil_scoped_release nogil;
+  idx[0] = first;
+  for (ptrdiff_t j = 0; j < K; ++j) {
+    ptrdiff_t ncj = nc;
+    if (j == 0) {
+      cand[0] = first;
+      ncj = 1;
+    } else {
+      double acc = 0.0;
+      for (ptrdiff_t i = 0; i < m; ++i) cum[(size_t)i] = acc += (double)d2[(size_t)i];
+      for (ptrdiff_t c = 0; c < nc; ++c) {
+        const double u = U[(j - 1) * nc + c];
+        ptrdiff_t r = acc > 0.0 ? std::upper_bound(cum.begin(), cum.end(), u * acc) - cum.begin() : (ptrdiff_t)(u * m);
+        cand[(size_t)c] = std::min<ptrdiff_t>(std::max<ptrdiff_t>(r, 0), m - 1);
+      }
+    }
+    std::fill(pots.begin(), pots.end(), 0.0);
+#pragma omp parallel num_threads(nt)
+    {
+      const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
+      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi);
+    }
+    ptrdiff_t best = 0;
+    double bp = std::numeric_limits<double>::infinity();
+    for (ptrdiff_t c = 0; c < ncj; ++c) {
+      double p = 0.0;
+      for (int t = 0; t < nt; ++t) p += pots[(size_t)(t * nc + c)];
+      if (p < bp) { bp = p; best = c; }
+    }
+    idx[j] = cand[(size_t)best];
+    for (ptrdiff_t i = 0; i < m; ++i) d2[(size_t)i] = D[(size_t)(i * ncj + best)];
+  }
+  return out;
+}
+
+static py::array_t<int64_t> kmeanspp(const py::array& S, int64_t first,
+                                     const py::array_t<double, py::array::c_style | py::array::forcecast>& U) {
+  check2(S, "S");
+  if (S.shape(0) < 1) throw std::invalid_argument("S must have at least one row");
+  if (first < 0 || first >= S.shape(0)) throw std::invalid_argument("first must index a row of S");
+  if (U.ndim() != 2 || U.shape(1) < 1) throw std::invalid_argument("U must be (k - 1, candidates) with candidates >= 1");
+  for (ptrdiff_t i = 0; i < U.size(); ++i)
+    if (!(U.data()[i] >= 0.0 && U.data()[i] < 1.0)) throw std::invalid_argument("U must hold draws in [0, 1)");
+  if (S.dtype().is(py::dtype::of<float>())) return kmeanspp_typed<float>(S, first, U.data(), U.shape(0) + 1, U.shape(1));
+  if (S.dtype().is(py::dtype::of<double>())) return kmeanspp_typed<double>(S, first, U.data(), U.shape(0) + 1, U.shape(1));
+  throw py::type_error("S must be float32 or float64");
+}
+
 }  // namespace
 
 void register_kmeans(py::module_& m) {
+  m.def("kmeanspp", &kmeanspp, py::arg("S"), py::arg("first"), py::arg("U"),
+        "Greedy k-means++ on the rows of S: the k = len(U) + 1 chosen row indices, from the first row and the "
+        "uniform draws U (k - 1, candidates).");
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
         py::arg("float64_sums") = false,
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel (sums in X's dtype or float64).");
