@@ -17,7 +17,7 @@ from .. import ref
 SPLIT_EPS = ref.kmeans.SPLIT_EPS
 
 
-@dataclass
+@dataclass(frozen=True)
 class LloydOptions:
     """How the CPU fit runs (results are the same labels either way, up to rounding-level ties).
 
