@@ -25,7 +25,6 @@ rounding (~1e-7) of ``tol``.
 from __future__ import annotations
 
 import itertools
-
 import time
 from dataclasses import dataclass, field
 
