@@ -56,7 +56,8 @@ def machine() -> dict:
         "cpu_mhz": float(ci.get("cpu MHz", "nan")),
         "simd": "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse",
         "fp32_lanes_per_vector": lanes32,
-        "contextrag_cpu_isa": isa,
+        "contextrag_cpu_isa": isa,   # the dispatch used (CONTEXTRAG_ISA forces it)
+        "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA"),
         "torch_threads": torch.get_num_threads(),
         "versions": versions,
         "shared_machine": True,
@@ -119,8 +120,11 @@ def gemm_rate(n: int = 4096, repeats: int = 5) -> dict:
 
 
 def write(name: str, payload: dict) -> Path:
+    """bench/results/cpu_<name>_<isa>.json: the CPU dispatch the run used names the file (runs on
+    different ISAs must not overwrite each other; cpu_<name>.json are the earlier AVX-512 runs)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"cpu_{name}.json"
+    isa = payload.get("machine", {}).get("contextrag_cpu_isa", "n/a")
+    path = RESULTS / f"cpu_{name}_{isa}.json"
 
     def clean(o):
         if isinstance(o, dict):

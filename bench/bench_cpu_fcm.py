@@ -14,6 +14,8 @@ fp32 GEMM rate and nothing else.
 Data: 48 Gaussian components, noise 0.15, normalised, 384-d. With the 400 components used before,
 FCM at m=2 and c=96 collapsed to uniform memberships (partition coefficient exactly 1/c), which made
 "same partition coefficient" an empty check; with 48 components the fit stays informative (≈0.17).
+The run records the CPU dispatch (`contextrag_cpu_isa`; CONTEXTRAG_ISA=avx2|generic forces it) and
+writes bench/results/cpu_fcm_<isa>.json.
 """
 from __future__ import annotations
 

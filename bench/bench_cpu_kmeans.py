@@ -9,9 +9,16 @@
    transparent huge pages (numpy's allocation, MADV_HUGEPAGE) instead of ordinary ones; and our
    plain (unbounded) Lloyd loop, whose GEMM work is exactly 2·n·k·d per iteration, to set against
    the square-GEMM rate measured in the same run.
-2. Defaults: our subsampled setting (max_points_per_centroid=256, random init, then one full
-   assignment pass) vs FAISS's default (256 per centroid), FAISS also timed with its full
-   assignment pass (index.search) so both sides return labels for every point.
+2. Defaults, end to end, as a user calls them: kmeans_fit(X, k) (k-means++ seeding, all points,
+   25 iterations at most, tol=1e-4) and the same with tol=0 (25 iterations, for the inertia at
+   FAISS's iteration count) vs faiss.Kmeans(d, k) with its defaults (random init, 256 points per
+   centroid, 25 iterations) and with all points (max_points_per_centroid=n); every contender
+   includes its full assignment pass (index.search for FAISS) so all return labels for every point.
+   Also our subsampled setting (max_points_per_centroid=256) against FAISS's default.
+3. rq_kmeans(X) with its defaults (levels 96, 24, 12) vs the same three levels of faiss.Kmeans
+   (defaults, and all points) on the residuals, each level trained and assigned.
+Every run records the CPU dispatch (`contextrag_cpu_isa`; CONTEXTRAG_ISA=avx2|generic forces it)
+and writes bench/results/cpu_kmeans_<isa>.json.
 Data: a normalised Gaussian mixture shaped like sentence embeddings (384-d, 400 components).
 """
 from __future__ import annotations
@@ -44,7 +51,6 @@ def main():
     a = ap.parse_args()
     import faiss
     from contextrag import ops
-    from contextrag.ops import kmeans as K
     from contextrag.ops.fcm import bf16_available as fcm_bf16_available
 
     out = {"machine": machine(), "load_start": loadavg(), "params": vars(a)}
@@ -53,18 +59,9 @@ def main():
     C0 = X[rng.choice(a.n, a.k, replace=False)].copy()
     out["gemm_before"] = gemm_rate()
 
-    plain_pages = K._plain_pages
-
-    def ours(bounded: bool, screen: bool = True, hugepages: bool = False):
-        K.BOUNDED_LLOYD, K.BF16_SCREEN = bounded, screen
-        if hugepages:   # the work buffers as numpy allocates them (MADV_HUGEPAGE), not _plain_pages
-            K._plain_pages = lambda shape, dtype: np.empty(shape, dtype=str(dtype).removeprefix("torch."))
-        K._STATS.clear()
-        try:
-            return ops.kmeans_fit(X, a.k, n_iter=a.iters, tol=0.0, init=C0)
-        finally:
-            K.BOUNDED_LLOYD, K.BF16_SCREEN = True, True   # the defaults
-            K._plain_pages = plain_pages
+    def ours(bounded: bool, screen: bool = True, hugepages: bool = False, stats=None):
+        opts = ops.LloydOptions(bounded=bounded, bf16_screen=screen, hugepages=hugepages, stats=stats)
+        return ops.kmeans_fit(X, a.k, n_iter=a.iters, tol=0.0, init=C0, options=opts)
 
     def fa():
         km = faiss.Kmeans(a.d, a.k, niter=a.iters, max_points_per_centroid=a.n, seed=1, verbose=False)
@@ -78,7 +75,8 @@ def main():
     for r in range(a.repeats):       # interleaved, so load changes hit every contender alike
         # ours_bounded_fp32: the default loop without bf16 screening (what a CPU without AVX512-BF16 runs)
         # ours_bounded_hugepages: the default loop with its large buffers on transparent huge pages
-        for name, fn in (("ours_bounded", lambda: ours(True)), ("ours_bounded_fp32", lambda: ours(True, False)),
+        skip_stats = []
+        for name, fn in (("ours_bounded", lambda: ours(True, stats=skip_stats)), ("ours_bounded_fp32", lambda: ours(True, False)),
                          ("ours_bounded_hugepages", lambda: ours(True, hugepages=True)),
                          ("ours_plain", lambda: ours(False)), ("faiss", fa)):
             t = timed(fn, 1)
@@ -86,7 +84,7 @@ def main():
             cpu[name].append(t["cpu_s"])
             res[name] = t["result"]
             if name == "ours_bounded":
-                res["skip_stats"] = list(K._STATS)
+                res["skip_stats"] = list(skip_stats)
     best = {k: min(v) for k, v in runs.items()}
     km = res["faiss"]
     _, I = km.index.search(X, 1)
@@ -119,46 +117,95 @@ def main():
         "median_s": {k: float(np.median(v)) for k, v in runs.items()},
         "speedup_bounded_vs_faiss_median": float(np.median(runs["faiss"]) / np.median(runs["ours_bounded"])),
         "speedup_bounded_vs_faiss_per_repeat": [f / o for f, o in zip(runs["faiss"], runs["ours_bounded"])],
-        "default_loop": "bounded" if K.BOUNDED_LLOYD else "plain",
-        "bf16_screening": bool(K.BF16_SCREEN and fcm_bf16_available()),
+        "default_loop": "bounded" if ops.LloydOptions().bounded else "plain",
+        "bf16_screening": bool(ops.LloydOptions().bf16_screen and fcm_bf16_available()),
         "labels_agree_with_faiss": float(np.mean(I[:, 0] == np.asarray(bounded.labels))),
     }
 
-    # ---- defaults: subsample 256 per centroid -------------------------------------------------
-    def ours_default():
-        return ops.kmeans_fit(X, a.k, n_iter=a.iters, init="random", seed=3, max_points_per_centroid=256)
+    # ---- defaults, end to end -----------------------------------------------------------------
+    def inertia_of(C, labels):
+        C, labels = np.asarray(C), np.asarray(labels)
+        return float(((X - C[labels]) ** 2).sum(dtype=np.float64))
 
-    def faiss_default():
-        km = faiss.Kmeans(a.d, a.k, niter=a.iters, seed=3, verbose=False)
-        km.train(X)
-        _, I = km.index.search(X, 1)
-        return km, I
+    def faiss_fit(X_, k, **kw):
+        km = faiss.Kmeans(X_.shape[1], k, seed=3, verbose=False, **kw)
+        km.train(X_)
+        _, I = km.index.search(X_, 1)
+        return km.centroids, I[:, 0]
 
-    druns = {"ours": [], "faiss_train_and_assign": []}
-    dcpu = {"ours": [], "faiss_train_and_assign": []}
+    contenders = {
+        "ours_default": lambda: ops.kmeans_fit(X, a.k),
+        "ours_default_tol0": lambda: ops.kmeans_fit(X, a.k, tol=0.0),
+        "ours_subsampled_256": lambda: ops.kmeans_fit(X, a.k, max_points_per_centroid=256),
+        "faiss_default": lambda: faiss_fit(X, a.k),
+        "faiss_all_points": lambda: faiss_fit(X, a.k, max_points_per_centroid=a.n),
+    }
+    druns = {k: [] for k in contenders}
+    dcpu = {k: [] for k in contenders}
     dres = {}
     for r in range(a.repeats):
-        for name, fn in (("ours", ours_default), ("faiss_train_and_assign", faiss_default)):
+        for name, fn in contenders.items():
             t = timed(fn, 1)
             druns[name].append(t["best_s"])
             dcpu[name].append(t["cpu_s"])
             dres[name] = t["result"]
-    km, I = dres["faiss_train_and_assign"]
     dbest = {k: min(v) for k, v in druns.items()}
-    out["default_subsampled"] = {
-        "times_s": druns, "best_s": dbest, "cpu_s": dcpu,
-        "ours": {"inertia": dres["ours"].inertia, "n_iter": dres["ours"].n_iter, "init": "random"},
-        "faiss": {"inertia": float(((X - km.centroids[I[:, 0]]) ** 2).sum(dtype=np.float64))},
-        "speedup_vs_faiss": dbest["faiss_train_and_assign"] / dbest["ours"],
+    dinfo = {}
+    for name, r_ in dres.items():
+        if name.startswith("ours"):
+            dinfo[name] = {"inertia": float(r_.inertia), "n_iter": r_.n_iter}
+        else:
+            dinfo[name] = {"inertia": inertia_of(*r_), "n_iter": 25}
+    out["default_call"] = {
+        "times_s": druns, "best_s": dbest, "cpu_s": dcpu, "fits": dinfo,
+        "speedup_default_vs_faiss_default": dbest["faiss_default"] / dbest["ours_default"],
+        "speedup_default_vs_faiss_all_points": dbest["faiss_all_points"] / dbest["ours_default"],
+        "speedup_default_tol0_vs_faiss_all_points": dbest["faiss_all_points"] / dbest["ours_default_tol0"],
+        "speedup_subsampled_vs_faiss_default": dbest["faiss_default"] / dbest["ours_subsampled_256"],
+        "inertia_default_tol0_over_faiss_default": dinfo["ours_default_tol0"]["inertia"] / dinfo["faiss_default"]["inertia"],
+        "inertia_default_tol0_over_faiss_all_points":
+            dinfo["ours_default_tol0"]["inertia"] / dinfo["faiss_all_points"]["inertia"],
+    }
+
+    # ---- rq_kmeans defaults vs three faiss.Kmeans levels on the residuals ------------------------
+    def faiss_rq(**kw):
+        R = X.copy()
+        for k in (96, 24, 12):
+            C, lab = faiss_fit(R, k, **kw)
+            R -= C[lab]
+        return float((R.astype(np.float64) ** 2).sum())
+
+    rq = {"ours_rq_default": lambda: ops.rq_kmeans(X).inertia[-1],
+          "faiss_rq_default": lambda: faiss_rq(),
+          "faiss_rq_all_points": lambda: faiss_rq(max_points_per_centroid=a.n)}
+    qruns = {k: [] for k in rq}
+    qres = {}
+    for r in range(a.repeats):
+        for name, fn in rq.items():
+            t = timed(fn, 1)
+            qruns[name].append(t["best_s"])
+            qres[name] = t["result"]
+    qbest = {k: min(v) for k, v in qruns.items()}
+    out["rq_default_call"] = {
+        "times_s": qruns, "best_s": qbest, "final_residual_inertia": qres,
+        "speedup_vs_faiss_default": qbest["faiss_rq_default"] / qbest["ours_rq_default"],
+        "speedup_vs_faiss_all_points": qbest["faiss_rq_all_points"] / qbest["ours_rq_default"],
     }
     out["load_end"] = loadavg()
     best_ours = max(out["all_points"]["speedup_bounded_vs_faiss"], out["all_points"]["speedup_plain_vs_faiss"])
+    dc = out["default_call"]
     out["goals"] = {"kmeans_vs_faiss_3x": best_ours >= 3.0,
+                    "same_start_vs_faiss_2x": out["all_points"]["speedup_bounded_vs_faiss"] >= 2.0,
+                    "default_call_vs_faiss_default_3x": dc["speedup_default_vs_faiss_default"] >= 3.0,
+                    "default_call_vs_faiss_all_points_3x": dc["speedup_default_vs_faiss_all_points"] >= 3.0,
+                    "rq_default_vs_faiss_default_3x": out["rq_default_call"]["speedup_vs_faiss_default"] >= 3.0,
+                    "inertia_not_worse_than_faiss_default": dc["inertia_default_tol0_over_faiss_default"] <= 1.0,
                     "kmeans_vs_faiss_3x_median": out["all_points"]["speedup_bounded_vs_faiss_median"] >= 3.0,
                     "gemm_fraction_50pct": out["all_points"]["ours_plain"]["fraction_of_square_gemm_rate"] >= 0.5}
     write("kmeans", out)
     print({k: out["all_points"][k] for k in ("best_s", "speedup_bounded_vs_faiss", "speedup_plain_vs_faiss")})
-    print(out["all_points"]["ours_plain"], out["default_subsampled"]["best_s"], out["load_start"], out["load_end"])
+    print(out["default_call"]["best_s"], out["rq_default_call"]["best_s"], out["goals"], out["load_start"],
+          out["load_end"])
 
 
 if __name__ == "__main__":

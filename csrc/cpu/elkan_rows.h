@@ -1,5 +1,5 @@
 // The row loops of the bounded (Elkan) Lloyd iteration, written once and compiled per instruction
-// set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS
+// set (cluster_rows_{avx512,avx2,generic}.cpp) inside `#pragma GCC target(...)` with CR_NS
 // naming a per-ISA namespace; as in semiring_kernels.h only C functions are used, so no AVX-512 code
 // reaches the baseline build through a shared COMDAT symbol. kmeans_cpu.cpp owns the arguments'
 // checks, the OpenMP regions and the meaning of the state (see the comments there).
@@ -101,6 +101,45 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
   }
 }
 
+// k-means++ seeding (kmeanspp in kmeans_cpu.cpp): for rows lo..hi of S, D[i, c] = min(d2[i], ‖s_i − s_cand[c]‖²)
+// by direct differences (never below 0, no cancellation) and pot[c] += D[i, c] in double.
+// Four rows at a time: four independent accumulator chains (one chain is bound by the add latency).
+template <class T>
+static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D, double* pot,
+                    ptrdiff_t lo, ptrdiff_t hi) {
+  ptrdiff_t i = lo;
+  for (; i + 4 <= hi; i += 4) {
+    const T *s0 = S + i * d, *s1 = s0 + d, *s2 = s1 + d, *s3 = s2 + d;
+    for (ptrdiff_t c = 0; c < nc; ++c) {
+      const T* q = S + cand[c] * d;
+      T a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+      for (ptrdiff_t j = 0; j < d; ++j) {
+        const T t0 = s0[j] - q[j], t1 = s1[j] - q[j], t2 = s2[j] - q[j], t3 = s3[j] - q[j];
+        a0 += t0 * t0;
+        a1 += t1 * t1;
+        a2 += t2 * t2;
+        a3 += t3 * t3;
+      }
+      const T v[4] = {a0, a1, a2, a3};
+      for (int r = 0; r < 4; ++r) {
+        const T w = v[r] < d2[i + r] ? v[r] : d2[i + r];
+        D[(i + r) * nc + c] = w;
+        pot[c] += (double)w;
+      }
+    }
+  }
+  for (; i < hi; ++i) {
+    const T* s = S + i * d;
+    for (ptrdiff_t c = 0; c < nc; ++c) {
+      T v = sq_dist<T>(s, S + cand[c] * d, d);
+      v = v < d2[i] ? v : d2[i];
+      D[i * nc + c] = v;
+      pot[c] += (double)v;
+    }
+  }
+}
+
 #define CR_ELKAN_EXPORT(T, sfx)                                                                          \
   ptrdiff_t elkan_filter_range_##sfx(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const int64_t* lab,  \
                                      double* upper, int32_t* uep, const float* L, const int32_t* lep,       \
@@ -116,6 +155,10 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
                                  ptrdiff_t r0, ptrdiff_t r1) {                                              \
     refresh_range<T>(G, X, C, d, k, xn2, rows, row0, lab, upper, L, uep, lep, lmin, now, gamma, cmax, eb,   \
                      cnorm, r0, r1);                                                                        \
+  }                                                                                                         \
+  void pp_rows_##sfx(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D,         \
+                     double* pot, ptrdiff_t lo, ptrdiff_t hi) {                                             \
+    pp_rows<T>(S, d, cand, nc, d2, D, pot, lo, hi);                                                         \
   }
 CR_ELKAN_EXPORT(float, f32)
 CR_ELKAN_EXPORT(double, f64)

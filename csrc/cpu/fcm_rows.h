@@ -1,5 +1,5 @@
 // The FCM membership epilogue, written once and compiled per instruction set
-// (cluster_rows_avx512.cpp, cluster_rows_generic.cpp) inside `#pragma GCC target(...)` with CR_NS naming a per-ISA namespace: as in
+// (cluster_rows_{avx512,avx2,generic}.cpp) inside `#pragma GCC target(...)` with CR_NS naming a per-ISA namespace: as in
 // semiring_kernels.h, only C functions and intrinsics are used, so no AVX-512 code can reach the
 // baseline build through a shared COMDAT symbol.
 //

@@ -27,6 +27,7 @@
 #define CR_BF16_X86 1
 #endif
 
+#include "isa.h"
 #include "plain_array.h"
 
 namespace py = pybind11;
@@ -36,10 +37,12 @@ namespace {
 
 #include "cluster_rows_common.h"   // bf16_round
 
+// Off unless the AVX-512 kernels are in use: CONTEXTRAG_ISA=avx2 (or generic) on an AVX-512 machine
+// runs what an AVX2-only CPU runs.
 bool bf16_supported() {
 #if defined(CR_BF16_X86)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+  return cpu_isa() == Isa::avx512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
 #else
   return false;
 #endif

@@ -7,7 +7,8 @@ namespace contextrag {
 
 enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
 
-Isa cpu_isa();                        // the ISA in use (best supported, or CONTEXTRAG_CPU_ISA)
+Isa cpu_isa();                        // the ISA in use (best supported, or CONTEXTRAG_ISA)
+const std::string& isa_env_error();   // why CONTEXTRAG_ISA was not honoured ("" if unset or honoured)
 bool isa_supported(Isa isa);          // whether this machine (and OS) can run it
 void set_cpu_isa(const std::string& name);  // "avx512" | "avx2" | "generic" | "auto"; raises if unsupported
 const char* isa_name(Isa isa);

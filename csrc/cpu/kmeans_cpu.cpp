@@ -31,7 +31,7 @@
 namespace py = pybind11;
 
 namespace contextrag {
-// fcm_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
+// fcm_rows.h, compiled per instruction set (cluster_rows_{avx512,avx2,generic}.cpp)
 #define CR_DECLARE_FCM(ns)                                                                             \
   namespace ns {                                                                                      \
   double fcm_rows_f32(const float*, const float*, const float*, const float*, ptrdiff_t, ptrdiff_t,   \
@@ -43,16 +43,17 @@ namespace contextrag {
   }
 CR_DECLARE_FCM(generic)
 #if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_FCM(avx2)
 CR_DECLARE_FCM(avx512)
-#define CR_FCM_PICK(name) (avx512 ? &avx512::name : &generic::name)
-#define CR_PICK_ISA(v, name) ((v) ? &avx512::name : &generic::name)
+// the row loops for the ISA in use (cpu_isa(): best supported, or forced by CONTEXTRAG_ISA)
+#define CR_PICK_ISA(v, name) \
+  ((v) == Isa::avx512 ? &avx512::name : (v) == Isa::avx2 ? &avx2::name : &generic::name)
 #else
-#define CR_FCM_PICK(name) (&generic::name)
 #define CR_PICK_ISA(v, name) (&generic::name)
 #endif
 #undef CR_DECLARE_FCM
 
-// elkan_rows.h, compiled per instruction set (cluster_rows_avx512.cpp, cluster_rows_generic.cpp)
+// elkan_rows.h, compiled per instruction set (cluster_rows_{avx512,avx2,generic}.cpp)
 #define CR_DECLARE_ELKAN_T(ns, T, sfx)                                                                 \
   namespace ns {                                                                                      \
   ptrdiff_t elkan_filter_range_##sfx(const T*, const T*, ptrdiff_t, ptrdiff_t, const int64_t*, double*, \
@@ -61,10 +62,12 @@ CR_DECLARE_FCM(avx512)
   void elkan_refresh_range_##sfx(const T*, const T*, const T*, ptrdiff_t, ptrdiff_t, const double*,      \
                                  const int64_t*, ptrdiff_t, int64_t*, double*, float*, int32_t*, int32_t*, \
                                  float*, int32_t, double, double, double, double, ptrdiff_t, ptrdiff_t);  \
+  void pp_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, const T*, T*, double*, ptrdiff_t, ptrdiff_t); \
   }
 #define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
 CR_DECLARE_ELKAN(generic)
 #if defined(__x86_64__) || defined(__i386__)
+CR_DECLARE_ELKAN(avx2)
 CR_DECLARE_ELKAN(avx512)
 #endif
 #undef CR_DECLARE_ELKAN
@@ -72,12 +75,14 @@ CR_DECLARE_ELKAN(avx512)
 
 template <class T> struct ElkanFns;
 template <> struct ElkanFns<float> {
-  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
-  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
+  static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
+  static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
+  static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f32); }
 };
 template <> struct ElkanFns<double> {
-  static auto filter(bool v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
-  static auto refresh(bool v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
+  static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
+  static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
+  static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f64); }
 };
 
 namespace {
@@ -204,7 +209,7 @@ static void kmeans_epilogue(const py::array& G, const py::array& X, const py::ar
 }
 
 // fcm_epilogue(G (b,c), X (b,d), C (c,d), xn (b,), m, U_out (b,c), W=None, U_prev=None, J=None,
-// slack=0, Wt=None, row0=0): memberships into U (fcm_rows.h, AVX-512 or generic by cpu_isa());
+// slack=0, Wt=None, row0=0): memberships into U (fcm_rows.h, compiled per ISA, picked by cpu_isa());
 // optionally W = U^m (the next centre update's weights) or its transposed bf16 copy written into
 // columns row0.. of Wt (c, ldwt) uint16, the row objectives J, and, with U_prev, the returned
 // max |U − U_prev| (the stopping test), so fcm_fit makes no extra pass over U.
@@ -240,10 +245,10 @@ static double fcm_epilogue(const py::array& G, const py::array& X, const py::arr
     ldwt = Wt.shape(1);
   }
   const bool hw = !W_obj.is_none(), hp = !Uprev_obj.is_none(), hj = !J_obj.is_none();
-  const bool avx512 = cpu_isa() == Isa::avx512;
+  const Isa isa = cpu_isa();
   if (G.dtype().is(py::dtype::of<float>())) {
     const float s = slack > 0 ? (float)slack : 64.0f * (float)(d + 4) * std::numeric_limits<float>::epsilon();
-    auto f = CR_FCM_PICK(fcm_rows_f32);
+    auto f = CR_PICK_ISA(isa, fcm_rows_f32);
     const float *g = static_cast<const float*>(G.data()), *x = static_cast<const float*>(X.data()),
                 *cc = static_cast<const float*>(C.data()), *xv = static_cast<const float*>(xn.data()),
                 *up = hp ? static_cast<const float*>(Up.data()) : nullptr;
@@ -254,7 +259,7 @@ static double fcm_epilogue(const py::array& G, const py::array& X, const py::arr
   }
   if (G.dtype().is(py::dtype::of<double>())) {
     const double s = slack > 0 ? slack : 64.0 * (double)(d + 4) * std::numeric_limits<double>::epsilon();
-    auto f = CR_FCM_PICK(fcm_rows_f64);
+    auto f = CR_PICK_ISA(isa, fcm_rows_f64);
     const double *g = static_cast<const double*>(G.data()), *x = static_cast<const double*>(X.data()),
                  *cc = static_cast<const double*>(C.data()), *xv = static_cast<const double*>(xn.data()),
                  *up = hp ? static_cast<const double*>(Up.data()) : nullptr;
@@ -294,7 +299,7 @@ static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::ar
     for (ptrdiff_t j = 0; j < k; ++j) dmax[(size_t)e] = std::max(dmax[(size_t)e], dl[(size_t)(e * k + j)]);
   const int nt = omp_get_max_threads();
   std::vector<std::vector<int64_t>> parts((size_t)nt);
-  auto fn = ElkanFns<T>::filter(cpu_isa() == Isa::avx512);
+  auto fn = ElkanFns<T>::filter(cpu_isa());
   {
     py::gil_scoped_release nogil;
 #pragma omp parallel num_threads(nt)
@@ -331,7 +336,7 @@ static void elkan_refresh_typed(const py::array& G_, const py::array& X_, const 
   const T* X = static_cast<const T*>(X_.data());
   const T* C = static_cast<const T*>(C_.data());
   gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic in the row loop
-  auto fn = ElkanFns<T>::refresh(cpu_isa() == Isa::avx512);
+  auto fn = ElkanFns<T>::refresh(cpu_isa());
   py::gil_scoped_release nogil;
 #pragma omp parallel
   {
@@ -626,9 +631,77 @@ static int64_t move_stats(const py::array& X, py::object rows_obj, const py::arr
   throw py::type_error("X must be float32 or float64");
 }
 
+// kmeanspp(S (m, d), first, U (k−1, t)) -> the k row indices greedy k-means++ picks from S: centre 0 is
+// row `first`; step j draws t candidates by inverse CDF of D² (the first row whose running sum exceeds
+// U[j−1, c]·ΣD², all-zero D²: row ⌊U·m⌋) and keeps the one that lowers Σ min(D², ‖s − cand‖²) most
+// (first on ties). One parallel region per step; the per-thread potentials are added in thread order.
+template <class T>
+static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, const double* U, ptrdiff_t K,
+                                           ptrdiff_t nc) {
+  const ptrdiff_t m = S_.shape(0), d = S_.shape(1);
+  const T* S = static_cast<const T*>(S_.data());
+  py::array_t<int64_t> out(K);
+  int64_t* idx = out.mutable_data();
+  auto fn = ElkanFns<T>::pp(cpu_isa());
+  std::vector<T> d2((size_t)m, std::numeric_limits<T>::infinity()), D((size_t)(m * nc));
+  std::vector<double> cum((size_t)m);
+  const int nt = omp_get_max_threads();
+  std::vector<double> pots((size_t)(nt * nc));
+  std::vector<int64_t> cand((size_t)nc);
+  py::gil_scoped_release nogil;
+  idx[0] = first;
+  for (ptrdiff_t j = 0; j < K; ++j) {
+    ptrdiff_t ncj = nc;
+    if (j == 0) {
+      cand[0] = first;
+      ncj = 1;
+    } else {
+      double acc = 0.0;
+      for (ptrdiff_t i = 0; i < m; ++i) cum[(size_t)i] = acc += (double)d2[(size_t)i];
+      for (ptrdiff_t c = 0; c < nc; ++c) {
+        const double u = U[(j - 1) * nc + c];
+        ptrdiff_t r = acc > 0.0 ? std::upper_bound(cum.begin(), cum.end(), u * acc) - cum.begin() : (ptrdiff_t)(u * m);
+        cand[(size_t)c] = std::min<ptrdiff_t>(std::max<ptrdiff_t>(r, 0), m - 1);
+      }
+    }
+    std::fill(pots.begin(), pots.end(), 0.0);
+#pragma omp parallel num_threads(nt)
+    {
+      const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
+      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi);
+    }
+    ptrdiff_t best = 0;
+    double bp = std::numeric_limits<double>::infinity();
+    for (ptrdiff_t c = 0; c < ncj; ++c) {
+      double p = 0.0;
+      for (int t = 0; t < nt; ++t) p += pots[(size_t)(t * nc + c)];
+      if (p < bp) { bp = p; best = c; }
+    }
+    idx[j] = cand[(size_t)best];
+    for (ptrdiff_t i = 0; i < m; ++i) d2[(size_t)i] = D[(size_t)(i * ncj + best)];
+  }
+  return out;
+}
+
+static py::array_t<int64_t> kmeanspp(const py::array& S, int64_t first,
+                                     const py::array_t<double, py::array::c_style | py::array::forcecast>& U) {
+  check2(S, "S");
+  if (S.shape(0) < 1) throw std::invalid_argument("S must have at least one row");
+  if (first < 0 || first >= S.shape(0)) throw std::invalid_argument("first must index a row of S");
+  if (U.ndim() != 2 || U.shape(1) < 1) throw std::invalid_argument("U must be (k - 1, candidates) with candidates >= 1");
+  for (ptrdiff_t i = 0; i < U.size(); ++i)
+    if (!(U.data()[i] >= 0.0 && U.data()[i] < 1.0)) throw std::invalid_argument("U must hold draws in [0, 1)");
+  if (S.dtype().is(py::dtype::of<float>())) return kmeanspp_typed<float>(S, first, U.data(), U.shape(0) + 1, U.shape(1));
+  if (S.dtype().is(py::dtype::of<double>())) return kmeanspp_typed<double>(S, first, U.data(), U.shape(0) + 1, U.shape(1));
+  throw py::type_error("S must be float32 or float64");
+}
+
 }  // namespace
 
 void register_kmeans(py::module_& m) {
+  m.def("kmeanspp", &kmeanspp, py::arg("S"), py::arg("first"), py::arg("U"),
+        "Greedy k-means++ on the rows of S: the k = len(U) + 1 chosen row indices, from the first row and the "
+        "uniform draws U (k - 1, candidates).");
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
         py::arg("float64_sums") = false,
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel (sums in X's dtype or float64).");

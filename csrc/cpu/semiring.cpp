@@ -59,17 +59,30 @@ static Isa parse_isa(const std::string& name) {
   throw std::invalid_argument("isa must be one of 'avx512', 'avx2', 'generic', 'auto', got '" + name + "'");
 }
 
+// CONTEXTRAG_ISA (or its older name CONTEXTRAG_CPU_ISA) forces the dispatch. A value that is unknown
+// or that this CPU cannot run must not take the module down at load time: it is kept in g_isa_error
+// and the Python side raises it as a ValueError on first use (ops/_backend.py).
+static std::string g_isa_error;
+
 static Isa g_isa = [] {
-  const char* env = std::getenv("CONTEXTRAG_CPU_ISA");
-  if (env && *env) {
+  for (const char* var : {"CONTEXTRAG_ISA", "CONTEXTRAG_CPU_ISA"}) {
+    const char* env = std::getenv(var);
+    if (!env || !*env) continue;
     try {
       Isa want = parse_isa(env);
       if (isa_supported(want)) return want;
-    } catch (...) {
+      g_isa_error = std::string(var) + "=" + env + ": this CPU does not support " + env +
+                    " (supported: " + (isa_supported(Isa::avx512) ? "avx512, " : "") +
+                    (isa_supported(Isa::avx2) ? "avx2, " : "") + "generic)";
+    } catch (const std::exception& e) {
+      g_isa_error = std::string(var) + ": " + e.what();
     }
+    break;
   }
   return best_isa();
 }();
+
+const std::string& isa_env_error() { return g_isa_error; }
 
 Isa cpu_isa() { return g_isa; }
 
@@ -234,6 +247,8 @@ void register_semiring(py::module_& m) {
   m.def("semiring", &semiring, py::arg("op"), py::arg("Bc"), py::arg("V"), py::arg("skip_zeros") = true,
         "out[s, m] = R_g op(Bc[s, g], V[g, m]) with the op's epilogue ('luk', 'route' or 'meet').");
   m.def("cpu_isa", [] { return std::string(isa_name(cpu_isa())); }, "Instruction set the CPU kernels use");
+  m.def("isa_env_error", [] { return isa_env_error(); },
+        "Why CONTEXTRAG_ISA could not be honoured ('' when unset or honoured)");
   m.def("set_cpu_isa", &set_cpu_isa, py::arg("isa"),
         "Force 'avx512', 'avx2' or 'generic' (tests), or 'auto'; raises ValueError if unsupported");
   m.def("cpu_isa_supported", [](const std::string& name) { return isa_supported(parse_isa(name)); },

@@ -58,12 +58,11 @@ def test_assign_kinds(backend, rng, kind):
 
 @pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_fit_same_init_gives_ref_labels(backend, rng, dtype, bounded, monkeypatch):
-    from contextrag.ops import kmeans as K
-    monkeypatch.setattr(K, "BOUNDED_LLOYD", bounded)
+def test_fit_same_init_gives_ref_labels(backend, rng, dtype, bounded):
     X, _ = blobs(rng, 600, 8, 6, spread=0.5, dtype=dtype)
     init = X[rng.choice(600, 6, replace=False)].copy()
-    res = ops.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6, backend=backend)
+    res = ops.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6, backend=backend,
+                         options=ops.LloydOptions(bounded=bounded))
     C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 6, init=init, n_iter=30, tol=1e-6)
     np.testing.assert_array_equal(res.labels, l_ref)
     assert res.n_iter == it_ref
@@ -80,13 +79,12 @@ def test_fit_torch_in_torch_out(rng):
 
 
 @pytest.mark.parametrize("bounded", [False, True])
-def test_empty_cluster_split(backend, rng, bounded, monkeypatch):
+def test_empty_cluster_split(backend, rng, bounded):
     """A centroid far from every point gets no points; it takes half of the largest cluster (as the ref)."""
-    from contextrag.ops import kmeans as K
-    monkeypatch.setattr(K, "BOUNDED_LLOYD", bounded)
     X, _ = blobs(rng, 300, 4, 3, spread=0.3)
     init = np.vstack([X[:3], np.full((1, 4), 1e3)])
-    res = ops.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0, backend=backend)
+    res = ops.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0, backend=backend,
+                         options=ops.LloydOptions(bounded=bounded))
     C_ref, l_ref, _, _ = ref.kmeans_fit(X, 4, init=init, n_iter=10, tol=0.0)
     np.testing.assert_array_equal(res.labels, l_ref)
     np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-9)
@@ -173,18 +171,17 @@ def test_rq_kmeans_batched_equals_single(backend, rng):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_bounded_lloyd_equals_plain(rng, dtype, monkeypatch):
+def test_bounded_lloyd_equals_plain(isa, rng, dtype):
     """The CPU loop's Hamerly bounds skip work but not results: same labels/centroids as the plain
     loop and the reference, and it does skip (fewer than all points re-evaluated late in the fit)."""
-    from contextrag.ops import kmeans as K
     X, _ = blobs(rng, 3000, 12, 15, spread=1.5, dtype=dtype)
     init = X[:15].copy()
-    monkeypatch.setattr(K, "BOUNDED_LLOYD", True)
-    K._STATS.clear()
-    bounded = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu")
-    skipped = list(K._STATS)
-    monkeypatch.setattr(K, "BOUNDED_LLOYD", False)
-    plain = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu")
+    skipped, full = [], []
+    bounded = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu",
+                             options=ops.LloydOptions(stats=skipped))
+    plain = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu",
+                           options=ops.LloydOptions(bounded=False, stats=full))
+    assert len(skipped) == len(full) == bounded.n_iter - 1 and set(full) == {1.0}
     C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0)
     np.testing.assert_array_equal(bounded.labels, l_ref)
     np.testing.assert_array_equal(plain.labels, l_ref)
@@ -196,15 +193,13 @@ def test_bounded_lloyd_equals_plain(rng, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_bounded_lloyd_snapshot_merging(rng, dtype, monkeypatch):
+def test_bounded_lloyd_snapshot_merging(isa, rng, dtype):
     """With room for only two centre snapshots the oldest epochs are merged (bounds loosened onto
     the next epoch) every iteration: still the reference's labels, centroids and iteration count."""
-    from contextrag.ops import kmeans as K
     X, _ = blobs(rng, 2500, 9, 11, spread=2.0, dtype=dtype)
     init = X[:11].copy()
-    monkeypatch.setattr(K, "BOUNDED_LLOYD", True)
-    monkeypatch.setattr(K, "EPOCH_SNAPSHOT_BYTES", 1)
-    res = ops.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0, backend="cpu")
+    res = ops.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0, backend="cpu",
+                         options=ops.LloydOptions(snapshot_bytes=1))
     C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0)
     np.testing.assert_array_equal(res.labels, l_ref)
     assert res.n_iter == it_ref
@@ -307,20 +302,126 @@ def test_move_stats_rejects_bad_input(rng):
     assert C.move_stats(X, None, lab, lab, q, S, Q, cnt) == 0
 
 @pytest.mark.parametrize("screen", [True, False])
-def test_bounded_lloyd_near_ties_exact(rng, screen, monkeypatch):
+def test_bounded_lloyd_near_ties_exact(isa, rng, screen):
     """Points a hair off the bisectors of centre pairs (1e-4 apart, far below the bf16 GEMM's error):
     with bf16 screening (where the CPU has it) the near-tied candidates are compared by exact
     distance, so every label is the float64 reference's nearest centre of the returned centroids."""
-    from contextrag.ops import kmeans as K
-    monkeypatch.setattr(K, "BF16_SCREEN", screen)
     k, d = 9, 64
     C = rng.standard_normal((k, d)).astype(np.float32)
     a, b = rng.integers(0, k, 4000), rng.integers(0, k, 4000)
     t = 0.5 + rng.choice([-1e-4, 1e-4], 4000)[:, None]
     X = (t * C[a] + (1 - t) * C[b] + 1e-3 * rng.standard_normal((4000, d))).astype(np.float32)
-    res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu")
+    res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu",
+                         options=ops.LloydOptions(bf16_screen=screen))
     lab_ref, _ = ref.kmeans_assign(X, res.centroids)
     np.testing.assert_array_equal(res.labels, lab_ref)
     C_ref, l_ref, _, it_ref = ref.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0)
     np.testing.assert_array_equal(res.labels, l_ref)
     np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,k", [(5000, 7), (333, 40), (50, 50)])
+def test_kmeans_plus_plus_native_equals_torch_and_ref(isa, rng, monkeypatch, dtype, n, k):
+    """The native seeding and the GEMM-per-step torch path draw the same rows as the reference
+    (subsample, candidates, greedy choice), for k·64 < n and for the whole set."""
+    from contextrag.ops import kmeans as K
+    if K._native_fn("kmeanspp") is None:
+        pytest.skip("native extension not built")
+    X = (rng.standard_normal((n, 5)) + 6 * rng.standard_normal((k, 5))[rng.integers(0, k, n)]).astype(dtype)
+    native = K._kmeans_plus_plus(torch.from_numpy(X), k, 11).numpy()
+    np.testing.assert_array_equal(native, ref.kmeans_plus_plus(X, k, 11).astype(dtype))
+    real = K._native_fn
+    monkeypatch.setattr(K, "_native_fn", lambda name: None if name == "kmeanspp" else real(name))
+    np.testing.assert_array_equal(K._kmeans_plus_plus(torch.from_numpy(X), k, 11).numpy(), native)
+
+
+def test_kmeans_plus_plus_degenerate_and_bad_draws():
+    """All points equal: ΣD² = 0 after the first centre, draws fall back to uniform rows (as the ref)."""
+    from contextrag.ops import kmeans as K
+    X = np.ones((30, 3))
+    np.testing.assert_array_equal(K._kmeans_plus_plus(torch.from_numpy(X), 4, 0).numpy(), ref.kmeans_plus_plus(X, 4, 0))
+    fn = K._native_fn("kmeanspp")
+    if fn is None:
+        pytest.skip("native extension not built")
+    with pytest.raises(ValueError, match="first"):
+        fn(X, 30, np.zeros((3, 2)))
+    with pytest.raises(ValueError, match=r"U must hold draws in \[0, 1\)"):
+        fn(X, 0, np.ones((3, 2)))
+
+
+def test_kmeans_plus_plus_spreads_and_random_init(rng):
+    """Greedy k-means++ (on its subsample) puts one seed in each of 8 well-separated blobs, and the
+    fit from it reaches the blobs' partition; init='random' draws k distinct rows."""
+    from contextrag.ops import kmeans as K
+    centres = rng.standard_normal((8, 16)) * 50
+    X = (centres[np.repeat(np.arange(8), 700)] + rng.standard_normal((5600, 16))).astype(np.float32)
+    C0 = K._kmeans_plus_plus(torch.from_numpy(X), 8, 3).numpy()
+    assert len(set(ref.kmeans_assign(centres, C0.astype(np.float64))[0].tolist())) == 8 or \
+        len(set(ref.kmeans_assign(C0.astype(np.float64), centres)[0].tolist())) == 8
+    res = ops.kmeans_fit(X, 8, seed=3)
+    truth = np.repeat(np.arange(8), 700)
+    assert all(len(set(res.labels[truth == b].tolist())) == 1 for b in range(8))
+    Cr = K._initial_centroids(torch.from_numpy(X), 8, "random", 5).numpy()
+    assert len({tuple(r) for r in Cr}) == 8 and all((X == r).all(axis=1).any() for r in Cr)
+
+
+def test_lloyd_options_rejected():
+    with pytest.raises(TypeError, match="options must be an ops.LloydOptions"):
+        ops.kmeans_fit(np.zeros((4, 2)), 2, options={"bounded": False})
+
+
+def _run_isa(env_isa: str, code: str):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CONTEXTRAG_ISA=env_isa)
+    env.pop("CONTEXTRAG_CPU_ISA", None)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+_FORCED_FIT = """
+import numpy as np
+from contextrag import ops, ref
+from contextrag.ops._backend import native
+rng = np.random.default_rng(5)
+X = (rng.standard_normal((1500, 24)) + 4 * rng.standard_normal((10, 24))[rng.integers(0, 10, 1500)]).astype(np.float32)
+init = X[:10].copy()
+res = ops.kmeans_fit(X, 10, init=init, n_iter=30, tol=0.0)
+C_ref, l_ref, _, it_ref = ref.kmeans_fit(X, 10, init=init, n_iter=30, tol=0.0)
+assert (np.asarray(res.labels) == l_ref).all() and res.n_iter == it_ref
+U = ops.fcm_memberships(X, init, m=2.0)
+U_ref = ref.fcm_memberships(X, init, m=2.0)
+assert np.abs(np.asarray(U) - U_ref).max() < 1e-4
+print(native().cpu_isa(), native().bf16_supported())
+"""
+
+
+@pytest.mark.parametrize("want", ["generic", "avx2"])
+def test_forced_isa_in_subprocess(want):
+    """CONTEXTRAG_ISA forces the dispatch for the whole process: the bounded fit and the FCM
+    epilogue still give the reference's results, and bf16 screening is off below AVX-512."""
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None or not hasattr(C, "isa_env_error"):
+        pytest.skip("native extension not built")
+    if not C.cpu_isa_supported(want):
+        pytest.skip(f"{want} not supported on this CPU")
+    r = _run_isa(want, _FORCED_FIT)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [want, "False"]
+
+
+@pytest.mark.parametrize("bad,msg", [("sse9", "must be one of"), ("avx512", "does not support")])
+def test_forced_isa_rejected(bad, msg):
+    """An unknown ISA, or one the CPU lacks, is a clear ValueError on first use, not a silent fallback."""
+    from contextrag.ops._backend import native
+    C = native()
+    if C is None or not hasattr(C, "isa_env_error"):
+        pytest.skip("native extension not built")
+    if bad == "avx512" and C.cpu_isa_supported("avx512"):
+        pytest.skip("this CPU runs AVX-512")
+    r = _run_isa(bad, "import numpy as np\nfrom contextrag import ops\nops.kmeans_fit(np.ones((4, 2)), 2)")
+    assert r.returncode != 0
+    assert "ValueError" in r.stderr and "CONTEXTRAG_ISA" in r.stderr and msg in r.stderr
+

@@ -16,20 +16,24 @@ Each iteration: the driver puts the centroids C in the object store once; every 
   only where two centroids are within rounding of each other).
 
 The driver then applies the same mean update and the same deterministic empty-cluster split
-(``ops.kmeans._split_empty``) and the same relative-inertia stopping test as ``ops.kmeans._lloyd``.
+(``ops._lloyd.split_empty``) and the same relative-inertia stopping test: the iterations run in the
+shared driver ``ops._lloyd.run``, the shards supply its step.
 The one difference: the stopping test sums the per-shard Σd² in float64 instead of one float32 sum,
 so the two can stop at different iterations only when the relative decrease is within float32
 rounding (~1e-7) of ``tol``.
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from ..ops.kmeans import _clamp_sizes, _kmeans_plus_plus, _split_empty
+from ..ops._lloyd import Step
+from ..ops._lloyd import run as lloyd_run
+from ..ops.kmeans import _clamp_sizes, _kmeans_plus_plus
 from .layout import train_subsample
 
 
@@ -187,9 +191,12 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
         C = _initial(shards, lvl, books_ref, k, n_train, tidx, inits[lvl], lseed, wd, init_sample, d)
         tm["init"] += time.perf_counter() - t0
         t0 = time.perf_counter()
-        prev = float("inf")
-        it = 0
-        for it in range(1, n_iter + 1):
+        iters_run = itertools.count(1)
+
+        # the driver (ops._lloyd) owns the update, split and stopping rule; the shards supply the step
+        def step(C, lvl=lvl, k=k, books_ref=books_ref, trains=trains, plan=plan, pieces=pieces,
+                 iters_run=iters_run):
+            it = next(iters_run)
             C_ref = ray.put(C.numpy())
             mb["centroids_out"] += C.numel() * C.element_size() * len(shards)
             d2_refs = [a.assign.remote(lvl, it, books_ref, C_ref, tr) for a, tr in zip(shards.actors, trains)]
@@ -225,14 +232,9 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
                 sums = torch.from_numpy(np.sum([p[0][0] for p in parts], axis=0))
                 counts = np.sum([p[1] for p in parts], axis=0)
             inertia = float(np.sum(ray.get(d2_refs)))
-            counts = torch.from_numpy(np.asarray(counts, dtype=np.int64))
-            nz = counts > 0
-            C = C.clone()
-            C[nz] = (sums[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
-            _split_empty(C, counts)
-            if prev < float("inf") and prev - inertia <= tol * max(prev, 1e-300):
-                break
-            prev = inertia
+            return Step(inertia, sums, torch.from_numpy(np.asarray(counts, dtype=np.int64)))
+
+        C, it = lloyd_run(C, n_iter, tol, step)
         tm["iterations"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         C_ref = ray.put(C.numpy())

@@ -6,6 +6,7 @@ inputs, picks a backend (see :func:`backends`) and calls it. Nothing here import
 """
 from ._backend import backends
 from .fcm import FCMResult, fcm_fit, fcm_memberships
+from ._lloyd import LloydOptions
 from .kmeans import KMeansResult, RQResult, kmeans_assign, kmeans_fit, rq_kmeans, rq_kmeans_batched
 from .lattice import meet_cardinality, soft_join, soft_meet
 from .lukasiewicz import luk_closure, luk_down, luk_up, neg, residuum, tnorm
@@ -13,7 +14,7 @@ from .routing import fuzzy_route
 
 __all__ = [
     "backends",
-    "kmeans_assign", "kmeans_fit", "rq_kmeans", "rq_kmeans_batched", "KMeansResult", "RQResult",
+    "LloydOptions", "kmeans_assign", "kmeans_fit", "rq_kmeans", "rq_kmeans_batched", "KMeansResult", "RQResult",
     "fcm_memberships", "fcm_fit", "FCMResult",
     "tnorm", "residuum", "neg", "luk_up", "luk_down", "luk_closure",
     "soft_join", "soft_meet", "meet_cardinality",

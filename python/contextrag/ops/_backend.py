@@ -18,9 +18,19 @@ _AUTO_ORDER = {"cuda": ("cuda", "triton", "ref"), "cpu": ("cpu", "ref")}
 _warned: set[tuple[str, str]] = set()
 
 
-@functools.lru_cache(maxsize=None)
 def _native():
-    """The compiled extension, or the reason it is missing."""
+    """The compiled extension, or the reason it is missing. Raises ValueError when CONTEXTRAG_ISA
+    names an instruction set that is unknown or that this CPU lacks (the C++ side falls back
+    silently at load time, so the error is raised here, on first use)."""
+    C, why = _load_native()
+    err = getattr(C, "isa_env_error", lambda: "")() if C is not None else ""
+    if err:
+        raise ValueError(err)
+    return C, why
+
+
+@functools.lru_cache(maxsize=None)
+def _load_native():
     try:
         from contextrag import _C  # noqa: F401
         return _C, None

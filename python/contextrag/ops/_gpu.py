@@ -317,40 +317,15 @@ def _cuda_fcm(X, C, m, k):
 # ---- batched RQ-KMeans ---------------------------------------------------------------------
 
 def _kmeans_pp_batched(T, t_off, t_prob, ks, seed):
-    """k-means++ seeding of every problem at once: the same draws, in the same order, from the same
-    per-problem generators as ``ops.kmeans._kmeans_plus_plus`` run problem by problem, but one
-    distance pass and one device→host copy per step for all problems (max k steps, not Σ k).
-    Returns the concatenated (Σ k, d) centroids."""
-    dev = T.device
-    P = len(ks)
-    ns = [int(t_off[p + 1] - t_off[p]) for p in range(P)]
-    rngs = [np.random.default_rng(seed) for _ in range(P)]
-    chosen = [[] for _ in range(P)]
-    live = [p for p in range(P) if ns[p] > 0 and ks[p] > 0]
-    if not live:
-        return torch.zeros((0, T.shape[1]), dtype=T.dtype, device=dev)
-    cur = torch.zeros(P, dtype=torch.int64)
-    for p in live:
-        cur[p] = int(t_off[p]) + int(rngs[p].integers(ns[p]))
-        chosen[p].append(int(cur[p]))
-    cur_d = cur.to(dev)
-    d2 = ((T - T[cur_d[t_prob]]) ** 2).sum(dim=1)
-    for j in range(1, max(ks)):
-        act = [p for p in live if ks[p] > j]
-        if not act:
-            break
-        allp = d2.double().cpu().numpy()
-        for p in act:
-            seg = allp[int(t_off[p]):int(t_off[p + 1])]
-            total = seg.sum()
-            idx = int(rngs[p].integers(ns[p])) if total <= 0 else int(rngs[p].choice(ns[p], p=seg / total))
-            cur[p] = int(t_off[p]) + idx
-            chosen[p].append(int(cur[p]))
-        cur_d = cur.to(dev)
-        # a finished problem keeps its last centroid: its distances are recomputed bit for bit, min unchanged
-        d2 = torch.minimum(d2, ((T - T[cur_d[t_prob]]) ** 2).sum(dim=1))
-    rows = torch.tensor([r for p in range(P) for r in chosen[p]], dtype=torch.int64, device=dev)
-    return T[rows].clone()
+    """k-means++ seeding of every problem: ``ops.kmeans._kmeans_plus_plus`` (greedy, on its seeded
+    subsample, one small GEMM per step) on each problem's rows, so each problem gets exactly the
+    seeds ``ops.rq_kmeans`` would give it alone. Returns the concatenated (Σ k, d) centroids."""
+    from .kmeans import _kmeans_plus_plus
+    parts = [_kmeans_plus_plus(T[int(t_off[p]):int(t_off[p + 1])], int(k), seed)
+             for p, k in enumerate(ks) if int(t_off[p + 1] - t_off[p]) > 0 and k > 0]
+    if not parts:
+        return torch.zeros((0, T.shape[1]), dtype=T.dtype, device=T.device)
+    return torch.cat(parts).to(T.dtype)
 
 
 def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid,

@@ -22,19 +22,37 @@ def kmeans_assign(X, C):
     return labels, D[np.arange(X.shape[0]), labels]
 
 
-def kmeans_plus_plus(X, k, seed=0):
-    """k-means++ seeding (Arthur & Vassilvitskii) with a NumPy generator."""
+PP_POINTS_PER_CENTROID = 64   # as ops.kmeans: the seeding subsample's size per centre
+
+
+def kmeans_plus_plus(X, k, seed=0, points_per_centroid=PP_POINTS_PER_CENTROID):
+    """Greedy k-means++ seeding (Arthur & Vassilvitskii; greedy as scikit-learn: 2 + ⌊ln k⌋ candidates
+    drawn ∝ D², the one that lowers the potential most is kept, first on ties) on a seeded uniform
+    subsample of at most k·points_per_centroid rows, with a NumPy generator: the subsample, the
+    first row, then all (k − 1, candidates) uniform draws, each mapped by inverse CDF (the first row
+    whose cumulative D² exceeds u·ΣD²)."""
     X = f64(X)
     rng = np.random.default_rng(seed)
     n = X.shape[0]
+    m = min(n, k * max(1, points_per_centroid))
+    S = X[np.sort(rng.choice(n, size=m, replace=False))] if m < n else X
+    trials = 2 + int(np.log(k))
+    first = int(rng.integers(m))
+    U = rng.random((k - 1, trials))      # every draw up front
     C = np.empty((k, X.shape[1]))
-    C[0] = X[rng.integers(n)]
-    d2 = ((X - C[0]) ** 2).sum(axis=1)
+    C[0] = S[first]
+    d2 = ((S - C[0]) ** 2).sum(axis=1)
     for j in range(1, k):
-        total = d2.sum()
-        idx = rng.integers(n) if total <= 0 else int(rng.choice(n, p=d2 / total))
-        C[j] = X[idx]
-        d2 = np.minimum(d2, ((X - C[j]) ** 2).sum(axis=1))
+        cum = np.cumsum(d2)
+        if not cum[-1] > 0:   # every point on a chosen centre: the draw picks a row uniformly
+            cand = (U[j - 1] * m).astype(np.int64)
+        else:
+            cand = np.searchsorted(cum, U[j - 1] * cum[-1], side="right")
+        cand = np.minimum(cand, m - 1)
+        D = np.minimum(((S[:, None, :] - S[cand][None, :, :]) ** 2).sum(axis=2), d2[:, None])
+        best = int(D.sum(axis=0).argmin())
+        C[j] = S[cand[best]]
+        d2 = D[:, best]
     return C
 
 
