@@ -347,7 +347,7 @@ def snapshot_dir(path) -> Path:
     if (root / CURRENT).is_file():
         raw = (root / CURRENT).read_bytes()
         name = raw[:-1].decode("ascii", errors="replace")
-        if not raw.endswith(b"\n") or not _SNAP_RE.match(name) or not (root / name).is_dir():
+        if not raw.endswith(b"\n") or not _SNAP_RE.fullmatch(name) or not (root / name).is_dir():
             raise IndexFormatError(f"{str(root)!r}: CURRENT holds {raw[:80]!r}, which does not name a snapshot "
                                    "directory here (corrupt index)")
         return root / name
