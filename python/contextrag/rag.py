@@ -181,6 +181,7 @@ class ContextRAG:
         if self.path is None:
             work = _copy_index(self.index)
             out = change(work) if change is not None else None
+            self._warm(work)
             self.index = work
             return out
         timeout = store.DEFAULT_LOCK_TIMEOUT if self.lock_timeout is None else self.lock_timeout
@@ -198,8 +199,16 @@ class ContextRAG:
             work.timings["save"] = time.perf_counter() - t
             work.info["path"] = str(snap)
             self._snapshot = snap.name
+            self._warm(work)
             self.index = work
         return out
+
+    def _warm(self, ix) -> None:
+        """Build the new index's query view before queries see it: otherwise every querying thread
+        builds it at once on its next query (seconds each on a large index, all of them together)."""
+        if getattr(self, "_queried", False):
+            from .query._view import view_of
+            view_of(ix)
 
     # ---- updates
     def add(self, docs) -> dict:
@@ -251,10 +260,12 @@ class ContextRAG:
     # ---- queries (contextrag.query owns retrieval)
     def retrieve(self, question, k: int = 12, doc_ids=None, **overrides):
         from . import query
+        self._queried = True
         return query.retrieve(self.index, question, k=k, doc_ids=doc_ids, **overrides)   # one index, whole
 
     def answer(self, question, **kw):
         from . import query
+        self._queried = True
         kw.setdefault("llm", self.llm)
         return query.answer(self.index, question, **kw)
 
