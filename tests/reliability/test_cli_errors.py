@@ -139,7 +139,7 @@ def test_ctrl_c_during_index_exits_130_and_leaves_the_old_index(tiny, tmp_path, 
         class Slow(HashEmbedder):
             def embed_passages(self, texts):
                 print("embedding", flush=True)
-                time.sleep(60)
+                time.sleep(15)          # the SIGINT lands here (a worker thread may outlive it that long)
         Embedder.from_config = classmethod(lambda cls, config, **kw: Slow())
         from contextrag.cli import main
         sys.exit(main(["index", {str(corpus)!r}, "--out", {str(tiny)!r}, "--config", {_cfg(tmp_path)!r}]))
@@ -148,7 +148,7 @@ def test_ctrl_c_during_index_exits_130_and_leaves_the_old_index(tiny, tmp_path, 
     try:
         assert p.stdout.readline().strip() == "embedding"
         p.send_signal(signal.SIGINT)
-        out, err = p.communicate(timeout=60)
+        out, err = p.communicate(timeout=180)
     finally:
         if p.poll() is None:
             p.kill()
