@@ -55,7 +55,6 @@ MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
 LOCK = "LOCK"
 _SELF_SUM = "manifest_sha256"
-_SELF_RE = re.compile(rb'"manifest_sha256": "([0-9a-f]{64})"')
 _ZERO_SUM = b"0" * 64
 _SNAP_RE = re.compile(r"^snap-\d+-[0-9a-f]{8}$")
 
