@@ -6,14 +6,25 @@
     hits = rag.retrieve("question", k=12)        # contextrag.query.retrieve
     ans = rag.answer("question", llm=client)     # contextrag.query.answer
 
-``docs``: an iterable of str or dict(id, text, title=..., metadata=...). With a ``path`` every
-change is saved atomically before the call returns (a failed save leaves the previous index on disk).
+``docs``: an iterable of str or dict(id, text, title=..., metadata=...); a document id is any
+non-empty string. With a ``path`` every change is saved atomically before the call returns (a failed
+save leaves the previous index on disk).
 The in-memory index is ``rag.index`` (contextrag.index.core.Index; its fields are documented there).
+
+Several writers, in one process or many: ``add``, ``delete``, ``rebuild`` and ``save`` hold the index
+directory's writer lock (contextrag.index.store.writer_lock) for their whole read-modify-write. If
+another writer moved the index on since this object last read or wrote it, the change is applied on
+top of the index on disk (reloaded), never over it, so concurrent adds all land. A writer waits up to
+``lock_timeout`` seconds (default 600) and then raises IndexLockTimeout. Updates work on a copy that
+replaces ``rag.index`` only once saved, so queries running in other threads meanwhile see the old or
+the new index, whole, and a failed update leaves ``rag.index`` as it was.
 """
 from __future__ import annotations
 
+import copy
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -46,11 +57,70 @@ def _check_llm(llm):
     return llm
 
 
+class _CheckedEmbedder:
+    """Wraps a (possibly custom) embedder: every output must be a finite (n, dim) float matrix."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _check(self, fn, texts, what):
+        texts = list(texts) if not isinstance(texts, str) else texts
+        E = fn(texts)
+        try:
+            E = np.asarray(E, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise ValueError(f"the embedder's {what} returned {type(E).__name__}, not a float matrix") from None
+        n = len(texts)
+        if E.ndim != 2 or E.shape[0] != n or (n and E.shape[1] == 0):
+            raise ValueError(f"the embedder's {what} returned shape {E.shape} for {n} texts; "
+                             "expected (len(texts), dim) with dim >= 1")
+        if not np.isfinite(E).all():
+            bad = int((~np.isfinite(E)).any(axis=1).sum())
+            raise ValueError(f"the embedder's {what} returned NaN or infinite values for {bad} of {n} texts")
+        return E
+
+    def embed_passages(self, texts):
+        return self._check(self.inner.embed_passages, texts, "embed_passages")
+
+    def embed_queries(self, texts):
+        return self._check(self.inner.embed_queries, texts, "embed_queries")
+
+
+def _checked_embedder(emb):
+    if emb is None or isinstance(emb, _CheckedEmbedder):
+        return emb
+    for name in ("embed_passages", "embed_queries"):
+        if not callable(getattr(emb, name, None)):
+            raise TypeError(f"embedder must have {name}(list[str]) -> (n, dim) array, "
+                            f"got {type(emb).__name__}")
+    return _CheckedEmbedder(emb)
+
+
+def _snapshot_of(index) -> str | None:
+    p = (getattr(index, "info", None) or {}).get("path")
+    return Path(p).name if p else None
+
+
+def _copy_index(ix):
+    """A deep copy to change while queries keep reading ``ix``; the embedder (a model) is shared."""
+    memo = {id(ix.embedder): ix.embedder}
+    ledger = getattr(ix, "ledger", None)
+    if ledger is not None:                       # holds a lock, which does not copy
+        from .llm.ledger import CostLedger
+        memo[id(ledger)] = CostLedger({k: v for k, v in ledger.to_dict().items() if k != "total"})
+    return copy.deepcopy(ix, memo)
+
+
 class ContextRAG:
-    def __init__(self, index, path=None, llm=None):
+    def __init__(self, index, path=None, llm=None, *, lock_timeout: float | None = None):
         self.index = index
         self.path = None if path is None else os.fspath(path)
         self.llm = llm
+        self.lock_timeout = lock_timeout
+        self._snapshot = _snapshot_of(index) if path is not None else None   # what this object last read/wrote
 
     # ---- construction
     @classmethod
@@ -76,66 +146,111 @@ class ContextRAG:
         if path is not None:
             from .index.store import check_writable
             check_writable(path)   # fail before the expensive work, not after it
-        emb = embedder if embedder is not None else Embedder.from_config(config)
+        emb = _checked_embedder(embedder) if embedder is not None else Embedder.from_config(config)
         if executor == "ray":
             from .distributed.build import build_index_ray
             ix = build_index_ray(docs, config, emb, llm, address=ray_address)
         else:
             ix = build_index(docs, config, emb, llm)
         rag = cls(ix, path, llm)
-        rag._save()
+        if path is not None:
+            rag._write(None, replace=True)
         return rag
 
     @classmethod
-    def load(cls, path, *, llm=None, embedder=None) -> "ContextRAG":
+    def load(cls, path, *, llm=None, embedder=None, lock_timeout: float | None = None) -> "ContextRAG":
         from .index.store import load
-        return cls(load(path, embedder=embedder), path, _check_llm(llm))
+        return cls(load(path, embedder=_checked_embedder(embedder)), path, _check_llm(llm),
+                   lock_timeout=lock_timeout)
 
     def save(self, path=None) -> None:
+        """Write this object's index to ``path`` (default: its own), replacing what is there."""
         if path is not None:
             self.path = os.fspath(path)
         if self.path is None:
             raise ValueError("path is required: this index was built without one")
-        self._save()
+        self._write(None, replace=True)
 
-    def _save(self):
-        if self.path is None:
-            return
+    def _write(self, change, *, replace: bool = False):
+        """Under the writer lock: (re)read the index on disk if another writer moved it on, apply
+        ``change(index) -> result`` to a copy, save the copy, and only then make it ``self.index``.
+
+        ``replace``: write this object's index as it is (build, save) instead of changing the one on disk.
+        """
         from .index import store
-        t = time.perf_counter()
-        store.save(self.index, self.path)
-        self.index.timings["save"] = time.perf_counter() - t
+        if self.path is None:
+            work = _copy_index(self.index)
+            out = change(work) if change is not None else None
+            self._warm(work)
+            self.index = work
+            return out
+        timeout = store.DEFAULT_LOCK_TIMEOUT if self.lock_timeout is None else self.lock_timeout
+        with store.writer_lock(self.path, timeout):
+            on_disk = store.current_snapshot(self.path)
+            if replace:
+                work = self.index
+            elif on_disk is not None and on_disk != self._snapshot:
+                work = store.load(self.path, embedder=self.index.embedder)   # another writer moved it on
+            else:
+                work = _copy_index(self.index)
+            out = change(work) if change is not None else None
+            t = time.perf_counter()
+            snap = store.save(work, self.path)
+            work.timings["save"] = time.perf_counter() - t
+            work.info["path"] = str(snap)
+            self._snapshot = snap.name
+            self._warm(work)
+            self.index = work
+        return out
+
+    def _warm(self, ix) -> None:
+        """Build the new index's query view before queries see it: otherwise every querying thread
+        builds it at once on its next query (seconds each on a large index, all of them together)."""
+        if getattr(self, "_queried", False):
+            from .query._view import view_of
+            view_of(ix)
 
     # ---- updates
     def add(self, docs) -> dict:
         """Add documents without a full rebuild (new chunks assigned to the existing codebooks)."""
         from .index.build import add_docs
         from .index.chunking import normalize_docs
-        start = len(self.index.docs)
-        while any(f"doc{start + i}" in self.index.docs for i in range(8)):
-            start += 8   # generated ids ("doc<k>" for plain strings) must not collide after deletes
-        docs = normalize_docs(docs, start=start)
-        if not docs:
+        docs = list(docs) if docs is not None and not isinstance(docs, (str, bytes, dict)) else docs
+        if not normalize_docs(docs):          # reject bad input before taking the lock
             raise ValueError("docs is empty: give at least one document")
-        out = add_docs(self.index, docs)
-        self._save()
-        return out
+
+        def change(ix):
+            start = len(ix.docs)
+            while any(f"doc{start + i}" in ix.docs for i in range(8)):
+                start += 8   # generated ids ("doc<k>" for plain strings) must not collide after deletes
+            return add_docs(ix, normalize_docs(docs, start=start))
+        return self._write(change)
 
     def delete(self, doc_ids) -> dict:
         """Remove documents (their chunks, context rows, node memberships, item texts, BM25 entries)."""
         from .index.build import delete_docs
         if doc_ids is None or isinstance(doc_ids, bytes):
             raise TypeError("doc_ids must be a str or an iterable of str")
-        out = delete_docs(self.index, doc_ids)
-        self._save()
-        return out
+        return self._write(lambda ix: delete_docs(ix, doc_ids))
 
     def rebuild(self, llm=None) -> "ContextRAG":
         """Re-cluster from the stored embeddings and rebuild the graph (and summaries with an LLM)."""
         from .index.build import rebuild
-        rebuild(self.index, _check_llm(llm) or self.llm)
-        self._save()
+        llm = _check_llm(llm) or self.llm
+        self._write(lambda ix: rebuild(ix, llm))
         return self
+
+    def sync(self) -> bool:
+        """Reload the index if another writer moved it on; True when it did (queries use the new one)."""
+        from .index import store
+        if self.path is None:
+            return False
+        on_disk = store.current_snapshot(self.path)
+        if on_disk is None or on_disk == self._snapshot:
+            return False
+        ix = store.load(self.path, embedder=self.index.embedder)
+        self.index, self._snapshot = ix, _snapshot_of(ix)
+        return True
 
     # ---- diagnostics
     def stats(self) -> dict:
@@ -145,10 +260,12 @@ class ContextRAG:
     # ---- queries (contextrag.query owns retrieval)
     def retrieve(self, question, k: int = 12, doc_ids=None, **overrides):
         from . import query
-        return query.retrieve(self.index, question, k=k, doc_ids=doc_ids, **overrides)
+        self._queried = True
+        return query.retrieve(self.index, question, k=k, doc_ids=doc_ids, **overrides)   # one index, whole
 
     def answer(self, question, **kw):
         from . import query
+        self._queried = True
         kw.setdefault("llm", self.llm)
         return query.answer(self.index, question, **kw)
 

@@ -47,6 +47,8 @@ def test_add_then_find_new_document(fresh, hotpot_paragraphs, embedder):
     new = hotpot_paragraphs[N_BASE:N_BASE + 6]
     calls = embedder.calls
     out = fresh.add(new)
+    assert ix.n_chunks == n0 and fresh.index is not ix   # updates replace the index: readers keep theirs
+    ix = fresh.index
     # only the new chunks were embedded (the cache holds everything else already)
     assert embedder.calls - calls <= out["chunks"]
     assert out["chunks"] >= len(new) and ix.n_chunks == n0 + out["chunks"]
@@ -87,6 +89,8 @@ def test_delete_removes_document_everywhere(fresh, embedder):
     marker = texts[0][:80]
     n0 = ix.n_chunks
     fresh.delete([victim])
+    assert victim in ix.docs                              # the old index object is untouched
+    ix = fresh.index
     for cur in (ix, ContextRAG.load(fresh.path, embedder=embedder).index):
         assert victim not in cur.docs and victim not in cur.chunk_doc_ids
         assert cur.n_chunks == n0 - len(texts)

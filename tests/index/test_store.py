@@ -178,3 +178,48 @@ def test_snapshot_copied_elsewhere_loads(fresh, tmp_path):
     ix = store.load(dst)
     assert ix.n_chunks == fresh.index.n_chunks
     assert sp.issparse(ix.item_members)
+
+
+def test_manifest_covers_its_own_bytes(fresh, embedder):
+    m = _snap(fresh.path) / "manifest.json"
+    body = m.read_text()
+    d = json.loads(body)
+    assert len(d["manifest_sha256"]) == 64
+    m.write_text(body.replace('"seed": 0', '"seed": 1', 1))       # still valid JSON, different config
+    with pytest.raises(IndexFormatError, match="own checksum"):
+        store.load(fresh.path)
+    m.write_text(body.replace("\n", "\r\n", 1))                    # even whitespace counts
+    with pytest.raises(IndexFormatError, match="own checksum"):
+        store.load(fresh.path)
+    # an index written before the self-checksum (format version 1) still loads
+    d.pop("manifest_sha256")
+    d["format_version"] = 1
+    m.write_text(json.dumps(d, indent=2))
+    assert store.load(fresh.path, embedder=embedder).n_chunks == fresh.index.n_chunks
+
+
+def test_current_must_name_one_snapshot_exactly(fresh):
+    cur = os.path.join(fresh.path, "CURRENT")
+    name = open(cur).read()
+    for bad in (name.strip(), name + "\n", " " + name, name.strip() + "\x0b\n"):
+        with open(cur, "w") as f:
+            f.write(bad)
+        with pytest.raises(IndexFormatError, match="CURRENT"):
+            store.load(fresh.path)
+
+
+def test_writer_lock_arguments_and_location(fresh, tmp_path):
+    with pytest.raises(ValueError, match="lock timeout"):
+        with store.writer_lock(fresh.path, timeout=-1):
+            pass
+    with store.writer_lock(tmp_path / "new-index") as root:       # a new directory may be locked
+        assert (root / "LOCK").is_file()
+    store.save(fresh.index, tmp_path / "new-index")               # a directory holding only LOCK is writable
+    assert store.current_snapshot(tmp_path / "new-index").startswith("snap-")
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="not a contextrag index"):
+        with store.writer_lock(foreign):
+            pass
+    assert os.listdir(foreign) == ["notes.txt"]

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from pathlib import Path
+
+from contextrag.textfile import TextFileWarning, read_text
 
 TEXT_SUFFIXES = (".txt", ".md")
 
@@ -25,26 +28,66 @@ def add_arguments(p):
 
 
 def _record(obj, i, args, where):
+    """One corpus record as a document dict, or None (an empty text: skipped with a warning)."""
     if isinstance(obj, str):
-        return {"id": str(i), "text": obj}
-    if not isinstance(obj, dict):
+        doc = {"id": str(i), "text": obj}
+    elif not isinstance(obj, dict):
         raise ValueError(f"{where}: record {i} must be a string or an object, got {type(obj).__name__}")
-    if args.text_field not in obj:
-        raise ValueError(f"{where}: record {i} has no field {args.text_field!r} (--text-field); "
-                         f"fields: {sorted(obj)[:10]}")
-    doc = {"id": str(obj.get(args.id_field, i)), "text": obj[args.text_field]}
-    title = obj.get(args.title_field)
-    if title is not None:
-        doc["title"] = str(title)
-    meta = {k: v for k, v in obj.items() if k not in (args.text_field, args.id_field, args.title_field)
-            and isinstance(v, (str, int, float, bool))}
-    if meta:
-        doc["metadata"] = meta
+    else:
+        if args.text_field not in obj:
+            raise ValueError(f"{where}: record {i} has no field {args.text_field!r} (--text-field); "
+                             f"fields: {sorted(obj)[:10]}")
+        text = obj[args.text_field]
+        if not isinstance(text, str):
+            raise ValueError(f"{where}: record {i} field {args.text_field!r} must be a string, "
+                             f"got {type(text).__name__}")
+        did = obj.get(args.id_field, i)
+        if isinstance(did, bool) or not isinstance(did, (str, int)) or did == "":
+            raise ValueError(f"{where}: record {i} field {args.id_field!r} must be a non-empty string or an "
+                             f"integer, got {did!r}"[:300])
+        doc = {"id": str(did), "text": text}
+        title = obj.get(args.title_field)
+        if title is not None:
+            if not isinstance(title, (str, int, float)) or isinstance(title, bool):
+                raise ValueError(f"{where}: record {i} field {args.title_field!r} must be a string, "
+                                 f"got {type(title).__name__}")
+            doc["title"] = str(title)
+        meta = {k: v for k, v in obj.items() if k not in (args.text_field, args.id_field, args.title_field)
+                and isinstance(v, (str, int, float, bool))}
+        if meta:
+            doc["metadata"] = meta
+    if not doc["text"].strip():
+        warnings.warn(f"{where}: record {i} (id {doc['id']!r}) has an empty text; skipped", TextFileWarning)
+        return None
     return doc
 
 
+def _unique(docs, where):
+    seen: dict[str, int] = {}
+    for i, d in enumerate(docs):
+        if d["id"] in seen:
+            raise ValueError(f"{where}: records {seen[d['id']]} and {i} share the id {d['id']!r}; "
+                             "document ids must be unique")
+        seen[d["id"]] = i
+    return docs
+
+
+def _parse_json(text, where):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{where} is not valid JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise ValueError(f"{where} is nested too deeply to be a corpus") from None
+
+
 def read_corpus(path, args) -> list[dict]:
-    """Documents from a folder, a JSONL file or a JSON file (list, or dict of lists)."""
+    """Documents from a folder, a JSONL file or a JSON file (list, or dict of lists).
+
+    Binary files are skipped and other encodings decoded by detection (contextrag.textfile), each
+    with a warning; empty texts are skipped with a warning; anything malformed is a ValueError that
+    names the file and the record.
+    """
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"corpus {str(p)!r} does not exist")
@@ -52,42 +95,64 @@ def read_corpus(path, args) -> list[dict]:
         files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in TEXT_SUFFIXES)
         if not files:
             raise ValueError(f"corpus folder {str(p)!r} holds no .txt or .md files")
-        return [{"id": f.relative_to(p).as_posix(), "title": f.stem.replace("_", " "),
-                 "text": f.read_text(errors="replace")} for f in files]
-    if p.suffix.lower() == ".jsonl":
         docs = []
-        with open(p) as fh:
-            for ln, line in enumerate(fh):
-                if line.strip():
-                    try:
-                        obj = json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise ValueError(f"corpus {p.name}: line {ln + 1} is not JSON ({e})") from None
-                    docs.append(_record(obj, len(docs), args, p.name))
+        for f in files:
+            text = read_text(f, f"corpus file {f.relative_to(p).as_posix()}")
+            if text is None:
+                continue
+            if not text.strip():
+                warnings.warn(f"corpus file {f.relative_to(p).as_posix()} is empty; skipped", TextFileWarning)
+                continue
+            docs.append({"id": f.relative_to(p).as_posix(), "title": f.stem.replace("_", " "), "text": text})
+        if not docs:
+            raise ValueError(f"corpus folder {str(p)!r} holds no readable text (every file was skipped)")
         return docs
-    if p.suffix.lower() == ".json":
-        try:
-            data = json.loads(p.read_text())
-        except json.JSONDecodeError as e:
-            raise ValueError(f"corpus {p.name} is not valid JSON ({e})") from None
+    suffix = p.suffix.lower()
+    if suffix not in (".jsonl", ".json"):
+        raise ValueError(f"corpus must be a folder, a .jsonl or a .json file, got {str(p)!r}")
+    raw = p.read_bytes()
+    if not raw.strip():
+        raise ValueError(f"corpus {p.name} is empty")
+    text = read_text(p, f"corpus {p.name}")
+    if text is None:
+        raise ValueError(f"corpus {p.name} is not a text file (see the warning above)")
+    docs = []
+    if suffix == ".jsonl":
+        for ln, line in enumerate(text.splitlines()):
+            if line.strip():
+                obj = _parse_json(line, f"corpus {p.name}: line {ln + 1}")
+                d = _record(obj, len(docs), args, f"{p.name} line {ln + 1}")
+                if d is not None:
+                    docs.append(d)
+    else:
+        data = _parse_json(text, f"corpus {p.name}")
         if not isinstance(data, list):
-            raise ValueError(f"corpus {p.name} must hold a JSON list of strings or objects")
-        return [_record(o, i, args, p.name) for i, o in enumerate(data)]
-    raise ValueError(f"corpus must be a folder, a .jsonl or a .json file, got {str(p)!r}")
+            raise ValueError(f"corpus {p.name} must hold a JSON list of strings or objects, "
+                             f"got a JSON {type(data).__name__}")
+        docs = [d for d in (_record(o, i, args, p.name) for i, o in enumerate(data)) if d is not None]
+    if not docs:
+        raise ValueError(f"corpus {p.name} holds no documents with text")
+    return _unique(docs, f"corpus {p.name}")
 
 
 def load_config(path):
     from contextrag.config import Config
     if path is None:
         return Config()
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"--config {path}: no such file")
     try:
-        d = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as e:
+        d = json.loads(p.read_bytes().decode("utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise ValueError(f"--config {path} is not valid JSON ({e})") from None
     if not isinstance(d, dict):
         raise ValueError(f"--config {path} must hold a JSON object of Config fields")
     d = {k: tuple(v) if k in ("rq_sizes", "theta") and isinstance(v, list) else v for k, v in d.items()}
-    return Config.from_dict(d)
+    try:
+        return Config.from_dict(d)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"--config {path}: {e}") from None
 
 
 def run(args) -> int:

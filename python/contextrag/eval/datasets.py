@@ -106,12 +106,19 @@ def _read_records(path: Path, what: str) -> list[Any]:
     """A JSON list, a JSON object holding one (``data``/``questions``/...), or JSONL."""
     if not path.exists():
         raise FileNotFoundError(f"{what}: no such file: {path}")
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if not stripped:
+    if not path.is_file():
+        raise ValueError(f"{what}: {path} is not a file")
+    raw = path.read_bytes()
+    if not raw.strip():
         raise ValueError(f"{what}: {path} is empty")
+    from ..textfile import decode
+    text = decode(raw, f"{what}: {path}")
+    if text is None:
+        raise ValueError(f"{what}: {path} is not a text file")
     try:
         obj = json.loads(text)
+    except RecursionError:
+        raise ValueError(f"{what}: {path} is nested too deeply") from None
     except json.JSONDecodeError:
         obj = None
         recs = []
@@ -120,6 +127,8 @@ def _read_records(path: Path, what: str) -> list[Any]:
                 continue
             try:
                 recs.append(json.loads(line))
+            except RecursionError:
+                raise ValueError(f"{what}: {path} line {ln} is nested too deeply") from None
             except json.JSONDecodeError as e:
                 raise ValueError(f"{what}: {path} is neither JSON nor JSONL (line {ln}: {e.msg})") from None
         return recs
@@ -253,7 +262,12 @@ def _load_multihoprag(recs: list, corpus_recs: list, limit: int | None, what: st
         if not isinstance(qtext, str):
             raise ValueError(f"{what}: record {i} lacks field 'query' (or 'question')")
         gold: list[str] = []
-        for e in r.get("evidence_list") or []:
+        ev = r.get("evidence_list") or []
+        if not isinstance(ev, list):
+            raise ValueError(f"{what}: record {i} field 'evidence_list' must be a list")
+        for e in ev:
+            if not isinstance(e, dict):
+                raise ValueError(f"{what}: record {i} evidence_list items must be objects")
             did = by_url.get(str(e.get("url", ""))) or by_title.get(str(e.get("title", "")).strip())
             if did is None:
                 warnings.append(f"question {i}: evidence {e.get('title', '')!r} is not in the corpus")
@@ -311,7 +325,7 @@ def load(data: str | os.PathLike, format: str, corpus: str | os.PathLike | None 
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int, got {seed!r}")
     path = Path(data)
-    what = f"data ({format})"
+    what = f"data {path.name} ({format})"
     recs = _read_records(path, what)
     warnings: list[str] = []
     if format in NEEDS_CORPUS:
@@ -322,11 +336,12 @@ def load(data: str | os.PathLike, format: str, corpus: str | os.PathLike | None 
                                  f"none given and {guess.name} not found beside the data")
             corpus = guess
         cpath = Path(corpus)
-        crecs = _read_records(cpath, "corpus")
+        cwhat = f"corpus {cpath.name}"
+        crecs = _read_records(cpath, cwhat)
         if format == "multihoprag":
-            qs, docs = _load_multihoprag(recs, crecs, limit, what, "corpus", warnings)
+            qs, docs = _load_multihoprag(recs, crecs, limit, what, cwhat, warnings)
         else:
-            qs, docs = _load_jsonl(recs, crecs, limit, what, "corpus", warnings)
+            qs, docs = _load_jsonl(recs, crecs, limit, what, cwhat, warnings)
     elif format == "hotpotqa":
         qs, docs = _load_hotpotqa(recs, limit, what)
     else:

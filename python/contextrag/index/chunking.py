@@ -35,7 +35,21 @@ class Chunk:
 
     @property
     def chunk_id(self) -> str:
-        return f"{self.doc_id}#{self.position}"
+        return chunk_id(self.doc_id, self.position)
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    """``doc_id#position``. Unambiguous for any doc_id, '#' included: the position is the digits after
+    the *last* '#', so (doc_id, position) is recovered by ``rpartition('#')``; virtual item ids
+    (``summary:N``, ``join:N``, ``meet:N``) hold no '#' and cannot equal a chunk id."""
+    return f"{doc_id}#{int(position)}"
+
+
+def split_chunk_id(cid: str) -> tuple[str, int]:
+    doc, sep, pos = cid.rpartition("#")
+    if not sep or not pos.isdigit() or not pos.isascii():
+        raise ValueError(f"{cid!r} is not a chunk id (doc_id#position)")
+    return doc, int(pos)
 
 
 def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 0) -> list[Document]:
@@ -75,8 +89,8 @@ def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 
             raise TypeError(f"docs[{i}] must be a str or a dict(id, text, ...), got {type(d).__name__}")
         if not doc.text.strip():
             raise ValueError(f"docs[{i}] (id {doc.doc_id!r}) has an empty text")
-        if "#" in doc.doc_id:
-            raise ValueError(f"docs[{i}] id {doc.doc_id!r} must not contain '#' (chunk ids are doc_id#position)")
+        if not doc.doc_id:
+            raise ValueError(f"docs[{i}] has an empty id; a document id is any non-empty string")
         if doc.doc_id in seen:
             raise ValueError(f"docs[{i}] repeats the id {doc.doc_id!r}; document ids must be unique")
         seen.add(doc.doc_id)

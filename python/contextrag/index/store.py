@@ -3,8 +3,10 @@
 Layout::
 
     DIR/CURRENT                   the name of the live snapshot (one line)
+    DIR/LOCK                      the writers' lock file (flock; empty, never part of a snapshot)
     DIR/snap-<ns>-<id>/manifest.json      format + version, library version, config, embedding model,
-                                          dims, counts, sha256 + size of every other file
+                                          dims, counts, sha256 + size of every other file, and the
+                                          sha256 of the manifest's own bytes (manifest_sha256)
     DIR/snap-<ns>-<id>/arrays.safetensors every array (embeddings, context, graph, items, codebooks)
     DIR/snap-<ns>-<id>/meta.sqlite        texts and metadata (docs, chunks, virtual items, attributes)
     DIR/snap-<ns>-<id>/bm25/...           bm25s's own files (.npy saved with allow_pickle=False, JSON)
@@ -15,9 +17,23 @@ fsynced), renames it to a fresh snapshot name, then atomically replaces DIR/CURR
 file, fsync, os.replace). At every instant CURRENT names a complete snapshot, so a killed save leaves
 the previous index loadable; leftovers are removed by the next successful save.
 A directory holding manifest.json directly (a snapshot copied elsewhere) also loads.
+
+Every byte of a snapshot is covered by a checksum (the files by the manifest, the manifest by its own
+``manifest_sha256``, computed over its exact bytes with that value zeroed), and CURRENT must be exactly
+one snapshot name and a newline: a truncated file or a flipped byte anywhere is an IndexFormatError,
+never a silently different index.
+
+Writers and readers: one writer at a time per directory, through an OS lock (``fcntl.flock``) on
+DIR/LOCK held for a whole read-modify-write (:func:`writer_lock`; ContextRAG takes it). The kernel
+drops the lock when its holder dies, so a writer killed with SIGKILL never blocks the next one.
+Readers take no lock: they read CURRENT, then that snapshot; a writer's clean-up may delete the
+snapshot under a slow reader, which then sees CURRENT moved on and loads the new one (:func:`load`
+retries), so a reader always gets one complete snapshot.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -32,16 +48,71 @@ import numpy as np
 import scipy.sparse as sp
 
 FORMAT = "contextrag-index"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2      # 2: the manifest carries manifest_sha256 (version 1 indexes still load)
 ARRAYS = "arrays.safetensors"
 META = "meta.sqlite"
 MANIFEST = "manifest.json"
 CURRENT = "CURRENT"
+LOCK = "LOCK"
+_SELF_SUM = "manifest_sha256"
+_ZERO_SUM = b"0" * 64
 _SNAP_RE = re.compile(r"^snap-\d+-[0-9a-f]{8}$")
 
 
 class IndexFormatError(ValueError):
     """The directory is not a loadable contextrag index (foreign, corrupt, truncated or too new)."""
+
+
+class IndexLockTimeout(TimeoutError):
+    """Another writer held the index's lock for longer than the timeout."""
+
+
+# ---- the writers' lock ---------------------------------------------------------------------
+
+DEFAULT_LOCK_TIMEOUT = 600.0   # seconds a writer waits for another writer (a rebuild can take minutes)
+
+
+@contextlib.contextmanager
+def writer_lock(path, timeout: float | None = DEFAULT_LOCK_TIMEOUT):
+    """Hold the exclusive writer lock of the index directory ``path`` (created if absent).
+
+    Waits up to ``timeout`` seconds (None: forever) for another writer, then raises
+    IndexLockTimeout. An flock belongs to the open file description, so it is released when the
+    holder exits or is killed, and it also excludes a second writer of the same process.
+    """
+    import fcntl
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not timeout >= 0):
+        raise ValueError(f"lock timeout must be a number of seconds >= 0 or None, got {timeout!r}")
+    root = check_writable(path)
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.005
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                    raise
+            if deadline is not None and time.monotonic() >= deadline:
+                raise IndexLockTimeout(f"index {str(root)!r} is being written by another process; gave up "
+                                       f"waiting after {timeout:g} s (lock file {LOCK})")
+            time.sleep(pause if deadline is None else max(0.0, min(pause, deadline - time.monotonic())))
+            pause = min(pause * 2, 0.1)
+        yield root
+    finally:
+        os.close(fd)   # releases the lock
+
+
+def current_snapshot(path) -> str | None:
+    """The snapshot name CURRENT holds now (None: no CURRENT, e.g. a snapshot directory itself)."""
+    try:
+        return (Path(path) / CURRENT).read_bytes().decode("ascii", errors="replace").strip()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -169,6 +240,16 @@ def _counts(ix) -> dict:
             "edges_by_kind": {k: int((ix.graph.edge_kind == i).sum()) for i, k in enumerate(EDGE_KINDS)}}
 
 
+def _with_self_sum(body: bytes, digest: bytes) -> bytes:
+    """``body`` with the (last) manifest_sha256 value replaced by ``digest``."""
+    key = b'"%s": "' % _SELF_SUM.encode()
+    at = body.rfind(key)
+    if at < 0:
+        return body
+    at += len(key)
+    return body[:at] + digest + body[at + len(digest):]
+
+
 def write_snapshot(ix, d: Path) -> dict:
     """All files of one snapshot into the (empty) directory d; returns the manifest."""
     from safetensors.numpy import save_file
@@ -191,9 +272,12 @@ def write_snapshot(ix, d: Path) -> dict:
                       "query_prefix": getattr(emb, "query_prefix", None),
                       "passage_prefix": getattr(emb, "passage_prefix", None)},
         "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
-        "files": files,
+        "files": files, _SELF_SUM: _ZERO_SUM.decode(),
     }
-    (d / MANIFEST).write_text(json.dumps(manifest, indent=2, default=str))
+    body = json.dumps(manifest, indent=2, default=str).encode()
+    digest = hashlib.sha256(body).hexdigest()
+    manifest[_SELF_SUM] = digest
+    (d / MANIFEST).write_bytes(_with_self_sum(body, digest.encode()))
     _fsync_file(d / MANIFEST)
     _fsync_dir(d)
     return manifest
@@ -206,19 +290,24 @@ def check_writable(path) -> Path:
     root = Path(path)
     if root.exists() and not root.is_dir():
         raise ValueError(f"path {str(root)!r} exists and is not a directory")
-    if root.is_dir() and any(root.iterdir()) and not (root / CURRENT).exists():
+    if root.is_dir() and any(p.name != LOCK for p in root.iterdir()) and not (root / CURRENT).exists():
         raise ValueError(f"path {str(root)!r} is a non-empty directory that is not a contextrag index; "
                          "refusing to write into it")
     return root
 
 
 def save(ix, path) -> Path:
-    """Write ``ix`` to the index directory ``path`` atomically (see module docstring)."""
+    """Write ``ix`` to the index directory ``path`` atomically (see module docstring).
+
+    Callers that read-modify-write hold :func:`writer_lock` around the whole sequence. An OSError
+    (a full disk, a read-only mount) is re-raised with the path and the assurance that the previous
+    index is unchanged, which it is: CURRENT is replaced only after everything else is on disk.
+    """
     root = check_writable(path)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         write_snapshot(ix, tmp)
         snap = root / f"snap-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
         os.rename(tmp, snap)
@@ -228,6 +317,12 @@ def save(ix, path) -> Path:
         _fsync_file(ptr)
         os.replace(ptr, root / CURRENT)       # the commit point
         _fsync_dir(root)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        why = e.strerror or str(e)
+        name = errno.errorcode.get(e.errno, "") if e.errno else ""
+        raise OSError(e.errno, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
+                               "the previous index is unchanged") from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -249,10 +344,11 @@ def snapshot_dir(path) -> Path:
     if not root.is_dir():
         raise IndexFormatError(f"{str(root)!r} is not a directory, so not a contextrag index")
     if (root / CURRENT).is_file():
-        name = (root / CURRENT).read_text(errors="replace").strip()
-        if not _SNAP_RE.match(name) or not (root / name).is_dir():
-            raise IndexFormatError(f"{str(root)!r}: CURRENT names {name!r}, which is not a snapshot directory "
-                                   "here (corrupt index)")
+        raw = (root / CURRENT).read_bytes()
+        name = raw[:-1].decode("ascii", errors="replace")
+        if not raw.endswith(b"\n") or not _SNAP_RE.fullmatch(name) or not (root / name).is_dir():
+            raise IndexFormatError(f"{str(root)!r}: CURRENT holds {raw[:80]!r}, which does not name a snapshot "
+                                   "directory here (corrupt index)")
         return root / name
     if (root / MANIFEST).is_file():
         return root
@@ -261,10 +357,11 @@ def snapshot_dir(path) -> Path:
 
 def read_manifest(snap: Path) -> dict:
     try:
-        m = json.loads((snap / MANIFEST).read_text())
+        raw = (snap / MANIFEST).read_bytes()
+        m = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise IndexFormatError(f"{str(snap)!r}: {MANIFEST} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
         raise IndexFormatError(f"{str(snap / MANIFEST)!r} is corrupt (not valid JSON: {e})") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise IndexFormatError(f"{str(snap / MANIFEST)!r} is not a contextrag index manifest "
@@ -275,8 +372,12 @@ def read_manifest(snap: Path) -> dict:
     if v > FORMAT_VERSION:
         raise IndexFormatError(f"index format version {v} was written by a newer contextrag "
                                f"({m.get('library_version')}); this one reads up to {FORMAT_VERSION}")
-    for key in ("config", "files", "embedding", "counts"):
-        if key not in m:
+    if v >= 2 or _SELF_SUM in m:
+        got = m.get(_SELF_SUM)
+        if not isinstance(got, str) or hashlib.sha256(_with_self_sum(raw, _ZERO_SUM)).hexdigest() != got:
+            raise IndexFormatError(f"{str(snap / MANIFEST)!r} fails its own checksum (corrupt or modified manifest)")
+    for key, typ in (("config", dict), ("files", dict), ("embedding", dict), ("counts", dict)):
+        if not isinstance(m.get(key), typ):
             raise IndexFormatError(f"{str(snap / MANIFEST)!r} lacks {key!r} (corrupt manifest)")
     return m
 
@@ -287,6 +388,8 @@ def verify(snap: Path, manifest: dict) -> None:
         if req not in files:
             raise IndexFormatError(f"manifest lists no {req} (corrupt manifest)")
     for rel, meta in files.items():
+        if not isinstance(meta, dict) or Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise IndexFormatError(f"manifest entry {rel!r} is invalid (corrupt manifest)")
         p = snap / rel
         if not p.is_file():
             raise IndexFormatError(f"index file {rel} is missing from {str(snap)!r}")
@@ -299,7 +402,27 @@ def verify(snap: Path, manifest: dict) -> None:
 
 
 def load(path, *, embedder=None):
-    """Load the index at ``path`` (verifying format, version and checksums)."""
+    """Load the index at ``path`` (verifying format, version and checksums).
+
+    A writer may replace the snapshot while it is read (readers take no lock): when reading fails and
+    CURRENT meanwhile names another snapshot, the new one is read instead.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
+    for _ in range(100):
+        before = current_snapshot(path)
+        try:
+            return _load_once(path, embedder)
+        except (IndexFormatError, OSError, KeyError, IndexError, ValueError, TypeError, AttributeError) as e:
+            if before is None or current_snapshot(path) == before:
+                if isinstance(e, (IndexFormatError, OSError)):
+                    raise
+                raise IndexFormatError(f"index {os.fspath(path)!r}: its tables are inconsistent "
+                                       f"({type(e).__name__}: {e}) (corrupt index)") from None
+    raise IndexFormatError(f"index {os.fspath(path)!r} kept changing while it was read")
+
+
+def _load_once(path, embedder):
     import bm25s
     from safetensors.numpy import load_file
 
@@ -321,7 +444,10 @@ def load(path, *, embedder=None):
         a = load_file(str(snap / ARRAYS))
     except Exception as e:  # safetensors raises its own error types
         raise IndexFormatError(f"{ARRAYS} cannot be read: {e}") from None
-    con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
+    try:
+        con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise IndexFormatError(f"{META} cannot be opened: {e}") from None
     try:
         docs = {d: {"title": t, "metadata": json.loads(md)}
                 for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
@@ -329,7 +455,7 @@ def load(path, *, embedder=None):
         vitems = con.execute("SELECT item_id, text FROM items ORDER BY idx").fetchall()
         fams = con.execute("SELECT idx, name, weight, attr_names, info, state_keys FROM families ORDER BY idx").fetchall()
         kv = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM kv")}
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.Error, ValueError, TypeError) as e:
         raise IndexFormatError(f"{META} cannot be read: {e}") from None
     finally:
         con.close()

@@ -1,8 +1,10 @@
 """OpenAI-compatible HTTP client (vLLM's ``vllm serve``, llama.cpp's server, Ollama, hosted APIs).
 
 ``POST {base_url}/chat/completions`` with httpx. Timeouts, retries with exponential backoff (and
-``Retry-After`` when the server sends one) on 429, 5xx and connection/timeouts, and a concurrency
-limit shared by the sync and async paths. ``acomplete`` is truly asynchronous (httpx.AsyncClient),
+``Retry-After`` when the server sends one) on 429, 5xx, connection errors, timeouts, a response cut
+off mid-way and a body that is not a chat completion, all within one ``deadline`` per call (a server
+that hangs costs at most that long, then a clear LLMHTTPError), and a concurrency limit shared by the
+sync and async paths. ``acomplete`` is truly asynchronous (httpx.AsyncClient),
 so the three query rewrites go out at the same time.
 """
 from __future__ import annotations
@@ -24,6 +26,14 @@ class LLMHTTPError(RuntimeError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+class _Retry(Exception):
+    """An attempt failed in a way another attempt may not (internal to HTTPClient)."""
+
+    def __init__(self, why: str, response=None, status: int | None = None):
+        super().__init__(why)
+        self.why, self.response, self.status = why, response, status
 
 
 def _normalise_base_url(base_url: str) -> str:
@@ -52,7 +62,8 @@ class HTTPClient(LLMClient):
                  api_key_env: str = "CONTEXTRAG_LLM_API_KEY", timeout: float = 120.0,
                  connect_timeout: float = 10.0, max_retries: int = 4, backoff: float = 0.5,
                  max_backoff: float = 20.0, max_concurrency: int = 8, transport=None,
-                 async_transport=None, ledger=None, cache=None, extra_body: dict | None = None):
+                 async_transport=None, ledger=None, cache=None, extra_body: dict | None = None,
+                 deadline: float = 300.0):
         super().__init__(ledger=ledger, cache=cache)
         import httpx  # the `http` extra
 
@@ -65,6 +76,9 @@ class HTTPClient(LLMClient):
             raise ValueError(f"timeout must be > 0 seconds, got {timeout!r}")
         if backoff < 0 or max_backoff < 0:
             raise ValueError("backoff and max_backoff must be >= 0")
+        if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not deadline > 0:
+            raise ValueError(f"deadline must be > 0 seconds, got {deadline!r}")
+        self.deadline = float(deadline)
         self.max_retries = max_retries
         self.backoff = float(backoff)
         self.max_backoff = float(max_backoff)
@@ -137,29 +151,53 @@ class HTTPClient(LLMClient):
             return exc_or_status in RETRY_STATUS or exc_or_status >= 500
         return isinstance(exc_or_status, self._httpx.TransportError)   # connect/read errors, timeouts
 
+    # ---- one attempt's outcome, shared by the sync and async paths
+    def _outcome(self, r, t0):
+        """A Completion, or raise _Retry (worth another attempt) or LLMHTTPError (final)."""
+        if r.status_code == 200:
+            try:
+                data = r.json()
+            except ValueError:
+                raise _Retry(f"a body that is not JSON ({r.text[:120]!r})", r) from None
+            try:
+                c = self._parse(data)
+            except LLMHTTPError as e:
+                raise _Retry(str(e), r) from None
+            c.seconds = time.perf_counter() - t0
+            return c
+        if self._retryable(r.status_code):
+            raise _Retry(f"HTTP {r.status_code}: {r.text[:200]}", r, r.status_code)
+        raise LLMHTTPError(f"HTTP {r.status_code} from {self.base_url}: {r.text[:300]}", r.status_code)
+
+    def _next(self, attempt, t_end, why, response=None, status=None) -> float:
+        """Seconds to wait before the next attempt; LLMHTTPError when none is left."""
+        left = t_end - time.monotonic()
+        pause = self._delay(attempt, response)
+        if attempt >= self.max_retries or pause >= left:
+            n = attempt + 1
+            raise LLMHTTPError(f"{self.base_url} failed {n} attempt{'s' if n > 1 else ''} within "
+                               f"{self.deadline:g} s; last: {why}", status)
+        self.retries += 1
+        return pause
+
+    def _attempt_timeout(self, t_end):
+        left = max(t_end - time.monotonic(), 0.001)
+        return self._httpx.Timeout(min(self._timeout.read, left), connect=min(self._timeout.connect, left))
+
     # ---- sync
     def _generate(self, messages, *, max_tokens, temperature) -> Completion:
         body = self._body(messages, max_tokens, temperature)
         t0 = time.perf_counter()
+        t_end = time.monotonic() + self.deadline
         with self._sync_sem:
             for attempt in range(self.max_retries + 1):
-                last = attempt == self.max_retries
                 try:
-                    r = self._client.post("/chat/completions", json=body)
+                    r = self._client.post("/chat/completions", json=body, timeout=self._attempt_timeout(t_end))
+                    return self._outcome(r, t0)
                 except self._httpx.TransportError as e:
-                    if last:
-                        raise LLMHTTPError(f"{type(e).__name__} after {attempt + 1} attempts: {e}") from e
-                    self.retries += 1
-                    time.sleep(self._delay(attempt))
-                    continue
-                if r.status_code == 200:
-                    c = self._parse(r.json())
-                    c.seconds = time.perf_counter() - t0
-                    return c
-                if not self._retryable(r.status_code) or last:
-                    raise LLMHTTPError(f"HTTP {r.status_code} from {self.base_url}: {r.text[:300]}", r.status_code)
-                self.retries += 1
-                time.sleep(self._delay(attempt, r))
+                    time.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
+                except _Retry as e:
+                    time.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
         raise AssertionError("unreachable")
 
     # ---- async
@@ -180,25 +218,16 @@ class HTTPClient(LLMClient):
         body = self._body(messages, max_tokens, temperature)
         client, sem = self._aclient()
         t0 = time.perf_counter()
+        t_end = time.monotonic() + self.deadline
         async with sem:
             for attempt in range(self.max_retries + 1):
-                last = attempt == self.max_retries
                 try:
-                    r = await client.post("/chat/completions", json=body)
+                    r = await client.post("/chat/completions", json=body, timeout=self._attempt_timeout(t_end))
+                    return self._outcome(r, t0)
                 except self._httpx.TransportError as e:
-                    if last:
-                        raise LLMHTTPError(f"{type(e).__name__} after {attempt + 1} attempts: {e}") from e
-                    self.retries += 1
-                    await asyncio.sleep(self._delay(attempt))
-                    continue
-                if r.status_code == 200:
-                    c = self._parse(r.json())
-                    c.seconds = time.perf_counter() - t0
-                    return c
-                if not self._retryable(r.status_code) or last:
-                    raise LLMHTTPError(f"HTTP {r.status_code} from {self.base_url}: {r.text[:300]}", r.status_code)
-                self.retries += 1
-                await asyncio.sleep(self._delay(attempt, r))
+                    await asyncio.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
+                except _Retry as e:
+                    await asyncio.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
         raise AssertionError("unreachable")
 
     async def aclose(self) -> None:

@@ -1,0 +1,129 @@
+"""An LLM server that fails (5xx, hangs, malformed JSON, a response cut off mid-way): a real HTTP server
+on 127.0.0.1 in a thread. The client retries within its deadline, then raises one clear LLMHTTPError;
+retrieval without an LLM keeps working."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("httpx")
+from contextrag.llm.http import HTTPClient, LLMHTTPError  # noqa: E402
+
+MSG = [{"role": "user", "content": "Say hi"}]
+OK = json.dumps({"model": "m", "choices": [{"message": {"role": "assistant", "content": "hi there"}}],
+                 "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
+
+
+class FaultServer:
+    """Answers each POST with the next behaviour of ``script`` (the last one repeats)."""
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                i = owner.calls
+                owner.calls += 1
+                kind = owner.script[min(i, len(owner.script) - 1)]
+                if kind == "ok":
+                    self._send(200, OK)
+                elif kind == "500":
+                    self._send(500, b'{"error": "boom"}')
+                elif kind == "garbage":
+                    self._send(200, b'{"choices": [{"message": ')          # truncated JSON
+                elif kind == "shape":
+                    self._send(200, b'{"unexpected": true}')
+                elif kind == "hang":
+                    time.sleep(3)
+                    self._send(200, OK)
+                elif kind == "drop":                                       # promise 400 bytes, send 20, close
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", "400")
+                    self.end_headers()
+                    self.wfile.write(OK[:20])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+
+            def _send(self, code, body):
+                try:
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:       # the client gave up (the hang case): nothing to answer
+                    pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _client(url, **kw):
+    kw.setdefault("backoff", 0.01)
+    kw.setdefault("timeout", 2.0)
+    return HTTPClient(url, model="m", **kw)
+
+
+@pytest.mark.parametrize("fault", ["500", "garbage", "shape", "drop"])
+def test_transient_fault_is_retried_then_succeeds(fault):
+    with FaultServer([fault, fault, "ok"]) as srv:
+        c = _client(srv.url)
+        assert c.complete(MSG).text == "hi there"
+        assert srv.calls == 3 and c.retries == 2
+
+
+@pytest.mark.parametrize("fault,why", [("500", "HTTP 500"), ("garbage", "not JSON"), ("shape", "malformed"),
+                                       ("drop", "RemoteProtocolError|ReadError")])
+def test_persistent_fault_gives_one_clear_error(fault, why):
+    with FaultServer([fault]) as srv:
+        c = _client(srv.url, max_retries=2)
+        with pytest.raises(LLMHTTPError, match=why) as e:
+            c.complete(MSG)
+        assert srv.calls == 3 and "3 attempts" in str(e.value) and srv.url in str(e.value)
+
+
+def test_hanging_server_fails_within_the_deadline():
+    with FaultServer(["hang"]) as srv:
+        c = _client(srv.url, timeout=0.3, deadline=1.2, max_retries=10)
+        t = time.monotonic()
+        with pytest.raises(LLMHTTPError, match="within 1.2 s.*ReadTimeout"):
+            c.complete(MSG)
+        assert time.monotonic() - t < 3.0 and srv.calls >= 2
+
+
+def test_async_path_retries_the_same_faults():
+    with FaultServer(["drop", "garbage", "500", "ok"]) as srv:
+        c = _client(srv.url)
+        assert asyncio.run(c.acomplete(MSG)).text == "hi there"
+        assert srv.calls == 4
+    with FaultServer(["500"]) as srv:
+        c = _client(srv.url, max_retries=1)
+        with pytest.raises(LLMHTTPError, match="2 attempts"):
+            asyncio.run(c.acomplete(MSG))
+
+
+def test_deadline_is_validated():
+    with pytest.raises(ValueError, match="deadline"):
+        HTTPClient("http://127.0.0.1:9/v1", model="m", deadline=0)
