@@ -26,6 +26,16 @@ def kernels() -> tuple[dict, dict]:
         raise SystemExit("the native module contextrag._C did not load")
     info = {"isa": C.cpu_isa(), "supported": [i for i in ("avx512", "avx2", "generic") if C.cpu_isa_supported(i)],
             "bf16_gemm": bool(C.bf16_supported())}
+    # Forcing an instruction set this CPU lacks must be refused with a sentence, not run into SIGILL.
+    info["refused"] = {}
+    for isa in ("avx512", "avx2"):
+        if isa not in info["supported"]:
+            try:
+                C.set_cpu_isa(isa)
+                info["refused"][isa] = None            # accepted: the test fails on this
+                C.set_cpu_isa("auto")
+            except ValueError as e:
+                info["refused"][isa] = str(e)
     rng = np.random.default_rng(0)
     X = rng.standard_normal((37, 11)).astype(np.float32)
     Cb = rng.standard_normal((5, 11)).astype(np.float32)
