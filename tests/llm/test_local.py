@@ -111,3 +111,14 @@ def test_make_client_local(gguf_path, tmp_path):
         LocalLLMClient(gguf_path, convert_cache=3)
     with pytest.raises(FileNotFoundError, match="model_path"):
         LocalLLMClient(tmp_path / "none.gguf")
+
+
+def test_llama_cpp_client_is_optional_and_says_how_to_build_it(monkeypatch):
+    from contextrag.llm import llama_cpp_client as L
+    from contextrag.llm.local import LocalLLMUnavailable
+
+    monkeypatch.setattr(L, "llama_cpp_available", lambda: False)
+    with pytest.raises(LocalLLMUnavailable, match="GGML_CPU_ALL_VARIANTS=ON"):
+        make_client("llama-cpp", cache=False)
+    with pytest.raises(ValueError, match="llama-cpp"):
+        make_client("llamacpp", cache=False)

@@ -77,6 +77,9 @@ def fingerprint(docs, config) -> str:
 
 
 def run(args) -> int:
+    from contextrag.cpu_floor import check
+
+    check()                                   # before NumPy/torch load: one sentence, not SIGILL
     from contextrag import Config, ContextRAG, query
     from .query import print_result
 
