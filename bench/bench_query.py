@@ -8,7 +8,7 @@
               handful of questions: seconds and LLM calls per query by stage; then the same questions
               again with the same on-disk cache (the cache-hit effect).
   rewrites    concurrency of the three rewrites against one-after-another: (a) the embedded model
-              (one in-process llama.cpp context: calls are serialised, so no speed-up is expected),
+              (one in-process model: calls are serialised, so no speed-up is expected),
               (b) a real HTTP endpoint on 127.0.0.1 (stdlib threaded server) answering after a fixed
               per-call latency, through contextrag.llm.http.HTTPClient (threads and asyncio paths).
 
@@ -49,11 +49,8 @@ def machine() -> dict:
     out = {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
            "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
            "loadavg_start": list(os.getloadavg())}
-    try:
-        import llama_cpp
-        out["llama_cpp_python"] = llama_cpp.__version__
-    except ImportError:
-        pass
+    import transformers
+    out["transformers"] = transformers.__version__
     return out
 
 
@@ -162,14 +159,14 @@ def bench_e2e(n_questions: int):
     torch.set_num_threads(1)
     from contextrag import query
     from contextrag.llm import CallCache
-    from contextrag.llm.local import LocalLlamaClient
+    from contextrag.llm.local import LocalLLMClient
 
     rag, _ = hotpot_index()
     ix = rag.index
     data, _ = hotpot()
     data = data[:n_questions]
     with tempfile.TemporaryDirectory() as d:
-        client = LocalLlamaClient(cache=CallCache(Path(d) / "llm.sqlite"))
+        client = LocalLLMClient(cache=CallCache(Path(d) / "llm.sqlite"))
         client.complete([{"role": "user", "content": "hi"}], max_tokens=1)     # load the model
         runs = {}
         for run in ("cold cache", "repeated (warm cache)"):
@@ -253,6 +250,8 @@ def _time_rewrites(client, question, reps):
 
 
 def bench_rewrites(reps: int):
+    import torch
+
     from contextrag.llm.http import HTTPClient
     out = {"machine": machine(), "question": "In what year was the university where Sergei Aleksandrovich "
                                              "Tokarev was a professor founded?"}
@@ -266,11 +265,11 @@ def bench_rewrites(reps: int):
     finally:
         srv.shutdown()
     try:
-        from contextrag.llm.local import LocalLlamaClient
-        lc = LocalLlamaClient()
+        from contextrag.llm.local import LocalLLMClient
+        lc = LocalLLMClient()
         lc.complete([{"role": "user", "content": "hi"}], max_tokens=1)
-        out["embedded_model"] = {"model": lc.model, "n_threads": lc.n_threads,
-                                 "note": "one in-process llama.cpp context: calls are serialised by a lock",
+        out["embedded_model"] = {"model": lc.model, "torch_threads": torch.get_num_threads(),
+                                 "note": "one in-process transformers model: calls are serialised by a lock",
                                  **_time_rewrites(lc, out["question"], reps)}
         print("embedded", out["embedded_model"])
     except ImportError as e:

@@ -16,16 +16,12 @@ N_PARAGRAPHS = 2000
 NUM_CPUS = 2
 
 
-from shared_data import data_dir  # noqa: E402
+from shared_data import hotpot_file  # noqa: E402
 
 
 def hotpot_docs(n: int) -> list[dict]:
-    d = data_dir()
-    if d is None:
-        pytest.skip("HotpotQA data not found: set CONTEXTRAG_DATA to the folder holding hotpotqa_500.json "
-                    "(default: ../shared/data next to the repository)")
     seen: dict[str, str] = {}
-    for q in json.loads((d / "hotpotqa_500.json").read_text()):
+    for q in json.loads(hotpot_file().read_text()):
         for title, sents in q["context"]:
             if title not in seen:
                 seen[title] = "".join(sents)

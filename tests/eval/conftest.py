@@ -8,17 +8,14 @@ import pytest
 
 
 
-from shared_data import data_dir  # noqa: E402
+from shared_data import data_dir, hotpot_file  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def data() -> Path:
-    d = data_dir()
-    if d is None:
-        pytest.skip("shared data sets not found: set CONTEXTRAG_DATA or put them in ../shared/data")
-    return d
+    return data_dir()
 
 
 @pytest.fixture(scope="session")
 def hotpot(data) -> list[dict]:
-    return json.loads((data / "hotpotqa_500.json").read_text())
+    return json.loads(hotpot_file(data).read_text())

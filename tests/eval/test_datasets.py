@@ -4,10 +4,11 @@ import json
 import pytest
 
 from contextrag.eval import datasets as D
+from shared_data import hotpot_file
 
 
 def test_hotpotqa_slice(data, hotpot):
-    qa = D.load(data / "hotpotqa_500.json", "hotpotqa", limit=12)
+    qa = D.load(hotpot_file(data), "hotpotqa", limit=12)
     assert len(qa.questions) == 12
     q0, r0 = qa.questions[0], hotpot[0]
     assert q0.id == r0["_id"] and q0.text == r0["question"] and q0.answers == [r0["answer"]]
@@ -25,14 +26,18 @@ def test_hotpotqa_slice(data, hotpot):
     assert len({d.id for d in qa.corpus}) == len(qa.corpus)
 
 
-def test_hotpotqa_full_set_shape(data):
-    qa = D.load(data / "hotpotqa_500.json", "hotpotqa")
+def test_hotpotqa_whole_file_shape(data, hotpot):
+    qa = D.load(hotpot_file(data), "hotpotqa")       # the full 500, or the shipped fixture's first 201
     s = qa.summary()
-    assert s["questions"] == 500 and s["with_gold"] == 500
+    assert s["questions"] == len(hotpot) and s["with_gold"] == len(hotpot)
     assert set(s["types"]) == {"bridge", "comparison"}
     assert all(len(q.gold_ids) == 2 for q in qa.questions)
-    # one title carries two different paragraphs: both are kept, under distinct ids
-    assert 4900 < len(qa.corpus) < 5000
+    # paragraphs are deduplicated by (title, text): a title with two different texts keeps both, under
+    # distinct ids (the full set has one such title: 4,9xx paragraphs from 5,000)
+    pairs = {(t, " ".join(x.strip() for x in sents)) for r in hotpot for t, sents in r["context"]}
+    assert len(qa.corpus) == len(pairs) and len({d.id for d in qa.corpus}) == len(pairs)
+    if len(hotpot) == 500:
+        assert 4900 < len(qa.corpus) < 5000
 
 
 def test_multihoprag(data):
@@ -99,9 +104,9 @@ def test_jsonl(tmp_path, hotpot):
 
 
 def test_shuffle_is_deterministic_and_breaks_adjacency(data, hotpot):
-    a = D.load(data / "hotpotqa_500.json", "hotpotqa", limit=40)
-    b = D.load(data / "hotpotqa_500.json", "hotpotqa", limit=40)
-    c = D.load(data / "hotpotqa_500.json", "hotpotqa", limit=40, seed=1)
+    a = D.load(hotpot_file(data), "hotpotqa", limit=40)
+    b = D.load(hotpot_file(data), "hotpotqa", limit=40)
+    c = D.load(hotpot_file(data), "hotpotqa", limit=40, seed=1)
     assert [d.id for d in a.corpus] == [d.id for d in b.corpus]
     assert a.corpus_hash() == b.corpus_hash() != c.corpus_hash()
     assert sorted(d.id for d in a.corpus) == sorted(d.id for d in c.corpus)
@@ -114,9 +119,9 @@ def test_shuffle_is_deterministic_and_breaks_adjacency(data, hotpot):
 
 def test_bad_input(tmp_path, data):
     with pytest.raises(ValueError, match="format"):
-        D.load(data / "hotpotqa_500.json", "squad")
+        D.load(hotpot_file(data), "squad")
     with pytest.raises(ValueError, match="limit"):
-        D.load(data / "hotpotqa_500.json", "hotpotqa", limit=0)
+        D.load(hotpot_file(data), "hotpotqa", limit=0)
     with pytest.raises(FileNotFoundError):
         D.load(tmp_path / "missing.json", "hotpotqa")
     (tmp_path / "q.jsonl").write_text(json.dumps({"question": "q?", "answer": "a", "gold_ids": []}))

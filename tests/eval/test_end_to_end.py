@@ -10,6 +10,7 @@ pytest.importorskip("sentence_transformers")
 
 from contextrag.eval import run  # noqa: E402
 from contextrag.eval.systems import ALL_SYSTEMS  # noqa: E402
+from shared_data import hotpot_file  # noqa: E402
 
 N = 20
 
@@ -22,7 +23,7 @@ def cache(tmp_path_factory):
 @pytest.fixture(scope="module")
 def first(data, cache, tmp_path_factory):
     out = tmp_path_factory.mktemp("e2e")
-    res = run(data / "hotpotqa_500.json", format="hotpotqa", out=out, limit=N, cache_dir=cache, progress=False)
+    res = run(hotpot_file(data), format="hotpotqa", out=out, limit=N, cache_dir=cache, progress=False)
     return out, res
 
 
@@ -52,7 +53,7 @@ def test_all_systems_from_one_index(first, cache):
 def test_rows_are_consistent_with_the_corpus(first, data):
     out, res = first
     from contextrag.eval import datasets as D
-    qa = D.load(data / "hotpotqa_500.json", "hotpotqa", limit=N)
+    qa = D.load(hotpot_file(data), "hotpotqa", limit=N)
     ids = {d.id for d in qa.corpus}
     rows = [json.loads(x) for x in (out / "questions.jsonl").read_text().splitlines()]
     assert len(rows) == N * len(ALL_SYSTEMS)
@@ -73,7 +74,7 @@ def test_rows_are_consistent_with_the_corpus(first, data):
 def test_cli_reuses_cached_index_and_reproduces(first, data, cache, tmp_path, capsys):
     from contextrag.cli import main
     out, res = first
-    rc = main(["eval", str(data / "hotpotqa_500.json"), "--format", "hotpotqa", "--out", str(tmp_path / "cli"),
+    rc = main(["eval", str(hotpot_file(data)), "--format", "hotpotqa", "--out", str(tmp_path / "cli"),
                "--limit", str(N), "--no-llm", "--cache-dir", str(cache), "--systems", "bm25,hybrid", "--quiet"])
     assert rc == 0
     printed = capsys.readouterr().out

@@ -14,6 +14,7 @@ import pytest
 from contextrag.eval import datasets as D
 from contextrag.eval import runner as R
 from contextrag.eval.systems import FLAT_SYSTEMS, make_systems
+from shared_data import hotpot_file
 
 
 @dataclass
@@ -86,7 +87,7 @@ def fresh_backend():
 
 
 def _run(data, out, cache, backend, limit=8, **kw):
-    return R.run(data / "hotpotqa_500.json", format="hotpotqa", out=out, limit=limit, cache_dir=cache,
+    return R.run(hotpot_file(data), format="hotpotqa", out=out, limit=limit, cache_dir=cache,
                  backend=backend, progress=False, **kw)
 
 
@@ -178,7 +179,7 @@ def test_flat_systems_switch_the_graph_off():
 
 def test_run_rejects_bad_arguments(tmp_path, data, fresh_backend):
     with pytest.raises(ValueError, match="format"):
-        R.run(data / "hotpotqa_500.json", format="nq", out=tmp_path, backend=fresh_backend)
+        R.run(hotpot_file(data), format="nq", out=tmp_path, backend=fresh_backend)
     with pytest.raises(TypeError, match="config"):
         _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, config=42)
     with pytest.raises(TypeError, match="llm"):
@@ -190,10 +191,10 @@ def test_run_rejects_bad_arguments(tmp_path, data, fresh_backend):
 def test_cli_parses_and_reports_errors(tmp_path, data, capsys):
     from contextrag.cli import main
     with pytest.raises(SystemExit):
-        main(["eval", str(data / "hotpotqa_500.json"), "--format", "squad", "--out", str(tmp_path)])
+        main(["eval", str(hotpot_file(data)), "--format", "squad", "--out", str(tmp_path)])
     rc = main(["eval", str(tmp_path / "missing.json"), "--format", "hotpotqa", "--out", str(tmp_path / "o")])
     assert rc == 2 and "missing.json" in capsys.readouterr().err
-    rc = main(["eval", str(data / "hotpotqa_500.json"), "--format", "hotpotqa", "--out", str(tmp_path / "o"),
+    rc = main(["eval", str(hotpot_file(data)), "--format", "hotpotqa", "--out", str(tmp_path / "o"),
                "--limit", "0"])
     assert rc == 2
 
@@ -225,7 +226,7 @@ def test_answers_with_an_llm_client(tmp_path, data, fresh_backend, hotpot):
             return Completion(text, prompt_tokens=len(messages[-1]["content"].split()), completion_tokens=3)
 
     llm = EchoLLM()
-    res = R.run(data / "hotpotqa_500.json", format="hotpotqa", out=tmp_path / "o", limit=6,
+    res = R.run(hotpot_file(data), format="hotpotqa", out=tmp_path / "o", limit=6,
                 cache_dir=tmp_path / "c", backend=AnsweringRAG, progress=False, llm=llm,
                 systems=["hybrid", "contextrag"])
     rows = [json.loads(x) for x in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
@@ -258,7 +259,7 @@ class TwoChunkRAG(OverlapRAG):
 
 def test_deeper_calls_fill_the_document_list(tmp_path, data, fresh_backend):
     TwoChunkRAG.calls = 0
-    res = R.run(data / "hotpotqa_500.json", format="hotpotqa", out=tmp_path / "o", limit=4,
+    res = R.run(hotpot_file(data), format="hotpotqa", out=tmp_path / "o", limit=4,
                 cache_dir=tmp_path / "c", backend=TwoChunkRAG, progress=False, systems=["hybrid"])
     rows = [json.loads(x) for x in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
     for r in rows:

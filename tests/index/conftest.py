@@ -13,16 +13,12 @@ N_BASE = 160     # paragraphs in the base index
 N_EXTRA = 12     # further paragraphs for add/delete tests
 
 
-from shared_data import data_dir  # noqa: E402
+from shared_data import hotpot_file  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def hotpot_paragraphs():
-    d = data_dir()
-    if d is None:
-        pytest.skip("HotpotQA data not found: set CONTEXTRAG_DATA to the folder holding hotpotqa_500.json "
-                    "(default: ../shared/data next to the repository)")
-    data = json.loads((d / "hotpotqa_500.json").read_text())
+    data = json.loads(hotpot_file().read_text())
     seen: dict[str, str] = {}
     for q in data:
         for title, sents in q["context"]:

@@ -1,12 +1,8 @@
 """OpenAI-compatible HTTP client: retry/backoff logic on an in-process httpx MockTransport, and a real
-llama.cpp server on 127.0.0.1 with the embedded model when llama-cpp-python[server] is installed."""
+OpenAI-compatible server on 127.0.0.1 (tests/llm/conftest.py) answering with the embedded model."""
 import asyncio
-import importlib.util
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
@@ -143,68 +139,38 @@ def test_async_is_concurrent_and_limited():
 
 
 # ---------------------------------------------------------------- a real server on 127.0.0.1
-def _server_available() -> bool:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return False
-    return all(importlib.util.find_spec(m) is not None for m in ("uvicorn", "fastapi", "sse_starlette",
-                                                                   "starlette_context", "pydantic_settings"))
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def llama_server(gguf_path, tmp_path_factory):
-    if not _server_available():
-        pytest.skip("llama-cpp-python[server] is not installed")
-    port = _free_port()
-    log = tmp_path_factory.mktemp("server") / "server.log"
-    logf = open(log, "wb")               # a file, not a pipe: llama.cpp's logging would fill a pipe and block
-    proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", str(gguf_path), "--host",
-                             "127.0.0.1", "--port", str(port), "--n_ctx", "2048", "--model_alias", "embedded"],
-                            stdout=logf, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited: {log.read_text(errors='replace')[-2000:]}")
-        try:
-            if httpx.get(url + "/models", timeout=1).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    else:
-        proc.terminate()
-        pytest.fail("llama_cpp.server did not start within 120 s")
-    yield url
-    logf.close()
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def test_real_server_completion_usage_and_cache(llama_server, tmp_path):
-    c = HTTPClient(llama_server, cache=CallCache(tmp_path / "c.sqlite"), timeout=120)
+def test_real_server_completion_usage_and_cache(openai_server, embedded, tmp_path):
+    c = HTTPClient(openai_server, cache=CallCache(tmp_path / "c.sqlite"), timeout=120)
     assert c.model == "embedded"              # discovered from GET /models
     msgs = [{"role": "user", "content": "What is the capital of France? Answer with one word."}]
     a = c.complete(msgs, stage="answer", max_tokens=8)
     assert a.text.strip() and a.prompt_tokens > 5 and 0 < a.completion_tokens <= 8 and not a.cached
+    direct = embedded._generate(msgs, max_tokens=8, temperature=0.0)     # greedy: the same reply in-process
+    assert "paris" in a.text.lower() and a.text == direct.text and a.prompt_tokens == direct.prompt_tokens
     b = c.complete(msgs, stage="answer", max_tokens=8)
     assert b.cached and b.text == a.text
     led = c.ledger.to_dict()["answer"]
     assert led["calls"] == 1 and led["cached_calls"] == 1 and led["prompt_tokens"] == a.prompt_tokens
 
 
-def test_real_server_async_path(llama_server):
-    c = HTTPClient(llama_server, timeout=120)
+def test_real_server_async_path(openai_server):
+    c = HTTPClient(openai_server, timeout=120)
     msgs = [{"role": "user", "content": "Name a colour. One word."}]
     out = asyncio.run(c.acomplete(msgs, stage="rewrite", max_tokens=4))
     assert out.text.strip() and out.completion_tokens > 0
+
+
+def test_real_server_unknown_model_is_not_retried(openai_server):
+    c = HTTPClient(openai_server, model="no-such-model", backoff=0.01)
+    with pytest.raises(LLMHTTPError, match="404") as e:
+        c.complete(MSG, max_tokens=2)
+    assert e.value.status == 404 and c.retries == 0
 
 
 def test_real_server_connection_refused_is_retried_then_raises():

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,16 +10,12 @@ import scipy.sparse as sp
 from contextrag.index.lexical import (LexicalContext, entity_phrases, idf_weight, normalise_title,
                                       term_family, terms, title_family)
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "hotpotqa_500.json"
-if not DATA.exists():
-    DATA = Path("/work/shared/data/hotpotqa_500.json")
+from shared_data import hotpot_file
 
 
 @pytest.fixture(scope="module")
 def corpus():
-    if not DATA.exists():
-        pytest.skip("shared HotpotQA data not available")
-    data = json.load(open(DATA))[:20]
+    data = json.loads(hotpot_file().read_text())[:20]
     seen = {}
     for q in data:
         for t, sents in q["context"]:

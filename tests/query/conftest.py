@@ -10,15 +10,12 @@ import pytest
 N_QUESTIONS = 8
 
 
-from shared_data import data_dir as _data_dir  # noqa: E402
+from shared_data import hotpot_file  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def hotpot():
-    d = _data_dir()
-    if d is None:
-        pytest.skip("HotpotQA data not found: set CONTEXTRAG_DATA to the folder holding hotpotqa_500.json")
-    qs = json.loads((d / "hotpotqa_500.json").read_text())[:N_QUESTIONS]
+    qs = json.loads(hotpot_file().read_text())[:N_QUESTIONS]
     docs: dict[str, str] = {}
     for q in qs:
         for title, sents in q["context"]:

@@ -2,9 +2,13 @@
 
 Indexes a corpus — the repository's own README.md and docs/*.md by default, or a folder of your
 .txt/.md files (or a .json/.jsonl corpus) — with the embedded MiniLM embedder, then answers a question
-with the embedded GGUF model (llama-cpp-python, the ``local`` extra) and prints the answer, its
-sources and the cost of the query. Without the ``local`` extra it still indexes and retrieves, and
-says how to install the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
+(``--question``, or a built-in one) with the embedded GGUF model (run by ``transformers`` on the CPU,
+the ``local`` extra) and prints the answer, its sources and the cost of the query. Without the
+``local`` extra it still indexes and retrieves, and says how to install the model. The index is kept
+in ``--out`` and reused while the corpus is unchanged.
+
+    contextrag demo                                   # this repository's docs, the built-in question
+    contextrag demo my_notes/ --question "Who wrote the design memo?"
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ def add_arguments(p):
     p.add_argument("-q", "--question", default=DEFAULT_QUESTION, help=f"the question (default: {DEFAULT_QUESTION!r})")
     p.add_argument("--out", default=None, help="index directory (default: ~/.cache/contextrag/demo/<corpus hash>)")
     p.add_argument("--llm", default="local", help="'local' (embedded GGUF, default), 'http://host:port/v1#MODEL', "
-                   "'vllm:MODEL' or 'none' (retrieval only)")
+                   "'vllm:MODEL', 'llama-cpp' or 'none' (retrieval only)")
     p.add_argument("-k", type=int, default=8, help="passages to answer from (default 8)")
     p.add_argument("--summaries", type=int, default=0, help="cluster-summary virtual chunks to generate with the "
                    "LLM at index time (default 0: the embedded model on a CPU is slow)")
@@ -73,6 +77,9 @@ def fingerprint(docs, config) -> str:
 
 
 def run(args) -> int:
+    from contextrag.cpu_floor import check
+
+    check()                                   # before NumPy/torch load: one sentence, not SIGILL
     from contextrag import Config, ContextRAG, query
     from .query import print_result
 
@@ -124,6 +131,8 @@ def run(args) -> int:
             f"{sum(v['count'] for v in st['nodes'].values())} concept nodes in {time.perf_counter() - t0:.1f} s")
 
     # ---- the question
+    if getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
+        log("llm: loading the embedded model (the first run converts its GGUF once, about half a minute)")
     t1 = time.perf_counter()
     if client is None:
         hits = query.retrieve(rag.index, args.question, k=args.k)

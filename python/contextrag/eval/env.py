@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.metadata
 import os
 import platform
 import subprocess
@@ -45,11 +46,18 @@ def query_code_fingerprint() -> str:
 def versions() -> dict:
     out = {"python": platform.python_version()}
     for name in ("contextrag", "numpy", "torch", "bm25s", "sentence_transformers", "transformers", "scipy",
-                 "matplotlib", "llama_cpp"):
+                 "matplotlib"):
         try:
             m = importlib.import_module(name)
             out[name] = getattr(m, "__version__", "?")
         except Exception:
+            continue
+    # Versions of optional runtimes from their metadata: importing llama_cpp loads native code that
+    # may not run on this CPU.
+    for dist in ("gguf", "llama-cpp-python"):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
             continue
     try:
         import contextrag

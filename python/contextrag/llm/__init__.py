@@ -2,7 +2,10 @@
 
 ``make_client(spec)`` builds a client from a short spec:
 
-* ``"local"`` or ``"local:NAME"`` — the embedded GGUF model through llama-cpp-python (``local`` extra);
+* ``"local"`` or ``"local:NAME"`` — the embedded GGUF model, run by ``transformers`` on torch's CPU
+  build (``local`` extra; no native compilation, runs on every x86-64 CPU);
+* ``"llama-cpp"`` or ``"llama-cpp:NAME"`` — the same model through llama-cpp-python (optional
+  ``llama-cpp`` extra, see docs/LLM.md for a portable build);
 * ``"http://host:port/v1"`` (or https) — any OpenAI-compatible server; ``model=`` or
   ``"http://...#MODEL"`` names the model;
 * ``"vllm:MODEL"`` — in-process vLLM (``vllm`` extra);
@@ -50,7 +53,12 @@ def make_client(spec=None, *, model: str | None = None, cache=True, ledger: Cost
         return None
     c = _make_cache(cache)
     if s == "local" or s.startswith("local:"):
-        from .local import LocalLlamaClient
+        from .local import LocalLLMClient
+
+        name = s.split(":", 1)[1] if ":" in s else None
+        return LocalLLMClient(name=name or None, ledger=ledger, cache=c, **kwargs)
+    if s == "llama-cpp" or s.startswith("llama-cpp:"):
+        from .llama_cpp_client import LocalLlamaClient
 
         name = s.split(":", 1)[1] if ":" in s else None
         return LocalLlamaClient(name=name or None, ledger=ledger, cache=c, **kwargs)
@@ -65,4 +73,4 @@ def make_client(spec=None, *, model: str | None = None, cache=True, ledger: Cost
 
         m = s.split(":", 1)[1]
         return VLLMClient(m, ledger=ledger, cache=c, **kwargs)
-    raise ValueError(f"spec must be 'local', 'local:NAME', 'http(s)://…', 'vllm:MODEL', 'none' or None, got {spec!r}")
+    raise ValueError(f"spec must be 'local', 'local:NAME', 'llama-cpp[:NAME]', 'http(s)://…', 'vllm:MODEL', 'none' or None, got {spec!r}")

