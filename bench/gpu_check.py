@@ -31,10 +31,11 @@ import traceback
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-GROUPS = ("tests", "peaks", "kmeans", "semiring", "graph", "rq_kmeans")  # in run order, headline first
+GROUPS = ("tests", "peaks", "kmeans", "semiring", "graph", "rq_kmeans", "spread")  # in run order, headline first
 # seconds each group may take on the GPU; --budget-s (default 345) clips the later ones so the whole
 # check stays under 6 minutes (mostly Triton compiling in the tests group, cached on disk afterwards)
-GROUP_TIMEOUT = {"tests": 160, "peaks": 25, "kmeans": 60, "semiring": 50, "graph": 50, "rq_kmeans": 50}
+GROUP_TIMEOUT = {"tests": 160, "peaks": 25, "kmeans": 60, "semiring": 50, "graph": 50, "rq_kmeans": 50,
+                 "spread": 60}   # spread: bench/gpu_spread.py
 
 # vendor figures (dense, no sparsity): HBM bytes/s, bf16 tensor-core FLOP/s
 SPECS = {
@@ -539,6 +540,10 @@ def run_group(name: str, smoke: bool, part: Path) -> None:
     if name == "tests":
         return group_tests(smoke, part)
     ctx = Ctx(smoke, part)
+    if name == "spread":
+        sys.path.insert(0, str(REPO / "bench"))
+        from gpu_spread import group_spread
+        return group_spread(ctx) or ctx.flush()
     {"peaks": group_peaks, "kmeans": group_kmeans, "rq_kmeans": group_rq,
      "semiring": group_semiring, "graph": group_graph}[name](ctx)
     ctx.flush()

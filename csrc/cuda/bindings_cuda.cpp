@@ -9,6 +9,7 @@
 #include <string>
 
 #include "launch.h"
+#include "spread.h"
 
 namespace py = pybind11;
 
@@ -105,6 +106,24 @@ void register_cuda(py::module_& m) {
       py::arg("d"), py::arg("p"), py::arg("snap"), py::arg("stream"),
       "FCM memberships u (n,c) (float32; float64 for float64 X), p = 1/(m-1); distances below snap*(|x|^2+|c|^2) "
       "count as zero (one-hot row).");
+  m.def(
+      "spread_hop",
+      [](int dtype, uintptr_t t_indptr, uintptr_t t_indices, uintptr_t t_data, uintptr_t doc, uintptr_t e_q,
+         uintptr_t e_a, uintptr_t e_v, uintptr_t e_sdoc, uintptr_t e_self, int64_t n_entries, uintptr_t out,
+         int64_t n, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::spread_hop(dtype, t_indptr, t_indices, t_data, doc, e_q, e_a, e_v, e_sdoc, e_self, n_entries,
+                               out, n, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("doc"), py::arg("e_q"),
+      py::arg("e_a"), py::arg("e_v"), py::arg("e_sdoc"), py::arg("e_self"), py::arg("n_entries"), py::arg("out"),
+      py::arg("n"), py::arg("stream"),
+      "Spreading hop, attributes -> chunks: folds v + I(c,a) - 1 into the zero-filled out (Q,n) for every "
+      "activation entry (csrc/cuda/spread.h).");
   m.def("fcm_max_centres", &cu::fcm_max_centres, py::arg("dtype"), "Largest c fcm_memberships handles for a dtype code");
 }
 }  // namespace contextrag
