@@ -189,29 +189,33 @@ def _mention_automaton(names):
     return A
 
 
-def _family_from_pairs(name, rows, cols, names, n, own_col=None, max_n=1) -> Family:
-    """CSR family from (row, column) pairs (duplicates allowed) over the columns ``names``; unused
-    columns are dropped. Degree w(a) = normalised IDF; ``own_col[i]`` (optional, −1 for none) is a
-    column chunk i holds with degree 1."""
-    rows = np.asarray(rows, np.int64)
-    cols = np.asarray(cols, np.int64)
+def _family_from_pairs(name, rows, cols, names, n, own_col=None, max_n=1, unique=False) -> Family:
+    """CSR family from (row, column) pairs over the columns ``names``; unused columns are dropped.
+    Degree w(a) = normalised IDF; ``own_col[i]`` (optional, −1 for none) is a column chunk i holds with
+    degree 1. ``unique``: the pairs are already unique and grouped by ascending row (no sort needed)."""
     V = len(names)
-    if rows.size:
-        key = np.unique(rows * max(V, 1) + cols)
-        rows, cols = key // max(V, 1), key % max(V, 1)
+    if not unique:
+        rows = np.asarray(rows, np.int64)
+        cols = np.asarray(cols, np.int64)
+        if rows.size:
+            key = np.unique(rows * max(V, 1) + cols)
+            rows, cols = key // max(V, 1), key % max(V, 1)
     df = np.bincount(cols, minlength=V).astype(np.int64)
     keep = np.flatnonzero(df > 0)
-    remap = np.full(V, -1, np.int64)
-    remap[keep] = np.arange(keep.size)
+    remap = np.full(V, -1, np.int32)
+    remap[keep] = np.arange(keep.size, dtype=np.int32)
     df = df[keep]
     w = idf_weight(df, n)
-    vals = w[remap[cols]].astype(np.float32)
+    cols = remap[cols]
+    vals = w.astype(np.float32)[cols]
     if own_col is not None and rows.size:
-        vals[np.asarray(own_col, np.int64)[rows] == cols] = 1.0
-    # pairs are sorted by (row, column) and unique: the CSR is built directly
+        own = np.asarray(own_col, np.int64)[rows]
+        vals[(own >= 0) & (remap[np.maximum(own, 0)] == cols)] = 1.0
     indptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    I = sp.csr_matrix((vals, remap[cols].astype(np.int32), indptr), shape=(n, keep.size))
+    I = sp.csr_matrix((vals, cols, indptr), shape=(n, keep.size))
+    I.has_sorted_indices = False
+    I.sort_indices()
     return Family(name=name, vocab={names[j]: k for k, j in enumerate(keep)}, df=df,
                   weight=w.astype(np.float32), incidence=I, max_n=max_n)
 
@@ -251,7 +255,8 @@ def phrase_family(titles, texts) -> Family:
 
 
 class TermPairs:
-    """Accumulates (chunk, term) pairs from BM25 token ids block by block, over one global vocabulary."""
+    """Accumulates the unique (chunk, term) pairs from BM25 token ids block by block, over one global
+    vocabulary; stopwords (here and in BM25) and 1-character tokens are dropped per block."""
 
     def __init__(self):
         self.vocab: dict[str, int] = {}
@@ -262,24 +267,28 @@ class TermPairs:
         inv = [""] * len(local_vocab)
         for t, j in local_vocab.items():
             inv[j] = t
+        ok = np.fromiter((len(t) > 1 and t not in STOPWORDS for t in inv), dtype=bool, count=len(inv))
         g = self.vocab
-        lmap = np.fromiter((g.setdefault(t, len(g)) for t in inv), dtype=np.int64, count=len(inv))
+        lmap = np.fromiter((g.setdefault(t, len(g)) if k else -1 for t, k in zip(inv, ok)), dtype=np.int64,
+                           count=len(inv))
         lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         if not lens.sum():
             return
         flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lens.sum()))
-        self.rows.append(np.repeat(np.arange(row0, row0 + len(ids), dtype=np.int64), lens))
-        self.cols.append(lmap[flat])
+        V = max(len(inv), 1)
+        key = np.repeat(np.arange(len(ids), dtype=np.int64), lens) * V + flat
+        key = np.unique(key[ok[flat]])          # sorted by (row, local id): unique, grouped by row
+        self.rows.append((row0 + key // V).astype(np.int32))
+        self.cols.append(lmap[key % V].astype(np.int32))
 
     def family(self, n: int) -> Family:
         names = [""] * len(self.vocab)
         for t, j in self.vocab.items():
             names[j] = t
-        ok = np.fromiter((len(t) > 1 and t not in STOPWORDS for t in names), dtype=bool, count=len(names))
-        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int64)
-        cols = np.concatenate(self.cols) if self.cols else np.zeros(0, np.int64)
-        m = ok[cols] if cols.size else np.zeros(0, bool)
-        return _family_from_pairs("term", rows[m], cols[m], names, n)
+        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int32)
+        cols = np.concatenate(self.cols) if self.cols else np.zeros(0, np.int32)
+        self.rows, self.cols = [], []
+        return _family_from_pairs("term", rows, cols, names, n, unique=True)
 
 
 def term_family(titles, texts, block: int = BLOCK) -> Family:
