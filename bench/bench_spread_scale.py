@@ -52,7 +52,7 @@ def lexical_scale(n: int) -> dict:
     out["lexical_cpu_s"] = out["title_cpu_s"] + out["term_cpu_s"]
     out["peak_rss_gb_after_lexical"] = peak_rss_gb()
     ctx = lexical.LexicalContext(fams)
-    arrs, _ = lexical.lexical_arrays(ctx)
+    arrs = lexical.lexical_arrays(ctx)
     out["stored_bytes"] = int(sum(a.nbytes for a in arrs.values()))
     t = time.perf_counter()
     from contextrag.query.spread import LexicalState

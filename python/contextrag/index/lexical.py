@@ -382,22 +382,26 @@ def _utf8(names) -> np.ndarray:
     return np.frombuffer("\n".join(names).encode("utf-8"), dtype=np.uint8).copy()
 
 
-def lexical_arrays(ctx: LexicalContext) -> tuple[dict, dict]:
-    """(arrays, meta) of a lexical context for the snapshot: per family its CSR incidence, document
-    frequencies and vocabulary (UTF-8, one attribute per line: normalised attributes hold no newline);
-    meta is JSON-able. The weights w(a) are recomputed from df on load."""
-    arrs, meta = {}, {"families": []}
+def lexical_arrays(ctx: LexicalContext) -> dict:
+    """The arrays of a lexical context for the snapshot: per family its CSR incidence, document
+    frequencies and vocabulary (UTF-8, one attribute per line: normalised attributes hold no newline).
+    The weights w(a) are recomputed from df on load."""
+    arrs = {}
     for name, f in ctx.families.items():
         I = f.incidence.tocsr()
-        arrs[f"lex.{name}.indptr"] = I.indptr.astype(np.int64)
-        arrs[f"lex.{name}.indices"] = I.indices.astype(np.int32)
-        arrs[f"lex.{name}.data"] = I.data.astype(np.float32)
-        arrs[f"lex.{name}.df"] = f.df.astype(np.int64)
+        arrs[f"lex.{name}.indptr"] = I.indptr.astype(np.int64, copy=False)
+        arrs[f"lex.{name}.indices"] = I.indices.astype(np.int32, copy=False)
+        arrs[f"lex.{name}.data"] = I.data.astype(np.float32, copy=False)
+        arrs[f"lex.{name}.df"] = f.df.astype(np.int64, copy=False)
         arrs[f"lex.{name}.vocab"] = _utf8(f.attributes)
-        meta["families"].append({"name": name, "chunks": int(I.shape[0]), "attributes": int(I.shape[1]),
-                                 "nnz": int(I.nnz), "max_n": int(f.max_n),
-                                 "linking_attributes": int((f.df >= 2).sum())})
-    return arrs, meta
+    return arrs
+
+
+def lexical_meta(ctx: LexicalContext) -> dict:
+    """The JSON-able description stored beside :func:`lexical_arrays` (read back by :func:`lexical_from_arrays`)."""
+    return {"families": [{"name": name, "chunks": int(f.incidence.shape[0]), "attributes": int(f.incidence.shape[1]),
+                          "nnz": int(f.incidence.nnz), "max_n": int(f.max_n),
+                          "linking_attributes": int((f.df >= 2).sum())} for name, f in ctx.families.items()]}
 
 
 def lexical_from_arrays(arrs: dict, meta: dict) -> LexicalContext:

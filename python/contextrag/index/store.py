@@ -124,7 +124,7 @@ def _arrays(ix) -> dict:
             a[f"ctx.{i}.rows.{k}"] = v
     if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical.py)
         from .lexical import lexical_arrays
-        a.update(lexical_arrays(ix.lexical)[0])
+        a.update(lexical_arrays(ix.lexical))
     return {k: _np(v) for k, v in a.items()}
 
 
@@ -157,8 +157,8 @@ def _write_sqlite(ix, p: Path) -> None:
             ("info", json.dumps(ix.info, default=str)), ("timings", json.dumps(ix.timings)),
             ("ledger", json.dumps(ix.ledger.to_dict()))])
         if getattr(ix, "lexical", None) is not None:
-            from .lexical import lexical_arrays
-            con.execute("INSERT INTO kv VALUES (?,?)", ("lexical", json.dumps(lexical_arrays(ix.lexical)[1])))
+            from .lexical import lexical_meta
+            con.execute("INSERT INTO kv VALUES (?,?)", ("lexical", json.dumps(lexical_meta(ix.lexical))))
         con.commit()
     finally:
         con.close()
