@@ -34,14 +34,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # in run order: tests and headline benchmarks first, the slow checks last
-GROUPS = ("tests_cuda", "tests_triton", "peaks", "kmeans", "semiring", "graph", "rq_kmeans",
+GROUPS = ("tests_cuda", "tests_triton", "peaks", "kmeans", "semiring", "graph", "rq_kmeans", "spread",
           "compile_sweep", "scale", "sanitizer")
 ALIASES = {"tests": ("tests_cuda", "tests_triton"), "slow": ("compile_sweep", "scale", "sanitizer")}
 # seconds each group may take on the GPU; --budget-s (default 420) clips the later ones and skips
 # groups once it is spent, so the whole check (after a 1–2 minute build) stays within 9 minutes.
 # Triton compiling is most of tests_triton, cached on disk for the later groups.
 GROUP_TIMEOUT = {"tests_cuda": 50, "tests_triton": 100, "peaks": 15, "kmeans": 50, "semiring": 40, "graph": 40,
-                 "rq_kmeans": 35, "compile_sweep": 45, "scale": 60, "sanitizer": 90}
+                 "rq_kmeans": 35, "spread": 40,
+                 "compile_sweep": 45, "scale": 60, "sanitizer": 90}
 # set (to the reason) by gpu_device.sh when the CUDA extension cannot run a kernel: the CUDA groups
 # are skipped and every benchmark measures Triton only
 NO_CUDA_ENV = "CONTEXTRAG_CHECK_NO_CUDA"
@@ -912,6 +913,12 @@ def run_group(name: str, smoke: bool, part: Path, budget_s: float) -> None:
     if name == "sanitizer":
         return group_sanitizer(smoke, part, budget_s)
     ctx = Ctx(smoke, part)
+    if name == "spread":   # bench/gpu_spread.py
+        sys.path.insert(0, str(REPO / "bench"))
+        from gpu_spread import group_spread
+        group_spread(ctx)
+        _record_fallbacks(ctx.out)
+        return ctx.flush()
     {"peaks": group_peaks, "kmeans": group_kmeans, "rq_kmeans": group_rq, "semiring": group_semiring,
      "graph": group_graph, "compile_sweep": group_compile_sweep, "scale": group_scale}[name](ctx)
     _record_fallbacks(ctx.out)

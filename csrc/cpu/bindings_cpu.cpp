@@ -8,11 +8,13 @@ void register_semiring(py::module_& m);     // semiring.cpp: luk_up/luk_down/fuz
 void register_sparse(py::module_& m);       // sparse_semiring.cpp: the same with a CSR incidence
 void register_kmeans(py::module_& m);       // kmeans_cpu.cpp: fused argmin, centroid sums
 void register_gemm_bf16(py::module_& m);    // gemm_bf16.cpp: bf16-input, fp32-output GEMM (AVX512-BF16)
+void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
 
 void register_cpu(py::module_& m) {
   register_semiring(m);
   register_sparse(m);
   register_kmeans(m);
   register_gemm_bf16(m);
+  register_spread(m);
 }
 }  // namespace contextrag

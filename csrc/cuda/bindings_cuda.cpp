@@ -10,6 +10,7 @@
 #include <string>
 
 #include "launch.h"
+#include "spread.h"
 
 namespace py = pybind11;
 
@@ -133,5 +134,23 @@ void register_cuda(py::module_& m) {
       },
       "Launch one trivial kernel on the current device: versions, device attributes and the error, if any "
       "(a toolkit newer than the driver fails here, before any real kernel)");
+  m.def(
+      "spread_hop",
+      [](int dtype, uintptr_t t_indptr, uintptr_t t_indices, uintptr_t t_data, uintptr_t doc, uintptr_t e_q,
+         uintptr_t e_a, uintptr_t e_v, uintptr_t e_sdoc, uintptr_t e_self, int64_t n_entries, uintptr_t out,
+         int64_t n, uintptr_t stream) {
+        std::string err;
+        {
+          py::gil_scoped_release nogil;
+          err = cu::spread_hop(dtype, t_indptr, t_indices, t_data, doc, e_q, e_a, e_v, e_sdoc, e_self, n_entries,
+                               out, n, stream);
+        }
+        ok(err);
+      },
+      py::arg("dtype"), py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("doc"), py::arg("e_q"),
+      py::arg("e_a"), py::arg("e_v"), py::arg("e_sdoc"), py::arg("e_self"), py::arg("n_entries"), py::arg("out"),
+      py::arg("n"), py::arg("stream"),
+      "Spreading hop, attributes -> chunks: folds v + I(c,a) - 1 into the zero-filled out (Q,n) for every "
+      "activation entry (csrc/cuda/spread.h).");
 }
 }  // namespace contextrag

@@ -4,6 +4,7 @@
     rag = ContextRAG.load("idx")
     rag.add(more_docs); rag.delete(["doc3"]); rag.stats(); rag.rebuild()
     hits = rag.retrieve("question", k=12)        # contextrag.query.retrieve
+    many = rag.retrieve_many(["q1", "q2"], k=12) # batched: one embedding call, one spreading hop
     ans = rag.answer("question", llm=client)     # contextrag.query.answer
 
 ``docs``: an iterable of str or dict(id, text, title=..., metadata=...); a document id is any
@@ -262,6 +263,11 @@ class ContextRAG:
         from . import query
         self._queried = True
         return query.retrieve(self.index, question, k=k, doc_ids=doc_ids, **overrides)   # one index, whole
+
+    def retrieve_many(self, questions, k: int = 12, doc_ids=None, **overrides):
+        """retrieve() for a list of questions, batched (one embedding call, one spreading hop)."""
+        from . import query
+        return query.retrieve_many(self.index, questions, k=k, doc_ids=doc_ids, **overrides)
 
     def answer(self, question, **kw):
         from . import query

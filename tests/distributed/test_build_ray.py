@@ -54,6 +54,11 @@ def test_ray_build_equals_single_machine_build(ray_cluster, paragraphs, embedder
     m, k = g.edge_kind == COOC, h.edge_kind == COOC
     assert sorted(zip(g.edge_src[m], g.edge_dst[m])) == sorted(zip(h.edge_src[k], h.edge_dst[k]))
     assert ix.item_ids == ref.item_ids
+    # the lexical spreading families (built by the driver after the shard stages) are the same
+    assert list(ix.lexical.families) == list(ref.lexical.families)
+    for name, f in ref.lexical.families.items():
+        assert ix.lexical.families[name].vocab == f.vocab
+        assert (ix.lexical.families[name].incidence != f.incidence).nnz == 0
     # and it answers like the single-machine index
     q = docs[3]["title"]
     assert [h.id for h in rag.retrieve(q, k=3)] == [h.id for h in ContextRAG(ref).retrieve(q, k=3)]

@@ -100,3 +100,49 @@ def test_term_family_on_real_text(corpus):
     _, titles, texts = corpus
     fam = term_family(titles, texts)
     assert "university" in fam.vocab and "the" not in fam.vocab
+
+
+def _by_name(fam):
+    """{(row, attribute string): degree} of a family."""
+    I = fam.incidence.tocoo()
+    names = fam.attributes
+    return {(int(r), names[c]): float(v) for r, c, v in zip(I.row, I.col, I.data)}
+
+
+def test_title_mentions_by_automaton_equal_ngram_lookup(corpus):
+    """The Aho–Corasick matcher finds exactly the title n-grams (<= 10 tokens) of each normalised text."""
+    from contextrag.index.lexical import STOPWORDS, normalise
+    _, titles, texts = corpus
+    texts = texts + ["Mentions of moscow state university, and Moscow-State University twice."]
+    titles = titles + ["Moscow State University"]
+    fam = title_family(titles, texts)
+    own = [normalise_title(t) for t in titles]
+    names = {t for t in own if t and t not in STOPWORDS and len(t) > 1}
+    expect = {}
+    for i, (x, o) in enumerate(zip(texts, own)):
+        toks = normalise(x).split()
+        grams = {" ".join(toks[a:a + k]) for a in range(len(toks)) for k in range(1, 11) if a + k <= len(toks)}
+        for g in grams & names:
+            expect[(i, g)] = None
+        if o in names:
+            expect[(i, o)] = None
+    got = _by_name(fam)
+    assert set(got) == set(expect)
+    n = len(texts)
+    for (i, a), v in got.items():
+        df = fam.df[fam.vocab[a]]
+        want = 1.0 if a == own[i] else min(max(np.log(n / df) / np.log(n), 0.0), 1.0)
+        assert v == pytest.approx(want, abs=1e-6)
+
+
+def test_term_family_blocks_and_bm25_tokens_agree(corpus):
+    from contextrag.index.core import bm25_tokenize_ids
+    from contextrag.index.lexical import term_family_from_tokens
+    _, titles, texts = corpus
+    whole = _by_name(term_family(titles, texts))
+    assert whole == _by_name(term_family(titles, texts, block=7))      # blocks of 7 chunks, one vocabulary
+    ids, vocab = bm25_tokenize_ids([f"{t}\n{x}" for t, x in zip(titles, texts)] + ["an extra item, not a chunk"])
+    assert whole == _by_name(term_family_from_tokens(ids, vocab, len(texts)))
+    # the family is "word tokens of 2+ characters minus STOPWORDS" of title + text
+    expect = {(i, t) for i, (ti, x) in enumerate(zip(titles, texts)) for t in terms(f"{ti} {x}")}
+    assert set(whole) == expect

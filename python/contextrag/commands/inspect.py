@@ -25,6 +25,10 @@ def run(args) -> int:
               f"{st['bytes_on_disk']} bytes on disk")
         print("attribute families: " + ", ".join(f"{f['name']} ×{f['weight']}: {f['attributes']} "
                                                  f"({f['storage']}, density {f['density']:.3f})" for f in st["families"]))
+        lex = st.get("lexical_families") or []
+        print("lexical families (spreading): " + (", ".join(
+            f"{f['name']}: {f['attributes']} attributes ({f['linking_attributes']} linking), {f['nnz']} non-zeros"
+            for f in lex) if lex else "none stored"))
         print("RQ-KMeans occupancy (Table 4):")
         for o in st["occupancy"]:
             print(f"  L{o['level']}: {o['non_empty']}/{o['clusters']} clusters used, largest {o['largest_share']:.2f}, "

@@ -192,10 +192,30 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
 
 
 def build_bm25(ix: Index):
+    """The BM25 index over every item; returns its tokenisation (reused by the lexical "term" family)."""
     import bm25s
+
+    from .core import BM25_STOPWORDS
     retriever = bm25s.BM25()
-    retriever.index(bm25s.tokenize(ix.search_texts(), stopwords="en", show_progress=False), show_progress=False)
+    tokens = bm25s.tokenize(ix.search_texts(), stopwords=BM25_STOPWORDS, show_progress=False)
+    retriever.index(tokens, show_progress=False)
     ix.bm25 = retriever
+    return tokens
+
+
+def build_lexical(ix: Index, tokens=None) -> None:
+    """The lexical families of ``Config.spread_families`` (title, term by default) over the chunks,
+    stored with the index and read by query-time spreading. ``tokens``: the BM25 tokenisation of
+    ``ix.search_texts()`` (chunks first), reused for the "term" family."""
+    from .lexical import lexical_families
+    ix.lexical = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
+                                  tokens=tokens)
+
+
+def lexical_family_names(config) -> list[str]:
+    """The lexical families an index stores: those ``Config.spread_families`` names with a weight > 0
+    (also when ``w_spread`` is 0: one index serves every query configuration)."""
+    return [str(k) for k, v in (getattr(config, "spread_families", None) or {}).items() if v > 0]
 
 
 # ---- build ---------------------------------------------------------------------------------
@@ -234,7 +254,9 @@ def finish_items(ix: Index, llm, E: np.ndarray) -> None:
     with _Timer(ix.timings, "items"):
         compose_items(ix, E, s_items)
     with _Timer(ix.timings, "bm25"):
-        build_bm25(ix)
+        tokens = build_bm25(ix)
+    with _Timer(ix.timings, "lexical"):
+        build_lexical(ix, tokens)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray) -> None:
@@ -342,7 +364,9 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items)
     with _Timer(t, "bm25"):
-        build_bm25(ix)
+        tokens = build_bm25(ix)
+    with _Timer(t, "lexical"):
+        build_lexical(ix, tokens)   # exact: df and w(a) = log(N/df)/log(N) of the new corpus (docs/MULTIHOP.md)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
                                               "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
@@ -385,7 +409,9 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items)
     with _Timer(t, "bm25"):
-        build_bm25(ix)
+        tokens = build_bm25(ix)
+    with _Timer(t, "lexical"):
+        build_lexical(ix, tokens)   # exact: df and w(a) = log(N/df)/log(N) of the new corpus (docs/MULTIHOP.md)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

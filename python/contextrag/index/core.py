@@ -59,6 +59,14 @@ def bm25_tokenize(texts: list[str]) -> list[list[str]]:
     return bm25s.tokenize(list(texts), stopwords=BM25_STOPWORDS, return_ids=False, show_progress=False)
 
 
+def bm25_tokenize_ids(texts: list[str]):
+    """(token ids per text, vocabulary) of the BM25 tokenizer: what the BM25 index and the lexical
+    "term" family are both built from (one tokenisation pass)."""
+    import bm25s
+    tok = bm25s.tokenize(list(texts), stopwords=BM25_STOPWORDS, show_progress=False)
+    return tok.ids, tok.vocab
+
+
 @dataclass
 class Index:
     config: object
@@ -85,6 +93,7 @@ class Index:
     ledger: CostLedger = field(default_factory=CostLedger)
     timings: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
+    lexical: object = None          # index/lexical.py LexicalContext: the spreading families (title, term)
     _extents: np.ndarray | None = None
 
     # ---- sizes

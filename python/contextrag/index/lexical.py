@@ -172,20 +172,80 @@ def _family_from_sets(name, sets, own=None, max_n=1, min_df=1):
                   incidence=I, max_n=max_n)
 
 
-def title_family(titles, texts, max_n: int = 10) -> Family:
-    """Document titles as entity attributes: degree 1 for the titled chunk, w(a) for chunks that mention it."""
+TITLE_MAX_TOKENS = 10   # longest title (in tokens) matched as a mention; longer ones only tag their own chunk
+
+
+BLOCK = 16384          # chunks per block: bounds the transient Python token lists at any corpus size
+
+
+def _mention_automaton(names):
+    """An Aho–Corasick automaton over " name " for every name (padded with spaces, so a match in a
+    space-padded normalised text is a whole-word match); the value is the name's column."""
+    import ahocorasick
+    A = ahocorasick.Automaton()
+    for j, t in enumerate(names):
+        A.add_word(f" {t} ", j)
+    A.make_automaton()
+    return A
+
+
+def _family_from_pairs(name, rows, cols, names, n, own_col=None, max_n=1, unique=False) -> Family:
+    """CSR family from (row, column) pairs over the columns ``names``; unused columns are dropped.
+    Degree w(a) = normalised IDF; ``own_col[i]`` (optional, −1 for none) is a column chunk i holds with
+    degree 1. ``unique``: the pairs are already unique and grouped by ascending row (no sort needed)."""
+    V = len(names)
+    if not unique:
+        rows = np.asarray(rows, np.int64)
+        cols = np.asarray(cols, np.int64)
+        if rows.size:
+            key = np.unique(rows * max(V, 1) + cols)
+            rows, cols = key // max(V, 1), key % max(V, 1)
+    df = np.bincount(cols, minlength=V).astype(np.int64)
+    keep = np.flatnonzero(df > 0)
+    remap = np.full(V, -1, np.int32)
+    remap[keep] = np.arange(keep.size, dtype=np.int32)
+    df = df[keep]
+    w = idf_weight(df, n)
+    cols = remap[cols]
+    vals = w.astype(np.float32)[cols]
+    if own_col is not None and rows.size:
+        own = np.asarray(own_col, np.int64)[rows]
+        vals[(own >= 0) & (remap[np.maximum(own, 0)] == cols)] = 1.0
+    indptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
+    I = sp.csr_matrix((vals, cols, indptr), shape=(n, keep.size))
+    I.has_sorted_indices = False
+    I.sort_indices()
+    return Family(name=name, vocab={names[j]: k for k, j in enumerate(keep)}, df=df,
+                  weight=w.astype(np.float32), incidence=I, max_n=max_n)
+
+
+def title_family(titles, texts, max_n: int = TITLE_MAX_TOKENS) -> Family:
+    """Document titles as entity attributes: degree 1 for the titled chunk, w(a) for chunks that mention it.
+
+    Mentions are found in one linear pass per chunk by an Aho–Corasick automaton over all titles of at
+    most ``max_n`` tokens, run on the normalised text (lower-case word tokens joined by single spaces):
+    the same whole-word matches as looking up every n-gram of the text, in time linear in the text."""
     own = [normalise_title(t) for t in titles]
-    names = {t for t in own if t and t not in STOPWORDS and len(t) > 1}
-    max_n = max([len(t.split()) for t in names] + [1])
-    max_n = min(max_n, 10)
-    sets = []
-    for t, x, o in zip(titles, texts, own):
-        toks = normalise(x).split()
-        s = {g for g in _ngrams(toks, max_n) if g in names}
-        if o in names:
-            s.add(o)
-        sets.append(s)
-    return _family_from_sets("title", sets, own=own, max_n=max_n)
+    names = sorted({t for t in own if t and t not in STOPWORDS and len(t) > 1})
+    col = {t: j for j, t in enumerate(names)}
+    own_col = np.fromiter((col.get(o, -1) for o in own), dtype=np.int64, count=len(own))
+    A = _mention_automaton([t for t in names if len(t.split()) <= max_n]) if names else None
+    # the automaton's values index the matchable subset: map them back to columns of `names`
+    matchable = np.asarray([j for j, t in enumerate(names) if len(t.split()) <= max_n], np.int64)
+    rows, cols = [], []
+    if A is not None:
+        for i, x in enumerate(texts):
+            hits = [v for _, v in A.iter(f" {normalise(x)} ")]
+            if hits:
+                rows.append(np.full(len(hits), i, np.int64))
+                cols.append(matchable[hits])
+    has = np.flatnonzero(own_col >= 0)
+    rows.append(has)
+    cols.append(own_col[has])
+    n_max = min(max([len(t.split()) for t in names] + [1]), max_n)
+    return _family_from_pairs("title", np.concatenate(rows), np.concatenate(cols), names, len(texts),
+                              own_col=own_col, max_n=n_max)
 
 
 def phrase_family(titles, texts) -> Family:
@@ -194,9 +254,61 @@ def phrase_family(titles, texts) -> Family:
     return _family_from_sets("phrase", sets, max_n=max_n)
 
 
-def term_family(titles, texts) -> Family:
-    sets = [terms(f"{t} {x}" if t else x) for t, x in zip(titles, texts)]
-    return _family_from_sets("term", sets)
+class TermPairs:
+    """Accumulates the unique (chunk, term) pairs from BM25 token ids block by block, over one global
+    vocabulary; stopwords (here and in BM25) and 1-character tokens are dropped per block."""
+
+    def __init__(self):
+        self.vocab: dict[str, int] = {}
+        self.rows: list = []
+        self.cols: list = []
+
+    def add(self, ids, local_vocab: dict, row0: int) -> None:
+        inv = [""] * len(local_vocab)
+        for t, j in local_vocab.items():
+            inv[j] = t
+        ok = np.fromiter((len(t) > 1 and t not in STOPWORDS for t in inv), dtype=bool, count=len(inv))
+        g = self.vocab
+        lmap = np.fromiter((g.setdefault(t, len(g)) if k else -1 for t, k in zip(inv, ok)), dtype=np.int64,
+                           count=len(inv))
+        lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        if not lens.sum():
+            return
+        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lens.sum()))
+        V = max(len(inv), 1)
+        key = np.repeat(np.arange(len(ids), dtype=np.int64), lens) * V + flat
+        key = np.unique(key[ok[flat]])          # sorted by (row, local id): unique, grouped by row
+        self.rows.append((row0 + key // V).astype(np.int32))
+        self.cols.append(lmap[key % V].astype(np.int32))
+
+    def family(self, n: int) -> Family:
+        names = [""] * len(self.vocab)
+        for t, j in self.vocab.items():
+            names[j] = t
+        rows = np.concatenate(self.rows) if self.rows else np.zeros(0, np.int32)
+        cols = np.concatenate(self.cols) if self.cols else np.zeros(0, np.int32)
+        self.rows, self.cols = [], []
+        return _family_from_pairs("term", rows, cols, names, n, unique=True)
+
+
+def term_family(titles, texts, block: int = BLOCK) -> Family:
+    """Informative terms of "title\\ntext", tokenised like the BM25 index, block by block."""
+    from .core import bm25_tokenize_ids
+    acc = TermPairs()
+    texts = list(texts)
+    for s in range(0, len(texts), block):
+        ids, vocab = bm25_tokenize_ids([f"{t}\n{x}" if t else x for t, x in zip(titles[s:s + block], texts[s:s + block])])
+        acc.add(ids, vocab, s)
+    return acc.family(len(texts))
+
+
+def term_family_from_tokens(ids, vocab: dict, n: int) -> Family:
+    """The term family from the BM25 index's own tokenisation of the chunks (``ids[:n]``, ``vocab``):
+    lower-case \\w\\w+ tokens minus the BM25 stopwords, and minus :data:`STOPWORDS` here, so the family
+    is "word tokens of 2+ characters minus STOPWORDS", the same as :func:`term_family` builds."""
+    acc = TermPairs()
+    acc.add(ids[:n], vocab, 0)
+    return acc.family(n)
 
 
 BUILDERS = {"title": title_family, "phrase": phrase_family, "term": term_family}
@@ -245,6 +357,80 @@ class LexicalContext:
         if not mats:
             return sp.csr_matrix((1, 0), dtype=np.float32)
         return sp.hstack(mats, format="csr", dtype=np.float32)
+
+
+# ---- index families: built with the index, stored in its snapshot -----------------------------
+
+def lexical_families(titles, texts, names, *, tokens=None) -> LexicalContext:
+    """The families ``names`` over the chunks. ``tokens``: the BM25 tokenisation (``Tokenized`` with
+    ``ids`` and ``vocab``) of a list whose first ``len(texts)`` entries are "title\\ntext" of the
+    chunks: the "term" family then reuses it instead of tokenising again."""
+    titles = [t or "" for t in titles]
+    texts = list(texts)
+    fams = {}
+    for name in names:
+        if name not in BUILDERS:
+            raise ValueError(f"unknown lexical family {name!r} (have {sorted(BUILDERS)})")
+        if name == "term" and tokens is not None:
+            fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts))
+        else:
+            fams[name] = BUILDERS[name](titles, texts)
+    return LexicalContext(fams)
+
+
+def _utf8(names) -> np.ndarray:
+    return np.frombuffer("\n".join(names).encode("utf-8"), dtype=np.uint8).copy()
+
+
+def lexical_arrays(ctx: LexicalContext) -> dict:
+    """The arrays of a lexical context for the snapshot: per family its CSR incidence, document
+    frequencies and vocabulary (UTF-8, one attribute per line: normalised attributes hold no newline).
+    The weights w(a) are recomputed from df on load."""
+    arrs = {}
+    for name, f in ctx.families.items():
+        I = f.incidence.tocsr()
+        arrs[f"lex.{name}.indptr"] = I.indptr.astype(np.int64, copy=False)
+        arrs[f"lex.{name}.indices"] = I.indices.astype(np.int32, copy=False)
+        arrs[f"lex.{name}.data"] = I.data.astype(np.float32, copy=False)
+        arrs[f"lex.{name}.df"] = f.df.astype(np.int64, copy=False)
+        arrs[f"lex.{name}.vocab"] = _utf8(f.attributes)
+    return arrs
+
+
+def lexical_meta(ctx: LexicalContext) -> dict:
+    """The JSON-able description stored beside :func:`lexical_arrays` (read back by :func:`lexical_from_arrays`)."""
+    return {"families": [{"name": name, "chunks": int(f.incidence.shape[0]), "attributes": int(f.incidence.shape[1]),
+                          "nnz": int(f.incidence.nnz), "max_n": int(f.max_n),
+                          "linking_attributes": int((f.df >= 2).sum())} for name, f in ctx.families.items()]}
+
+
+def lexical_from_arrays(arrs: dict, meta: dict) -> LexicalContext:
+    """The inverse of :func:`lexical_arrays`."""
+    fams = {}
+    for m in meta["families"]:
+        name, n, M = m["name"], int(m["chunks"]), int(m["attributes"])
+        raw = bytes(np.asarray(arrs[f"lex.{name}.vocab"], dtype=np.uint8))
+        names = raw.decode("utf-8").split("\n") if M else []
+        if len(names) != M:
+            raise ValueError(f"lexical family {name!r}: {len(names)} vocabulary entries for {M} attributes")
+        I = sp.csr_matrix((arrs[f"lex.{name}.data"], arrs[f"lex.{name}.indices"], arrs[f"lex.{name}.indptr"]),
+                          shape=(n, M))
+        df = np.asarray(arrs[f"lex.{name}.df"], np.int64)
+        fams[name] = Family(name=name, vocab=dict(zip(names, range(M))), df=df,
+                            weight=idf_weight(df, n).astype(np.float32), incidence=I, max_n=int(m["max_n"]))
+    return LexicalContext(fams)
+
+
+def lexical_stats(ctx: LexicalContext | None) -> list[dict]:
+    """Per family: attributes, non-zeros, linking attributes (df >= 2), density, bytes in memory."""
+    out = []
+    for name, f in (ctx.families.items() if ctx is not None else ()):
+        I = f.incidence
+        out.append({"name": name, "chunks": int(I.shape[0]), "attributes": int(I.shape[1]), "nnz": int(I.nnz),
+                    "linking_attributes": int((f.df >= 2).sum()),
+                    "density": float(I.nnz / max(I.shape[0] * I.shape[1], 1)),
+                    "bytes": int(I.data.nbytes + I.indices.nbytes + I.indptr.nbytes + f.df.nbytes)})
+    return out
 
 
 # ---- registration with the index's fuzzy context (contextrag.index.context) -----------------------

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import Index
+from .lexical import lexical_stats
 
 
 def _dir_bytes(path) -> int | None:
@@ -57,6 +58,7 @@ def index_stats(ix: Index, path=None) -> dict:
         "items_by_kind": {k: int((ix.item_kinds == i).sum()) for i, k in enumerate(ITEM_KINDS)},
         "dim": ix.dim, "embedding_model": ix.config.embedding_model,
         "attributes": ctx.n_attributes, "families": fam,
+        "lexical_families": lexical_stats(getattr(ix, "lexical", None)),
         "occupancy": ix.occupancy(),
         "nodes": nodes,
         "edges": {k: int((g.edge_kind == i).sum()) for i, k in enumerate(EDGE_KINDS)},
@@ -64,6 +66,7 @@ def index_stats(ix: Index, path=None) -> dict:
         "bytes_in_memory": {"embeddings": int(ix.embeddings.nbytes),
                             "context": int(sum(b.matrix.data.nbytes if hasattr(b.matrix, "nnz") else b.matrix.nbytes
                                                for b in ctx.blocks)),
+                            "lexical": int(sum(f["bytes"] for f in lexical_stats(getattr(ix, "lexical", None)))),
                             "intents": int(g.intent.nbytes)},
         "timings": dict(ix.timings),
         "llm_cost": ix.ledger.to_dict(),

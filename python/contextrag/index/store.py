@@ -193,6 +193,9 @@ def _arrays(ix) -> dict:
             a[f"ctx.{i}.state.{k}"] = v
         for k, v in b.rows.items():
             a[f"ctx.{i}.rows.{k}"] = v
+    if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical.py)
+        from .lexical import lexical_arrays
+        a.update(lexical_arrays(ix.lexical))
     return {k: _np(v) for k, v in a.items()}
 
 
@@ -224,6 +227,9 @@ def _write_sqlite(ix, p: Path) -> None:
         con.executemany("INSERT INTO kv VALUES (?,?)", [
             ("info", json.dumps(ix.info, default=str)), ("timings", json.dumps(ix.timings)),
             ("ledger", json.dumps(ix.ledger.to_dict()))])
+        if getattr(ix, "lexical", None) is not None:
+            from .lexical import lexical_meta
+            con.execute("INSERT INTO kv VALUES (?,?)", ("lexical", json.dumps(lexical_meta(ix.lexical))))
         con.commit()
     finally:
         con.close()
@@ -272,6 +278,7 @@ def write_snapshot(ix, d: Path) -> dict:
                       "query_prefix": getattr(emb, "query_prefix", None),
                       "passage_prefix": getattr(emb, "passage_prefix", None)},
         "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
+        "lexical_families": list(ix.lexical.families) if getattr(ix, "lexical", None) is not None else [],
         "files": files, _SELF_SUM: _ZERO_SUM.decode(),
     }
     body = json.dumps(manifest, indent=2, default=str).encode()
@@ -485,7 +492,33 @@ def _load_once(path, embedder):
     if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):
         raise IndexFormatError("index tables disagree in length (corrupt index)")
     ix.info["path"] = str(snap)
+    _load_lexical(ix, a, kv.get("lexical"), m)
     return ix
+
+
+def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:
+    """The stored lexical families; a snapshot written before they were stored (no "lexical" entry)
+    gets them built once here, with a warning, so no query has to build them (saved with the next save)."""
+    import logging
+    import time as _time
+
+    from .build import build_lexical, lexical_family_names
+    from .lexical import lexical_from_arrays
+    if meta is not None:
+        try:
+            ix.lexical = lexical_from_arrays(arrays, meta)
+        except (KeyError, ValueError) as e:
+            raise IndexFormatError(f"the lexical families of this index cannot be read: {e}") from None
+        return
+    if not lexical_family_names(ix.config):
+        return
+    t = _time.perf_counter()
+    build_lexical(ix)
+    logging.getLogger("contextrag").warning(
+        "contextrag: index snapshot (format version %s, library %s) has no stored lexical families; built %s "
+        "from the chunk texts in %.1f s. Save the index (ContextRAG.save) to store them.",
+        manifest.get("format_version"), manifest.get("library_version"), list(ix.lexical.families),
+        _time.perf_counter() - t)
 
 
 def _config_dict(d: dict) -> dict:

@@ -11,6 +11,7 @@ from .kmeans import KMeansResult, RQResult, kmeans_assign, kmeans_fit, rq_kmeans
 from .lattice import meet_cardinality, soft_join, soft_meet
 from .lukasiewicz import luk_closure, luk_down, luk_up, neg, residuum, tnorm
 from .routing import fuzzy_route
+from .spread import SpreadIncidence, spread_hop
 
 __all__ = [
     "backends",
@@ -19,5 +20,6 @@ __all__ = [
     "tnorm", "residuum", "neg", "luk_up", "luk_down", "luk_closure",
     "soft_join", "soft_meet", "meet_cardinality",
     "fuzzy_route",
+    "SpreadIncidence", "spread_hop",
 ]
 from . import _gpu  # noqa: E402,F401  (registers triton/cuda implementations when present)

@@ -22,12 +22,12 @@ from ..config import Config
 from ._view import CorpusView, view_of
 from .answer import Answer, clean as _clean_answer, cost_delta, messages_for as _answer_messages, MAX_TOKENS
 from .dense import embed_queries
-from .hybrid import Hit, make_hits, score_all, top_indices
+from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
 from .rerank import arerank, rerank as _rerank
 from .rewrite import arewrites, rewrites as _rewrites
 from .rrf import rrf
 
-__all__ = ["retrieve", "search", "asearch", "answer", "aanswer", "Hit", "Answer", "QUERY_FIELDS",
+__all__ = ["retrieve", "retrieve_many", "search", "asearch", "answer", "aanswer", "Hit", "Answer", "QUERY_FIELDS",
            "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
@@ -78,6 +78,35 @@ def retrieve(index, question: str, *, k: int = 12, doc_ids=None, **overrides) ->
     q = embed_queries(view, [question])
     parts = score_all(view, question, q, cfg, mask)
     return make_hits(view, top_indices(parts["score"], k), parts)
+
+
+def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -> list[list[Hit]]:
+    """:func:`retrieve` for a batch of questions: one embedding call for all of them and one batched
+    spreading hop (``ops.spread_hop``) instead of one per question. Same hits as calling
+    :func:`retrieve` on each question."""
+    if isinstance(questions, str) or not hasattr(questions, "__iter__"):
+        raise TypeError("questions must be a list of str")
+    questions = list(questions)
+    for q in questions:
+        _check_question(q)
+    _check_k(k)
+    if not questions:
+        return []
+    cfg = _config(index, overrides)
+    view = view_of(index)
+    mask = view.doc_mask(doc_ids)
+    Q = embed_queries(view, questions)
+    parts = [base_parts(view, q, Q[i:i + 1], cfg, mask) for i, q in enumerate(questions)]
+    if getattr(cfg, "w_spread", 0):
+        from .spread import spread_many
+        spread = spread_many(view, questions, [p["base"] for p in parts], cfg, mask)
+    else:
+        spread = [(p["base"], np.zeros(view.n, dtype=np.float32)) for p in parts]
+    out = []
+    for p, (base, hop) in zip(parts, spread):
+        full = finish_parts(view, p, base, hop, cfg, mask)
+        out.append(make_hits(view, top_indices(full["score"], k), full))
+    return out
 
 
 # ---------------------------------------------------------------- the LLM pipeline

@@ -50,18 +50,28 @@ def boosts(view, cfg) -> np.ndarray:
     return b
 
 
-def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
-    """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "score"}."""
-    n = view.n
-    zeros = np.zeros(n, dtype=np.float32)
+def base_parts(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
+    """The eq. 13 parts of one query before spreading and boosts: {"bm25", "cos", "fuzzy", "base"}."""
+    zeros = np.zeros(view.n, dtype=np.float32)
     bm = bm25_scores(view, question, mask) if cfg.w_bm25 != 0 else zeros
     cs = dense_scores(view, qvec)[0] if cfg.w_cos != 0 else zeros
     fz = fuzzy_scores(view, qvec, cfg.theta)[0] if cfg.w_fuzzy != 0 else zeros
-    base = cfg.w_bm25 * bm + cfg.w_cos * cs + cfg.w_fuzzy * fz
-    hop = zeros
-    if getattr(cfg, "w_spread", 0):   # issue 7: spreading over the lexical context (query/spread.py)
+    return {"bm25": bm, "cos": cs, "fuzzy": fz, "base": cfg.w_bm25 * bm + cfg.w_cos * cs + cfg.w_fuzzy * fz}
+
+
+def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
+    """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "score"}."""
+    p = base_parts(view, question, qvec, cfg, mask)
+    base, hop = p["base"], np.zeros(view.n, dtype=np.float32)
+    if getattr(cfg, "w_spread", 0):   # spreading over the lexical context (query/spread.py)
         from .spread import spread_view
         base, hop = spread_view(view, question, base, cfg, mask)
+    return finish_parts(view, p, base, hop, cfg, mask)
+
+
+def finish_parts(view, p: dict, base: np.ndarray, hop: np.ndarray, cfg, mask=None) -> dict:
+    """Boosts and the doc filter on the (spread) base: the parts dict of :func:`score_all`."""
+    bm, cs, fz = p["bm25"], p["cos"], p["fuzzy"]
     bo = boosts(view, cfg)
     total = np.where(base > 0, base * bo, base).astype(np.float32)
     if mask is not None:

@@ -16,9 +16,12 @@ the graph still competes on its relevance to the query (topic drift is penalised
 
     score(c) = r(c) + λ · hop(c)          λ = Config.w_spread
 
-Everything here is NumPy/SciPy on CSR matrices; the seeds and active attributes are few, so a query
-costs O(nnz of the touched rows and columns) (``ops.fuzzy_route`` on CSR gives the same numbers and is
-the tests' reference; bench/results/multihop/ops_csr_vs_gather.json has the timings).
+The hook computes the hop with the kernel op ``contextrag.ops.spread_hop`` (C++/OpenMP on the CPU,
+Triton or CUDA on a GPU), batched over the questions of ``query.retrieve_many``; a query costs
+O(nnz of the seeds' rows and of the activated attributes' columns). The lexical families are index
+families (built at index time, stored in the snapshot, loaded with it). The NumPy functions above
+(``seed_activation``, ``hop``, ``hop_from_seeds``, ``spread_scores``) are the same computation as a
+per-query gather; bench/bench_spread.py compares the two.
 """
 from __future__ import annotations
 
@@ -189,7 +192,7 @@ def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
     return r + lam * g, g
 
 
-# ---- the query-stage hook (query/hybrid.py score_all) -------------------------------------------
+# ---- the query-stage hook (query/hybrid.py score_all, query.retrieve_many) ---------------------
 
 _LEX: dict = {}        # id(view) -> (weakref to the view, families key, LexicalState)
 _LEX_LOCK = threading.Lock()
@@ -197,19 +200,41 @@ _LEX_LOCK = threading.Lock()
 
 class LexicalState:
     """What the hook needs per index view: the weighted incidence over all N items (virtual items have
-    no lexical attributes), its transpose, the context (for the query's mentions) and document codes."""
+    no lexical attributes and documents of their own) prepared for ``ops.spread_hop``, and the
+    context (for the query's mentions)."""
 
     def __init__(self, ctx, weights: dict, n_items: int, n_chunks: int, doc_ids):
+        from .. import ops
         self.ctx, self.weights, self.n_chunks = ctx, weights, n_chunks
         I = ctx.incidence(weights).tocsr()
         I.resize((n_items, I.shape[1]))
-        self.I = I
-        self.It = I.T.tocsr()
         codes: dict = {}
         self.doc = np.asarray([codes.setdefault(d, len(codes)) for d in doc_ids[:n_chunks]], dtype=np.int64)
+        doc_all = np.concatenate([self.doc, -1 - np.arange(n_items - n_chunks, dtype=np.int64)])
+        self.G = ops.SpreadIncidence(I, doc_all)
+
+    @property
+    def I(self) -> sp.csr_matrix:
+        return self.G.csr()
 
     def mu(self, question: str) -> np.ndarray:
         return self.ctx.query_activation_dense(question, self.weights)
+
+    def mu_rows(self, questions) -> sp.csr_matrix:
+        """μ(q, ·) of every question as one (Q, M) CSR over the columns of the incidence."""
+        names = self.ctx.names(self.weights)
+        rows, cols, vals = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)], [np.zeros(0, np.float32)]
+        for q, text in enumerate(questions):
+            off = 0
+            for f in names:
+                fam = self.ctx.families[f]
+                c, v = fam.query_columns(text)
+                rows.append(np.full(len(c), q, np.int64))
+                cols.append(np.asarray(c, np.int64) + off)
+                vals.append(np.asarray(v, np.float32) * np.float32(min(1.0, float(self.weights[f]))))
+                off += len(fam.vocab)
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(len(questions), self.G.shape[1]), dtype=np.float32)
 
 
 def _families_key(families: dict) -> tuple:
@@ -217,43 +242,47 @@ def _families_key(families: dict) -> tuple:
 
 
 def _build_state(view, key: tuple) -> LexicalState:
-    from ..index.lexical import BUILDERS, LexicalContext, family_from_arrays
+    """The index's stored lexical families (built at index time, loaded with the index). A family the
+    index does not hold (an index built with other ``spread_families``, or a view without an index)
+    is built here from the chunk texts once per view, with a warning: that is the slow path."""
+    import warnings
+
+    from ..index.lexical import BUILDERS, LexicalContext
 
     src = getattr(view, "source", None)
     ix = src() if callable(src) else None
     kinds = np.asarray(view.kinds)
     n_chunks = int((kinds == "chunk").sum())
-    if ix is not None and hasattr(ix, "chunk_texts"):
-        texts = list(ix.chunk_texts)
-        titles = [t or "" for t in getattr(ix, "chunk_titles", [""] * len(texts))]
-    else:
-        texts, titles = list(view.texts[:n_chunks]), [""] * n_chunks
-    if len(texts) != n_chunks:
-        raise ValueError(f"spreading: the index has {len(texts)} chunk texts but the view {n_chunks} chunks")
-    ctx = getattr(ix, "context", None)
-    fams = {}
+    stored = getattr(ix, "lexical", None)
+    fams, missing = {}, []
     for name, _ in key:
-        block = None
-        if ctx is not None:
-            try:
-                block = ctx.block(name)
-            except KeyError:
-                block = None
-        if block is not None and block.weight > 0:
-            # the index stores w·M (clipped); spreading applies its own weights, so undo the index's
-            M = sp.csr_matrix(block.matrix, dtype=np.float32)
-            M.data = np.clip(M.data / block.weight, 0.0, 1.0)
-            fams[name] = family_from_arrays(name, block.names, M, block.state)
+        if stored is not None and name in stored.families:
+            fams[name] = stored.families[name]
         else:
             if name not in BUILDERS:
                 raise ValueError(f"Config.spread_families names an unknown lexical family {name!r} "
                                  f"(have {sorted(BUILDERS)})")
+            missing.append(name)
+    if missing:
+        if ix is not None and hasattr(ix, "chunk_texts"):
+            texts = list(ix.chunk_texts)
+            titles = [t or "" for t in getattr(ix, "chunk_titles", [""] * len(texts))]
+        else:
+            texts, titles = list(view.texts[:n_chunks]), [""] * n_chunks
+        if len(texts) != n_chunks:
+            raise ValueError(f"spreading: the index has {len(texts)} chunk texts but the view {n_chunks} chunks")
+        if hasattr(ix, "lexical"):   # a real index without them (a view alone has only its texts)
+            warnings.warn(f"contextrag: the index holds no lexical famil{'y' if len(missing) == 1 else 'ies'} "
+                          f"{missing}; building from the chunk texts for this process (build the index with "
+                          f"Config.spread_families naming them to store them)", RuntimeWarning, stacklevel=4)
+        for name in missing:
             fams[name] = BUILDERS[name](titles, texts)
+    fams = {name: fams[name] for name, _ in key}
     return LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, list(view.doc_ids))
 
 
 def lexical_state(view, families: dict) -> LexicalState:
-    """The lexical context of an index view (built once per view and families, then cached)."""
+    """The lexical context of an index view (prepared once per view and families, then cached)."""
     key = _families_key(families)
     with _LEX_LOCK:
         hit = _LEX.get(id(view))
@@ -267,30 +296,53 @@ def lexical_state(view, families: dict) -> LexicalState:
     return st
 
 
-def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
-    """The hook: (new base, hop) for one query. base: the (N,) eq. 13 scores before boosts.
+def _seed_rows(st: LexicalState, bases, cfg, mask):
+    """Per query: (relevance r, seeds, seed degrees); seeds padded to cfg.spread_seeds with −1."""
+    S = max(int(cfg.spread_seeds), 1)
+    rs, seeds, degs = [], np.full((len(bases), S), -1, np.int64), np.zeros((len(bases), S), np.float32)
+    for q, base in enumerate(bases):
+        h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
+        finite = np.isfinite(h)
+        if not finite.any():
+            rs.append(None)
+            continue
+        lo = float(h[finite].min())
+        h = np.where(finite, h, lo).astype(np.float32)
+        rs.append(relevance(h))
+        hc = h[:st.n_chunks]
+        sd = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
+        sd = sd[finite[sd]] if sd.size else sd
+        seeds[q, :sd.size] = sd
+        degs[q, :sd.size] = seed_relevance(h, int(cfg.candidates))[sd]
+    return rs, seeds, degs
 
-    new base = r + cfg.w_spread · hop, with r = base / max over the allowed items, seeds = the best
-    cfg.spread_seeds chunks of distinct documents among the allowed ones, seed degrees min-max scaled
-    over the top cfg.candidates, no hop to the seeds' sibling chunks (see :func:`spread_scores`).
+
+def spread_many(view, questions, bases, cfg, mask=None):
+    """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call for all.
+
+    bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · hop,
+    with r = base / max over the allowed items, seeds = the best cfg.spread_seeds chunks of distinct
+    documents among the allowed ones, seed degrees min-max scaled over the top cfg.candidates, no hop
+    to the seeds' sibling chunks (see :func:`spread_scores` and ``ops.spread_hop``).
     """
-    base = np.asarray(base, dtype=np.float32)
+    from .. import ops
+    bases = [np.asarray(b, dtype=np.float32) for b in bases]
     fam = getattr(cfg, "spread_families", None) or {}
-    if not _families_key(fam):
-        return base, np.zeros_like(base)
+    if not _families_key(fam) or not bases:
+        return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)
-    h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
-    finite = np.isfinite(h)
-    if not finite.any():
-        return base, np.zeros_like(base)
-    lo = float(h[finite].min())
-    h = np.where(finite, h, lo).astype(np.float32)
-    r = relevance(h)
-    hc = h[:st.n_chunks]
-    seeds = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
-    seeds = seeds[finite[seeds]] if seeds.size else seeds
-    doc = np.concatenate([st.doc, -1 - np.arange(h.size - st.n_chunks)])   # virtual items: own "documents"
-    g = hop_from_seeds(seed_relevance(h, int(cfg.candidates)), seeds, st.I, st.It, mu=st.mu(question), doc=doc)
-    if mask is not None:
-        g = np.where(mask, g, 0.0).astype(np.float32)
-    return (r + float(cfg.w_spread) * g).astype(np.float32), g
+    rs, seeds, degs = _seed_rows(st, bases, cfg, mask)
+    hops = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
+    out = []
+    for q, b in enumerate(bases):
+        if rs[q] is None:
+            out.append((b, np.zeros_like(b)))
+            continue
+        g = hops[q] if mask is None else np.where(mask, hops[q], 0.0).astype(np.float32)
+        out.append(((rs[q] + float(cfg.w_spread) * g).astype(np.float32), g))
+    return out
+
+
+def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
+    """The hook for one query: (new base, hop); see :func:`spread_many`."""
+    return spread_many(view, [question], [base], cfg, mask)[0]

@@ -8,10 +8,12 @@ from .fcm import fcm_memberships, fcm_fit, partition_coefficient
 from .lukasiewicz import tnorm, residuum, neg, luk_up, luk_down, luk_closure
 from .lattice import soft_join, soft_meet, meet_cardinality
 from .routing import fuzzy_route
+from .spread import spread_hop
 
 __all__ = [
     "kmeans_assign", "kmeans_fit", "kmeans_plus_plus", "lloyd_step", "rq_kmeans",
     "fcm_memberships", "fcm_fit", "partition_coefficient",
     "tnorm", "residuum", "neg", "luk_up", "luk_down", "luk_closure",
     "soft_join", "soft_meet", "meet_cardinality", "fuzzy_route",
+    "spread_hop",
 ]

@@ -1,0 +1,144 @@
+"""Scale of the lexical spreading context, and the first query after loading an index.
+
+1. ``lexical``: the title and term families over an N-chunk recombined corpus (bench/spread_corpus.py):
+   wall and CPU seconds per family (both single-threaded; on a shared machine the CPU seconds are the
+   work, the wall time includes waiting for other tenants) and the process's peak resident memory
+   before and after (the corpus texts themselves are part of the "before").
+2. ``--index DIR``: load a saved index (e.g. the HotpotQA-500 index the eval harness cached), load the
+   embedder with one warm-up question, then time the first retrieval (which prepares the stored lexical
+   families for spreading) and the following ones. Nothing is rebuilt: the stored families are used.
+
+Writes bench/results/spread_scale.json (merging the parts run).
+
+    CONTEXTRAG_DATA=path/to/shared/data python bench/bench_spread_scale.py --chunks 1000000
+    python bench/bench_spread_scale.py --index ~/.cache/contextrag/eval-indexes/<hotpot index>
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_cpu_common import RESULTS, loadavg, machine  # noqa: E402
+
+
+def peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
+
+
+def lexical_scale(n: int) -> dict:
+    from spread_corpus import make_corpus
+
+    from contextrag.index import lexical
+    t0 = time.perf_counter()
+    titles, texts = make_corpus(n)
+    out = {"chunks": n, "corpus_s": time.perf_counter() - t0,
+           "corpus_chars": int(sum(len(x) for x in texts)), "peak_rss_gb_after_corpus": peak_rss_gb()}
+    fams = {}
+    for name in ("title", "term"):
+        t, c = time.perf_counter(), time.process_time()
+        fams[name] = lexical.BUILDERS[name](titles, texts)
+        out[f"{name}_s"] = time.perf_counter() - t
+        out[f"{name}_cpu_s"] = time.process_time() - c
+        f = fams[name]
+        out[f"{name}_attributes"] = len(f.vocab)
+        out[f"{name}_nnz"] = int(f.incidence.nnz)
+        out[f"{name}_linking_attributes"] = int((f.df >= 2).sum())
+    out["lexical_s"] = out["title_s"] + out["term_s"]
+    out["lexical_cpu_s"] = out["title_cpu_s"] + out["term_cpu_s"]
+    out["peak_rss_gb_after_lexical"] = peak_rss_gb()
+    ctx = lexical.LexicalContext(fams)
+    arrs = lexical.lexical_arrays(ctx)
+    out["stored_bytes"] = int(sum(a.nbytes for a in arrs.values()))
+    t = time.perf_counter()
+    from contextrag.query.spread import LexicalState
+    LexicalState(ctx, {"title": 1.0, "term": 1.0}, n, n, titles)
+    out["prepare_for_spreading_s"] = time.perf_counter() - t
+    out["peak_rss_gb_end"] = peak_rss_gb()
+    return out
+
+
+def prepare_hotpot() -> dict:
+    """What a first query adds over the next ones on the HotpotQA-500 paragraphs (no index needed):
+    preparing the loaded families for spreading (the weighted union, its transpose, document codes),
+    then one μ + hop. Wall and CPU seconds, best of 3."""
+    from bench_spread import hotpot
+    from spread_corpus import data_dir
+
+    from contextrag import ops
+    from contextrag.index.lexical import lexical_families
+    from contextrag.query.spread import LexicalState
+    titles, texts, questions = hotpot(data_dir())
+    ctx = lexical_families(titles, texts, ["title", "term"])
+    n = len(texts)
+    best = {}
+    for _ in range(3):
+        t, c = time.perf_counter(), time.process_time()
+        st = LexicalState(ctx, {"title": 1.0, "term": 1.0}, n, n, titles)
+        prep = (time.perf_counter() - t, time.process_time() - c)
+        t, c = time.perf_counter(), time.process_time()
+        ops.spread_hop(st.G, np.array([[0, 1, 2, 3, 4]]), np.array([[1, .8, .6, .4, .2]], np.float32),
+                       st.mu_rows(questions[:1]))
+        hop = (time.perf_counter() - t, time.process_time() - c)
+        if not best or prep[1] < best["prepare_cpu_ms"] / 1e3:
+            best = {"chunks": n, "prepare_ms": prep[0] * 1e3, "prepare_cpu_ms": prep[1] * 1e3,
+                    "one_query_hop_ms": hop[0] * 1e3, "one_query_hop_cpu_ms": hop[1] * 1e3}
+    return best
+
+
+def first_query(index_dir: str) -> dict:
+    from contextrag import ContextRAG
+    t0 = time.perf_counter()
+    rag = ContextRAG.load(index_dir)
+    t_load = time.perf_counter() - t0
+    t = time.perf_counter()
+    rag.index.embedder.embed_queries(["warm-up question for the embedder"])
+    t_emb = time.perf_counter() - t
+    qs = ["Which magazine was started first, Arthur's Magazine or First for Women?",
+          "The director of the romantic comedy Big Stone Gap is based in what New York city?",
+          "What government position was held by the woman who portrayed Corliss Archer in Kiss and Tell?",
+          "Who was known by his stage name Aladin and helped organizations improve their performance?"]
+    times = []
+    for q in qs:
+        t = time.perf_counter()
+        rag.retrieve(q, k=10)
+        times.append(time.perf_counter() - t)
+    return {"index_chunks": rag.index.n_chunks, "load_s": t_load, "embedder_warmup_s": t_emb,
+            "first_query_ms": times[0] * 1e3, "next_queries_ms": [x * 1e3 for x in times[1:]],
+            "first_query_overhead_ms": (times[0] - min(times[1:])) * 1e3,
+            "lexical_families_stored": list(rag.index.lexical.families)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--chunks", type=int, default=0)
+    ap.add_argument("--index")
+    ap.add_argument("--prepare-hotpot", action="store_true")
+    args = ap.parse_args()
+    path = RESULTS / "spread_scale.json"
+    res = json.loads(path.read_text()) if path.exists() else {}
+    res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
+    if args.chunks:
+        l0 = loadavg()
+        res["lexical"] = {**lexical_scale(args.chunks), "load_average_start": l0, "load_average_end": loadavg()}
+    if args.prepare_hotpot:
+        l0 = loadavg()
+        res["hotpot_first_query_preparation"] = {**prepare_hotpot(), "load_average_start": l0,
+                                                 "load_average_end": loadavg()}
+    if args.index:
+        l0 = loadavg()
+        res["first_query_after_load"] = {**first_query(args.index), "load_average_start": l0,
+                                         "load_average_end": loadavg()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in res.items() if k != "machine"}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

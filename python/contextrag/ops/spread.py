@@ -1,0 +1,256 @@
+"""Spreading activation over a fuzzy incidence: one batched hop chunks → attributes → chunks.
+
+For query q with seed chunks s of degrees ρ(q, s) and query activations μ(q, a) (a ⊗ b = max(0, a + b − 1)):
+
+    hop(q, c) = max( max_a μ(q,a) ⊗ I(c,a),
+                     max_{s : c = s or doc(c) ≠ doc(s)} max_a ρ(q,s) ⊗ I(s,a) ⊗ I(c,a) )
+
+i.e. two max-plus steps of eq. 16 (chunks → attributes, attributes → chunks) with the no-sibling
+rule: a seed never spreads to the other chunks of its own document. The float64 definition is
+:func:`contextrag.ref.spread_hop`.
+
+The incidence is prepared once (:class:`SpreadIncidence`: I and Iᵀ in CSR, the document codes, and
+device copies on demand), so a query touches only the seeds' rows and the columns of the attributes
+they activate above 0. Backends: "ref" (float64, dense), "cpu" (C++/OpenMP, queries in parallel),
+"triton" and "cuda" (one program/block per activated attribute column, atomic max into the output;
+the few seed rows are gathered into activation entries with torch on the device).
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from .. import ref
+from ._backend import native, select
+from ._registry import IMPLS, register
+
+__all__ = ["SpreadIncidence", "spread_hop"]
+
+
+class SpreadIncidence:
+    """A chunks × attributes fuzzy incidence prepared for :func:`spread_hop`.
+
+    I: (n, M) scipy.sparse (or dense array) with degrees in [0, 1], float32 or float64; doc: optional
+    (n,) integer document code per row (rows of one document are siblings; give virtual rows codes of
+    their own). Validated and transposed once; device copies are made on first use per device.
+    """
+
+    def __init__(self, I, doc=None):
+        if isinstance(I, torch.Tensor):
+            I = I.detach().cpu()
+            I = sp.csr_matrix(I.to_dense().numpy() if I.layout != torch.strided else I.numpy())
+        elif not sp.issparse(I):
+            a = np.asarray(I)
+            if a.ndim != 2:
+                raise ValueError(f"I must be 2-D (chunks × attributes), got shape {a.shape}")
+            I = sp.csr_matrix(a)
+        if len(I.shape) != 2:
+            raise ValueError(f"I must be 2-D (chunks × attributes), got shape {I.shape}")
+        I = sp.csr_matrix(I)
+        if I.dtype not in (np.float32, np.float64):
+            raise TypeError(f"I must be float32 or float64, got dtype {I.dtype}")
+        I.sum_duplicates()
+        if I.nnz:
+            if not np.isfinite(I.data).all():
+                raise ValueError("I contains NaN or inf")
+            lo, hi = float(I.data.min()), float(I.data.max())
+            if lo < 0.0 or hi > 1.0:
+                raise ValueError(f"I must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
+        self.shape = (int(I.shape[0]), int(I.shape[1]))
+        self.dtype = I.dtype
+        self.indptr = I.indptr.astype(np.int64)
+        self.indices = I.indices.astype(np.int64)
+        self.data = np.ascontiguousarray(I.data)
+        T = I.T.tocsr()
+        T.sort_indices()
+        self.t_indptr = T.indptr.astype(np.int64)
+        self.t_indices = T.indices.astype(np.int64)
+        self.t_data = np.ascontiguousarray(T.data)
+        if doc is not None:
+            doc = np.asarray(doc)
+            if doc.shape != (self.shape[0],) or not np.issubdtype(doc.dtype, np.integer):
+                raise ValueError(f"doc must be an integer array of shape ({self.shape[0]},), "
+                                 f"got {doc.dtype} {doc.shape}")
+            doc = doc.astype(np.int64)
+        self.doc = doc
+        self._dev: dict = {}
+
+    @property
+    def n(self) -> int:
+        return self.shape[0]
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.size)
+
+    def csr(self) -> sp.csr_matrix:
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+    def on(self, device: torch.device) -> dict:
+        """Torch copies of the arrays on ``device`` (cached)."""
+        key = str(device)
+        if key not in self._dev:
+            names = ("indptr", "indices", "data", "t_indptr", "t_indices", "t_data")
+            d = {k: torch.from_numpy(getattr(self, k)).to(device) for k in names}
+            d["doc"] = None if self.doc is None else torch.from_numpy(self.doc).to(device)
+            self._dev[key] = d
+        return self._dev[key]
+
+
+def _seeds(seeds, seed_deg, n: int):
+    """(Q, S) int64 seeds and (Q, S) degrees as torch tensors; kind of the caller's degrees."""
+    if isinstance(seed_deg, np.ndarray):
+        numpy_out = True
+    elif isinstance(seed_deg, torch.Tensor):
+        numpy_out = False
+    else:
+        raise TypeError(f"seed_deg must be a numpy.ndarray or torch.Tensor, got {type(seed_deg).__name__}")
+    s = torch.as_tensor(seeds) if not isinstance(seeds, torch.Tensor) else seeds
+    if s.dtype.is_floating_point or s.dtype == torch.bool:
+        raise TypeError(f"seeds must be an integer array, got {s.dtype}")
+    d = torch.as_tensor(seed_deg)
+    if not d.dtype.is_floating_point:
+        raise TypeError(f"seed_deg must be float, got {d.dtype}")
+    if s.dim() != 2 or d.shape != s.shape:
+        raise ValueError(f"seeds and seed_deg must be (Q, S) of one shape, got {tuple(s.shape)} and {tuple(d.shape)}")
+    if s.numel():
+        if int(s.max()) >= n or int(s.min()) < -1:
+            raise ValueError(f"seeds must be chunk indices in [0, {n}) or -1 (no seed)")
+        if not bool(torch.isfinite(d).all()) or float(d.min()) < 0 or float(d.max()) > 1:
+            raise ValueError("seed_deg must hold degrees in [0, 1]")
+    return s.to(torch.int64), d, numpy_out
+
+
+def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
+    if mu is None:
+        return None
+    if isinstance(mu, torch.Tensor):
+        mu = mu.detach().cpu()
+        mu = mu.to_dense().numpy() if mu.layout != torch.strided else mu.numpy()
+    m = sp.csr_matrix(mu) if sp.issparse(mu) else sp.csr_matrix(np.asarray(mu, dtype=np.float64))
+    if m.shape != (Q, M):
+        raise ValueError(f"mu must be (Q, M) = ({Q}, {M}), got {m.shape}")
+    m.sum_duplicates()
+    m.eliminate_zeros()
+    if m.nnz and (not np.isfinite(m.data).all() or m.data.min() < 0 or m.data.max() > 1):
+        raise ValueError("mu must hold degrees in [0, 1]")
+    return sp.csr_matrix(m, dtype=dtype)
+
+
+def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | None = None):
+    """(Q, n) hop degrees for a batch of Q queries (definition: module docstring).
+
+    G: a :class:`SpreadIncidence` (n chunks × M attributes); seeds: (Q, S) int chunk indices, −1 for
+    no seed; seed_deg: (Q, S) seed degrees ρ in [0, 1]; mu: optional (Q, M) query activations
+    (dense or scipy.sparse). Returns the incidence's dtype, NumPy when seed_deg is NumPy, otherwise a
+    torch tensor on seed_deg's device.
+    """
+    if not isinstance(G, SpreadIncidence):
+        raise TypeError(f"G must be a SpreadIncidence (prepare the incidence once), got {type(G).__name__}")
+    s, d, numpy_out = _seeds(seeds, seed_deg, G.n)
+    m = _mu_csr(mu, s.shape[0], G.shape[1], G.dtype)
+    _, impl = select("spread_hop", d.device, backend, IMPLS["spread_hop"])
+    out = impl(G, s, d.to(torch.float64 if G.dtype == np.float64 else torch.float32), m)
+    return out.detach().cpu().numpy() if numpy_out else out
+
+
+# ---- implementations -----------------------------------------------------------------------
+
+@register("spread_hop", "ref")
+def _ref_spread(G, s, d, m):
+    out = ref.spread_hop(G.csr(), s.cpu().numpy(), d.cpu().numpy(), None if m is None else m.toarray(), G.doc)
+    return torch.from_numpy(out).to(device=d.device, dtype=d.dtype)
+
+
+def _gather_py(G: SpreadIncidence, s, d, m):
+    """The NumPy gather (per seed: its row, then the activated columns): the fallback without _C."""
+    Q, n = s.shape[0], G.n
+    dt = G.data.dtype
+    out = np.zeros((Q, n), dt)
+    one = dt.type(1)
+    for q in range(Q):
+        acts = []
+        if m is not None:
+            r0, r1 = m.indptr[q], m.indptr[q + 1]
+            acts += [(a, v, -1) for a, v in zip(m.indices[r0:r1], m.data[r0:r1]) if v > 0]
+        for sj, rj in zip(s[q].tolist(), d[q].cpu().numpy().astype(dt)):
+            if sj < 0:
+                continue
+            p0, p1 = G.indptr[sj], G.indptr[sj + 1]
+            v = (rj + G.data[p0:p1]) - one
+            acts += [(a, x, sj) for a, x in zip(G.indices[p0:p1][v > 0], v[v > 0])]
+        for a, v, me in acts:
+            b, e = G.t_indptr[a], G.t_indptr[a + 1]
+            c, t = G.t_indices[b:e], (v + G.t_data[b:e]) - one
+            if me >= 0 and G.doc is not None:
+                keep = (G.doc[c] != G.doc[me]) | (c == me)
+                c, t = c[keep], t[keep]
+            np.maximum.at(out[q], c, t)
+    return out
+
+
+@register("spread_hop", "cpu")
+def _cpu_spread(G, s, d, m):
+    C = native()
+    fn = getattr(C, "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32", None) if C else None
+    if fn is None:
+        return torch.from_numpy(_gather_py(G, s, d, m))
+    out = fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc,
+             s.cpu().numpy(), d.cpu().numpy(),
+             None if m is None else m.indptr.astype(np.int64), None if m is None else m.indices.astype(np.int64),
+             None if m is None else m.data)
+    return torch.from_numpy(out)
+
+
+def activation_entries(G: SpreadIncidence, s: torch.Tensor, d: torch.Tensor, m, device):
+    """The chunks → attributes step as flat entries (q, a, v, sdoc, self) on ``device``: every seed
+    row entry with v = (ρ + I(s, a)) − 1 > 0 (self = the seed) and every μ entry (self = −1)."""
+    g = G.on(device)
+    s, d = s.to(device), d.to(device=device, dtype=g["data"].dtype)
+    Q, S = s.shape
+    qi = torch.arange(Q, device=device).repeat_interleave(S)
+    sf, df_ = s.reshape(-1), d.reshape(-1)
+    ok = sf >= 0
+    qi, sf, df_ = qi[ok], sf[ok], df_[ok]
+    start, lens = g["indptr"][sf], g["indptr"][sf + 1] - g["indptr"][sf]
+    rep = torch.repeat_interleave(torch.arange(sf.numel(), device=device), lens)
+    first = torch.cumsum(lens, 0) - lens
+    pos = start[rep] + torch.arange(rep.numel(), device=device) - first[rep]
+    v = (df_[rep] + g["data"][pos]) - 1.0
+    keep = v > 0
+    rep, pos, v = rep[keep], pos[keep], v[keep]
+    eq, ea, ev, eself = qi[rep], g["indices"][pos], v, sf[rep]
+    esdoc = g["doc"][eself] if g["doc"] is not None else torch.zeros_like(eself)
+    if m is not None and m.nnz:
+        mq = torch.from_numpy(np.repeat(np.arange(Q, dtype=np.int64), np.diff(m.indptr))).to(device)
+        ma = torch.from_numpy(m.indices.astype(np.int64)).to(device)
+        mv = torch.from_numpy(m.data).to(device=device, dtype=ev.dtype)
+        neg = torch.full_like(mq, -1)
+        eq, ea, ev = torch.cat([mq, eq]), torch.cat([ma, ea]), torch.cat([mv, ev])
+        esdoc, eself = torch.cat([neg, esdoc]), torch.cat([neg, eself])
+    return eq.contiguous(), ea.contiguous(), ev.contiguous(), esdoc.contiguous(), eself.contiguous()
+
+
+@register("spread_hop", "triton")
+def _triton_spread(G, s, d, m):
+    from contextrag.kernels import spread as ks
+    device = d.device
+    ent = activation_entries(G, s, d, m, device)
+    g = G.on(device)
+    return ks.spread_columns(g["t_indptr"], g["t_indices"], g["t_data"], g["doc"], ent, s.shape[0], G.n)
+
+
+@register("spread_hop", "cuda")
+def _cuda_spread(G, s, d, m):
+    from ._gpu import DTYPE_CODE, _cu, _stream
+    device = d.device
+    eq, ea, ev, esdoc, eself = activation_entries(G, s, d, m, device)
+    g = G.on(device)
+    out = torch.zeros((s.shape[0], G.n), dtype=g["t_data"].dtype, device=device)
+    if eq.numel() and G.n:
+        _cu().spread_hop(DTYPE_CODE[out.dtype], g["t_indptr"].data_ptr(), g["t_indices"].data_ptr(),
+                         g["t_data"].data_ptr(), 0 if g["doc"] is None else g["doc"].data_ptr(),
+                         eq.data_ptr(), ea.data_ptr(), ev.to(out.dtype).contiguous().data_ptr(), esdoc.data_ptr(),
+                         eself.data_ptr(), int(eq.numel()), out.data_ptr(), int(G.n), _stream(out))
+    return out
