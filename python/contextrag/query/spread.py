@@ -267,6 +267,28 @@ def lexical_state(view, families: dict) -> LexicalState:
     return st
 
 
+def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
+    """What the hop of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·), document
+    codes of all N items), or None when spreading is off. ``spread_view`` and query/explain.py both use
+    it, so an explanation is the computation that scored the item."""
+    base = np.asarray(base, dtype=np.float32)
+    fam = getattr(cfg, "spread_families", None) or {}
+    if not _families_key(fam):
+        return None
+    st = lexical_state(view, fam)
+    h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
+    finite = np.isfinite(h)
+    if not finite.any():
+        return None
+    lo = float(h[finite].min())
+    h = np.where(finite, h, lo).astype(np.float32)
+    hc = h[:st.n_chunks]
+    seeds = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
+    seeds = seeds[finite[seeds]] if seeds.size else seeds
+    doc = np.concatenate([st.doc, -1 - np.arange(h.size - st.n_chunks)])   # virtual items: own "documents"
+    return st, seeds, seed_relevance(h, int(cfg.candidates)), st.mu(question), doc, relevance(h)
+
+
 def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
     """The hook: (new base, hop) for one query. base: the (N,) eq. 13 scores before boosts.
 
@@ -275,22 +297,11 @@ def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
     over the top cfg.candidates, no hop to the seeds' sibling chunks (see :func:`spread_scores`).
     """
     base = np.asarray(base, dtype=np.float32)
-    fam = getattr(cfg, "spread_families", None) or {}
-    if not _families_key(fam):
+    tr = spread_trace(view, question, base, cfg, mask)
+    if tr is None:
         return base, np.zeros_like(base)
-    st = lexical_state(view, fam)
-    h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
-    finite = np.isfinite(h)
-    if not finite.any():
-        return base, np.zeros_like(base)
-    lo = float(h[finite].min())
-    h = np.where(finite, h, lo).astype(np.float32)
-    r = relevance(h)
-    hc = h[:st.n_chunks]
-    seeds = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
-    seeds = seeds[finite[seeds]] if seeds.size else seeds
-    doc = np.concatenate([st.doc, -1 - np.arange(h.size - st.n_chunks)])   # virtual items: own "documents"
-    g = hop_from_seeds(seed_relevance(h, int(cfg.candidates)), seeds, st.I, st.It, mu=st.mu(question), doc=doc)
+    st, seeds, rho, mu, doc, r = tr
+    g = hop_from_seeds(rho, seeds, st.I, st.It, mu=mu, doc=doc)
     if mask is not None:
         g = np.where(mask, g, 0.0).astype(np.float32)
     return (r + float(cfg.w_spread) * g).astype(np.float32), g
