@@ -14,7 +14,7 @@ if CHROMIUM is None:
 pytest.importorskip("fastapi")
 sync_api = pytest.importorskip("playwright.sync_api")
 
-from conftest import ANSWER, QUESTION, answer_script  # noqa: E402
+from integration_corpus import ANSWER, QUESTION, answer_script  # noqa: E402
 from live_server import LiveServer  # noqa: E402
 
 from contextrag import ContextRAG  # noqa: E402

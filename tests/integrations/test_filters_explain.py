@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ANSWER, DOCS, QUESTION
+from integration_corpus import ANSWER, DOCS, QUESTION
 
 from contextrag.query.filters import doc_ids_for, matches
 

@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("langchain_core")
 
-from conftest import ANSWER, QUESTION  # noqa: E402
+from integration_corpus import ANSWER, QUESTION  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.output_parsers import StrOutputParser  # noqa: E402
@@ -13,7 +13,7 @@ from langchain_core.prompts import ChatPromptTemplate  # noqa: E402
 from langchain_core.runnables import RunnableLambda, RunnablePassthrough  # noqa: E402
 
 from contextrag.integrations.langchain import ContextRAGRetriever  # noqa: E402
-from conftest import DOCS  # noqa: E402
+from integration_corpus import DOCS  # noqa: E402
 
 TOPIC = {i: m["topic"] for i, _, _, m in DOCS}
 

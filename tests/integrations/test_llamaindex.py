@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("llama_index.core")
 
-from conftest import ANSWER, QUESTION  # noqa: E402
+from integration_corpus import ANSWER, QUESTION  # noqa: E402
 from llama_index.core.base.llms.types import CompletionResponse, LLMMetadata  # noqa: E402
 from llama_index.core.llms import CustomLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from conftest import QUESTION  # noqa: E402
+from integration_corpus import QUESTION  # noqa: E402
 
 
 def _free_port() -> int:

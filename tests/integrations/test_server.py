@@ -11,7 +11,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
 
-from conftest import ANSWER, DOCS, QUESTION  # noqa: E402
+from integration_corpus import ANSWER, DOCS, QUESTION  # noqa: E402
 from live_server import LiveServer  # noqa: E402
 
 from contextrag import ContextRAG  # noqa: E402
@@ -33,7 +33,7 @@ def served_copy(index_dir, tmp_path):
 @pytest.fixture(scope="module")
 def server(index_dir):
     from contextrag.llm.scripted import ScriptedClient
-    from conftest import answer_script
+    from integration_corpus import answer_script
     with LiveServer(create_app(ContextRAG.load(index_dir), llm=ScriptedClient(answer_script))) as s:
         yield s
 
