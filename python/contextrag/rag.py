@@ -147,8 +147,10 @@ class ContextRAG:
         """Top-k hits; ``filter``: metadata conditions (contextrag.query.filters), ANDed with ``doc_ids``."""
         from . import query
         from .query.filters import doc_ids_for
+        if explain:
+            overrides["explain"] = True
         return query.retrieve(self.index, question, k=k, doc_ids=doc_ids_for(self.index, doc_ids, filter),
-                              explain=explain, **overrides)
+                              **overrides)
 
     def _filtered(self, kw):
         from .query.filters import doc_ids_for

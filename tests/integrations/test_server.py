@@ -134,7 +134,8 @@ def test_api_key_and_open_pages(index_dir):
         assert reply.choices[0].message.content.startswith("No LLM is configured")   # retrieval only
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0).models.list()
-        j = httpx.post(s.url + "/answer", json={"question": QUESTION}, headers={"Authorization": f"Bearer {KEY}"}).json()
+        j = httpx.post(s.url + "/answer", json={"question": QUESTION},
+                       headers={"Authorization": f"Bearer {KEY}"}).json()
         assert j["answer"] is None and j["note"] and j["hits"]
 
 

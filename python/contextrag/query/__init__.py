@@ -28,8 +28,8 @@ from .rerank import arerank, rerank as _rerank
 from .rewrite import arewrites, rewrites as _rewrites
 from .rrf import rrf
 
-__all__ = ["retrieve", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer", "Hit", "Answer", "QUERY_FIELDS",
-           "CorpusView", "view_of", "rrf"]
+__all__ = ["retrieve", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer", "Hit", "Answer",
+           "QUERY_FIELDS", "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")

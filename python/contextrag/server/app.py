@@ -146,7 +146,7 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
     app.state.llm = llm
     guarded = [Depends(auth)]
 
-    def _hits_payload(question, hits, explain):
+    def _hits_payload(hits, explain):
         out = {"hits": [h.to_dict() for h in hits]}
         if explain:
             out["graph"] = neighbourhood(hits)
@@ -176,7 +176,7 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                               explain=req.explain, **req.overrides)
         except (ValueError, TypeError) as e:
             raise _bad_request(e) from None
-        return {"question": req.question, **_hits_payload(req.question, hits, req.explain),
+        return {"question": req.question, **_hits_payload(hits, req.explain),
                 "seconds": time.perf_counter() - t0, "generation": holder.generation}
 
     def _answer(r, question, *, k, doc_ids=None, filter=None, explain=False, rewrite=True, rerank=True):
@@ -203,7 +203,7 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                                                  filter=req.filter, explain=req.explain, rewrite=req.rewrite,
                                                  rerank=req.rerank)
         return {"question": req.question, "answer": text, "citations": cites,
-                **_hits_payload(req.question, hits, req.explain), "cost": cost,
+                **_hits_payload(hits, req.explain), "cost": cost,
                 "seconds": time.perf_counter() - t0, "generation": holder.generation, **extra}
 
     @app.post("/documents", dependencies=guarded, status_code=201)

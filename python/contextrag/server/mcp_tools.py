@@ -47,9 +47,10 @@ def create_mcp(rag, *, llm=None, name: str = "contextrag"):
     server = MCPServer(name, instructions="Search and answer from a contextrag graph-RAG index. Use retrieve "
                                           "for passages with their scores, answer for a short cited answer.")
 
-    @server.tool(structured_output=True, description="The k passages of the index most relevant to a question, best first, with "
-                             "their document id, title, kind, score and character span. doc_ids and "
-                             "filter (metadata conditions, e.g. {\"year\": {\"$gte\": 2020}}) restrict them.")
+    @server.tool(structured_output=True,
+                 description="The k passages of the index most relevant to a question, best first, with their "
+                             "document id, title, kind, score and character span. doc_ids and filter (metadata "
+                             "conditions, e.g. {\"year\": {\"$gte\": 2020}}) restrict them.")
     def retrieve(question: str, k: int = 8, doc_ids: list[str] | None = None,
                  filter: dict[str, Any] | None = None) -> RetrieveOut:
         try:
@@ -58,8 +59,9 @@ def create_mcp(rag, *, llm=None, name: str = "contextrag"):
             raise ToolError(str(e)) from None    # the caller sees the message (other errors stay hidden)
         return RetrieveOut(hits=[_hit(n, h) for n, h in enumerate(hits, 1)])
 
-    @server.tool(structured_output=True, description="A short answer to a question from the index, with the numbers of the passages "
-                             "that contain it (citations) and the passages themselves.")
+    @server.tool(structured_output=True,
+                 description="A short answer to a question from the index, with the numbers of the passages that "
+                             "contain it (citations) and the passages themselves.")
     def answer(question: str, k: int = 8) -> AnswerOut:
         try:
             if llm is None:
