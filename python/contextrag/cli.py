@@ -1,4 +1,4 @@
-"""`contextrag index | query | eval | bench | inspect | demo`.
+"""`contextrag index | query | eval | bench | inspect | demo | serve | mcp`.
 
 Each subcommand lives in contextrag/commands/<name>.py with ``add_arguments(parser)`` and
 ``run(args) -> int``; its heavy imports happen inside ``run`` so ``contextrag --help`` stays fast.
@@ -16,6 +16,8 @@ COMMANDS = {
     "bench": "run the kernel benchmarks",
     "inspect": "show an index's statistics and concept graph",
     "demo": "the main job: index a corpus and answer a question offline",
+    "serve": "serve an index over HTTP: JSON API, OpenAI-compatible chat, web page",
+    "mcp": "serve an index's retrieve and answer as MCP tools",
 }
 
 

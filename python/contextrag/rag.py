@@ -3,7 +3,7 @@
     rag = ContextRAG.build(docs, path="idx", config=Config(...), llm=None)
     rag = ContextRAG.load("idx")
     rag.add(more_docs); rag.delete(["doc3"]); rag.stats(); rag.rebuild()
-    hits = rag.retrieve("question", k=12)        # contextrag.query.retrieve
+    hits = rag.retrieve("question", k=12, filter={"year": {"$gte": 2020}})   # contextrag.query.retrieve
     many = rag.retrieve_many(["q1", "q2"], k=12) # batched: one embedding call, one spreading hop
     ans = rag.answer("question", llm=client)     # contextrag.query.answer
 
@@ -259,25 +259,40 @@ class ContextRAG:
         return index_stats(self.index, self.path)
 
     # ---- queries (contextrag.query owns retrieval)
-    def retrieve(self, question, k: int = 12, doc_ids=None, **overrides):
+    def retrieve(self, question, k: int = 12, doc_ids=None, *, filter=None, explain: bool = False, **overrides):
+        """Top-k hits; ``filter``: metadata conditions (contextrag.query.filters), ANDed with ``doc_ids``."""
         from . import query
+        from .query.filters import doc_ids_for
         self._queried = True
-        return query.retrieve(self.index, question, k=k, doc_ids=doc_ids, **overrides)   # one index, whole
+        if explain:
+            overrides["explain"] = True
+        return query.retrieve(self.index, question, k=k, doc_ids=doc_ids_for(self.index, doc_ids, filter),
+                              **overrides)   # one index, whole
 
-    def retrieve_many(self, questions, k: int = 12, doc_ids=None, **overrides):
+    def retrieve_many(self, questions, k: int = 12, doc_ids=None, *, filter=None, **overrides):
         """retrieve() for a list of questions, batched (one embedding call, one spreading hop)."""
         from . import query
-        return query.retrieve_many(self.index, questions, k=k, doc_ids=doc_ids, **overrides)
+        from .query.filters import doc_ids_for
+        self._queried = True
+        return query.retrieve_many(self.index, questions, k=k, doc_ids=doc_ids_for(self.index, doc_ids, filter),
+                                   **overrides)
+
+    def _filtered(self, kw):
+        from .query.filters import doc_ids_for
+        f = kw.pop("filter", None)
+        if f is not None:
+            kw["doc_ids"] = doc_ids_for(self.index, kw.get("doc_ids"), f)
+        kw.setdefault("llm", self.llm)
+        return kw
 
     def answer(self, question, **kw):
         from . import query
         self._queried = True
-        kw.setdefault("llm", self.llm)
-        return query.answer(self.index, question, **kw)
+        return query.answer(self.index, question, **self._filtered(kw))
 
     async def aanswer(self, question, **kw):
         from . import query
-        kw.setdefault("llm", self.llm)
+        kw = self._filtered(kw)
         fn = getattr(query, "aanswer", None)
         if fn is not None:
             return await fn(self.index, question, **kw)

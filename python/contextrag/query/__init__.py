@@ -22,13 +22,14 @@ from ..config import Config
 from ._view import CorpusView, view_of
 from .answer import Answer, clean as _clean_answer, cost_delta, messages_for as _answer_messages, MAX_TOKENS
 from .dense import embed_queries
+from .explain import explain_hits, neighbourhood
 from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
 from .rerank import arerank, rerank as _rerank
 from .rewrite import arewrites, rewrites as _rewrites
 from .rrf import rrf
 
-__all__ = ["retrieve", "retrieve_many", "search", "asearch", "answer", "aanswer", "Hit", "Answer", "QUERY_FIELDS",
-           "CorpusView", "view_of", "rrf"]
+__all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer", "Hit",
+           "Answer", "QUERY_FIELDS", "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")
@@ -68,8 +69,9 @@ def _check_k(k):
         raise ValueError(f"k must be an int >= 1, got {k!r}")
 
 
-def retrieve(index, question: str, *, k: int = 12, doc_ids=None, **overrides) -> list[Hit]:
-    """Top-k items by the hybrid score of eq. 13 (no LLM). Each Hit has parts {bm25, cos, fuzzy, boost}."""
+def retrieve(index, question: str, *, k: int = 12, doc_ids=None, explain: bool = False, **overrides) -> list[Hit]:
+    """Top-k items by the hybrid score of eq. 13 (no LLM). Each Hit has parts {bm25, cos, fuzzy, boost}.
+    ``explain=True`` also sets ``Hit.explain``: why each item came (query/explain.py)."""
     _check_question(question)
     _check_k(k)
     cfg = _config(index, overrides)
@@ -77,7 +79,18 @@ def retrieve(index, question: str, *, k: int = 12, doc_ids=None, **overrides) ->
     mask = view.doc_mask(doc_ids)
     q = embed_queries(view, [question])
     parts = score_all(view, question, q, cfg, mask)
-    return make_hits(view, top_indices(parts["score"], k), parts)
+    hits = make_hits(view, top_indices(parts["score"], k), parts)
+    if explain:
+        explain_hits(view, question, hits, cfg, mask, parts)
+    return hits
+
+
+def explain(index, question: str, hits, *, doc_ids=None, **overrides) -> list[Hit]:
+    """Set ``Hit.explain`` on hits of ``question`` (from retrieve, search or answer) and return them."""
+    _check_question(question)
+    cfg = _config(index, overrides)
+    view = view_of(index)
+    return explain_hits(view, question, list(hits), cfg, view.doc_mask(doc_ids))
 
 
 def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -> list[list[Hit]]:

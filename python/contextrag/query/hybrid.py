@@ -35,12 +35,20 @@ class Hit:
     score: float
     parts: dict = field(default_factory=dict)   # {bm25, cos, fuzzy, boost, spread} (+ hybrid, rrf, rerank_rank)
     doc_ids: tuple = ()                         # documents whose text the item shows (virtual items: several)
+    title: str = ""                             # the chunk's document title ("" for virtual items)
+    metadata: dict = field(default_factory=dict)   # the chunk's document metadata ({} for virtual items)
+    span: tuple | None = None                   # [start, end) characters of a chunk inside its document
+    explain: dict | None = None                 # why the item came (query/explain.py), when asked for
 
     def to_dict(self) -> dict:
-        return {"id": self.id, "doc_id": self.doc_id, "doc_ids": list(self.doc_ids), "kind": self.kind,
-                "text": self.text,
-                "score": float(self.score), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
-                                                       for k, v in self.parts.items()}}
+        d = {"id": self.id, "doc_id": self.doc_id, "doc_ids": list(self.doc_ids), "kind": self.kind,
+             "title": self.title, "text": self.text, "metadata": dict(self.metadata),
+             "span": None if self.span is None else [int(x) for x in self.span],
+             "score": float(self.score), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
+                                                    for k, v in self.parts.items()}}
+        if self.explain is not None:
+            d["explain"] = self.explain
+        return d
 
 
 def boosts(view, cfg) -> np.ndarray:
@@ -60,7 +68,8 @@ def base_parts(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | No
 
 
 def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
-    """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "score"}."""
+    """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "spread",
+    "score"} and "eq13" (the eq. 13 score before spreading and boosts)."""
     p = base_parts(view, question, qvec, cfg, mask)
     base, hop = p["base"], np.zeros(view.n, dtype=np.float32)
     if getattr(cfg, "w_spread", 0):   # spreading over the lexical context (query/spread.py)
@@ -76,7 +85,7 @@ def finish_parts(view, p: dict, base: np.ndarray, hop: np.ndarray, cfg, mask=Non
     total = np.where(base > 0, base * bo, base).astype(np.float32)
     if mask is not None:
         total = np.where(mask, total, -np.inf).astype(np.float32)
-    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total}
+    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total, "eq13": eq13}
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
@@ -95,12 +104,25 @@ def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
     return part[order][:k].astype(np.int64)
 
 
+def _chunk_source(view, i: int):
+    """(title, metadata, span) of item i from the index the view was built from ("", {}, None when
+    the item is virtual or the view has no such index)."""
+    src = getattr(view, "source", None)
+    ix = src() if callable(src) else None
+    if ix is None or not hasattr(ix, "chunk_spans") or i >= len(ix.chunk_ids):
+        return "", {}, None
+    doc = getattr(ix, "docs", {}).get(ix.chunk_doc_ids[i]) or {}
+    a, b = ix.chunk_spans[i]
+    return str(ix.chunk_titles[i] or ""), dict(doc.get("metadata") or {}), (int(a), int(b))
+
+
 def make_hits(view, idx, parts: dict) -> list[Hit]:
     out = []
     for i in idx:
         i = int(i)
+        title, meta, span = _chunk_source(view, i)
         out.append(Hit(id=view.ids[i], doc_id=view.doc_ids[i], doc_ids=tuple(view.item_docs[i]),
-                       kind=str(view.kinds[i]), text=view.texts[i],
+                       kind=str(view.kinds[i]), text=view.texts[i], title=title, metadata=meta, span=span,
                        score=float(parts["score"][i]),
                        parts={"bm25": float(parts["bm25"][i]), "cos": float(parts["cos"][i]),
                               "fuzzy": float(parts["fuzzy"][i]), "boost": float(parts["boost"][i]),

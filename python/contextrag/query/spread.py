@@ -296,24 +296,49 @@ def lexical_state(view, families: dict) -> LexicalState:
     return st
 
 
+def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
+    """(relevance r, seeds, seed degrees ρ over all N items) of one query, or None when no item is
+    allowed: the seed rule shared by the hop and its explanation."""
+    h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
+    finite = np.isfinite(h)
+    if not finite.any():
+        return None
+    lo = float(h[finite].min())
+    h = np.where(finite, h, lo).astype(np.float32)
+    hc = h[:st.n_chunks]
+    sd = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
+    sd = sd[finite[sd]] if sd.size else sd
+    return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
+
+
+def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
+    """What the hop of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·), document
+    codes of all N items, relevance r), or None when spreading is off. query/explain.py uses it, so an
+    explanation starts from the seeds that scored the item."""
+    base = np.asarray(base, dtype=np.float32)
+    fam = getattr(cfg, "spread_families", None) or {}
+    if not _families_key(fam):
+        return None
+    st = lexical_state(view, fam)
+    got = _seeds_of(st, base, cfg, mask)
+    if got is None:
+        return None
+    r, seeds, rho = got
+    doc = np.concatenate([st.doc, -1 - np.arange(base.size - st.n_chunks)])   # virtual items: own "documents"
+    return st, seeds, rho, st.mu(question), doc, r
+
+
 def _seed_rows(st: LexicalState, bases, cfg, mask):
     """Per query: (relevance r, seeds, seed degrees); seeds padded to cfg.spread_seeds with −1."""
     S = max(int(cfg.spread_seeds), 1)
     rs, seeds, degs = [], np.full((len(bases), S), -1, np.int64), np.zeros((len(bases), S), np.float32)
     for q, base in enumerate(bases):
-        h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
-        finite = np.isfinite(h)
-        if not finite.any():
-            rs.append(None)
-            continue
-        lo = float(h[finite].min())
-        h = np.where(finite, h, lo).astype(np.float32)
-        rs.append(relevance(h))
-        hc = h[:st.n_chunks]
-        sd = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
-        sd = sd[finite[sd]] if sd.size else sd
-        seeds[q, :sd.size] = sd
-        degs[q, :sd.size] = seed_relevance(h, int(cfg.candidates))[sd]
+        got = _seeds_of(st, base, cfg, mask)
+        rs.append(None if got is None else got[0])
+        if got is not None:
+            sd = got[1]
+            seeds[q, :sd.size] = sd
+            degs[q, :sd.size] = got[2][sd]
     return rs, seeds, degs
 
 

@@ -1,0 +1,65 @@
+"""contextrag as a LangChain retriever (extra ``contextrag[langchain]``: langchain-core).
+
+    from contextrag.integrations.langchain import ContextRAGRetriever
+    retriever = ContextRAGRetriever(index="idx", k=6, filter={"year": {"$gte": 2020}})
+    docs = retriever.invoke("Who founded the company that makes the X2?")
+    docs = retriever.invoke("...", k=3, doc_ids=["doc-7"])      # per-call k / doc_ids / filter
+
+Each ``Document`` has the item text as ``page_content``, the item id as ``id`` and
+``contextrag.integrations.hit_metadata`` as ``metadata`` (score, doc_id, title, kind, span, parts, ...).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as e:   # pragma: no cover - exercised only without the extra
+    raise ImportError("contextrag.integrations.langchain needs langchain-core: "
+                      "pip install 'contextrag[langchain]'") from e
+from pydantic import ConfigDict, model_validator
+
+from . import check_k, hit_metadata, open_rag
+
+_CALL_KEYS = ("k", "doc_ids", "filter", "explain", "overrides")
+
+
+class ContextRAGRetriever(BaseRetriever):
+    """A LangChain retriever over a contextrag index (a ContextRAG or an index directory as ``index``)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    index: Any
+    k: int = 12
+    doc_ids: list[str] | None = None
+    filter: dict | Callable | None = None
+    explain: bool = False
+    overrides: dict = {}   # Config query fields (w_bm25, w_spread, ...) for contextrag's retrieve
+
+    @model_validator(mode="before")
+    @classmethod
+    def _open(cls, values):
+        if isinstance(values, dict) and "index" in values:
+            values = dict(values)
+            values["index"] = open_rag(values["index"])
+        return values
+
+    @model_validator(mode="after")
+    def _valid(self):
+        check_k(self.k)
+        return self
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
+                                **kwargs) -> list[Document]:
+        bad = sorted(set(kwargs) - set(_CALL_KEYS))
+        if bad:
+            raise TypeError(f"unknown retriever argument(s) {bad}; allowed: {list(_CALL_KEYS)}")
+        k = check_k(kwargs.get("k", self.k))
+        hits = self.index.retrieve(query, k=k, doc_ids=kwargs.get("doc_ids", self.doc_ids),
+                                   filter=kwargs.get("filter", self.filter),
+                                   explain=kwargs.get("explain", self.explain),
+                                   **{**self.overrides, **kwargs.get("overrides", {})})
+        return [Document(page_content=h.text, metadata=hit_metadata(h, r), id=h.id)
+                for r, h in enumerate(hits, 1)]
