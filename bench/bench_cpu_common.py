@@ -61,7 +61,7 @@ def machine() -> dict:
         "torch_threads": torch.get_num_threads(),
         "versions": versions,
         "shared_machine": True,
-        "note": "2-core VM shared with other engineers' jobs during the run; see load averages. "
+        "note": "2-core VM shared with other jobs during the run; see load averages. "
                 "Times are best-of and median-of repeats; ratios use the best of each.",
     }
 

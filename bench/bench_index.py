@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Index benchmarks (issue 4), JSON under bench/results/:
+"""Index benchmarks, JSON under bench/results/:
 
     python bench/bench_index.py ultradomain   # index_ultradomain.json: UltraDomain Mix end to end
     python bench/bench_index.py synthetic     # index_synthetic_1m.json: stages 2-3 on 1M×384 synthetic

@@ -1,4 +1,4 @@
-"""Query-stage benchmark (issue 5) -> bench/results/query_*.json
+"""Query-stage benchmark -> bench/results/query_*.json
 
   retrieval   latency of contextrag.query.retrieve without an LLM (p50/p95 over the 500 HotpotQA
               questions on the HotpotQA-500 index: question embedding + BM25 + cosine + fuzzy + spreading
@@ -41,7 +41,8 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 DATA = Path(os.environ.get("CONTEXTRAG_DATA", REPO.parent / "shared" / "data"))
 INDEX_DIR = Path(os.environ.get("CONTEXTRAG_BENCH_INDEX", "/tmp/contextrag_bench/hotpot500_index"))
-EMBED_CACHE = Path(os.environ.get("CONTEXTRAG_EMBED_CACHE", "/work/cache/eval-indexes/embeddings.sqlite"))
+EMBED_CACHE = Path(os.environ.get("CONTEXTRAG_EMBED_CACHE",
+                                  Path.home() / ".cache" / "contextrag" / "eval-indexes" / "embeddings.sqlite"))
 
 
 def machine() -> dict:

@@ -1,4 +1,4 @@
-"""Shared loading, baselines and metrics for the multi-hop retrieval experiments (issue 7).
+"""Shared loading, baselines and metrics for the multi-hop retrieval experiments.
 
 Protocol: corpus = the deduplicated union of all paragraphs of the set, shuffled with a fixed seed
 (corpus order never carries meaning); gold = the supporting titles; recall@k = mean fraction of gold
@@ -23,8 +23,8 @@ import numpy as np  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-DATA = Path("/work/shared/data")
-CACHE = Path("/work/cache")
+DATA = Path(os.environ.get("CONTEXTRAG_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
+CACHE = Path(os.environ.get("CONTEXTRAG_CACHE_DIR", Path.home() / ".cache" / "contextrag"))
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "multihop"
 SHUFFLE_SEED = 12345
 KS = (2, 5, 10)

@@ -1,4 +1,4 @@
-"""Exploration grid for the lexical-family spreading (issue 7); writes explore_<dataset>.json."""
+"""Exploration grid for the lexical-family spreading; writes explore_<dataset>.json."""
 from __future__ import annotations
 
 import sys

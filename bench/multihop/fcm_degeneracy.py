@@ -1,4 +1,4 @@
-"""FCM degeneracy (issue 7): mean largest membership per RQ level for several m and normalisations,
+"""FCM degeneracy: mean largest membership per RQ level for several m and normalisations,
 and what the paper's routing (eq. 14-16, θ=0.5, weight 0.2) and the RQ family in the spreading do to
 recall on HotpotQA-500."""
 from __future__ import annotations

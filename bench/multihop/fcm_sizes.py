@@ -1,4 +1,4 @@
-"""FCM degeneracy against the codebook sizes (issue 7): mean largest membership per RQ level for a
+"""FCM degeneracy against the codebook sizes: mean largest membership per RQ level for a
 few level sizes and m, on the 4,955 HotpotQA MiniLM embeddings. Writes fcm_sizes.json."""
 from __future__ import annotations
 

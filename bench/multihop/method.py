@@ -1,4 +1,4 @@
-"""The chosen method (issue 7) against the baselines, with ablations and latency.
+"""The chosen method against the baselines, with ablations and latency.
 
 Method: hybrid relevance r = h / max h (h = 0.3·BM25/max + 0.5·cos), then one Łukasiewicz spreading
 step over the lexical context (title + term families, normalised-IDF incidence): seeds = the 5 best

@@ -58,7 +58,7 @@ class Config:
     boost_bridge: float = 1.3
     n_rewrites: int = 3
     rrf_k: int = 60
-    # ---- issue 7: query-time spreading over the lexical fuzzy context (docs/MULTIHOP.md)
+    # ---- query-time spreading over the lexical fuzzy context (docs/MULTIHOP.md)
     # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = one Łukasiewicz step
     # seeds -> shared entity/term attributes -> chunks (query/spread.py). 0 = the paper's flat eq. 13.
     w_spread: float = 1.0

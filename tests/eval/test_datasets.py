@@ -34,7 +34,7 @@ def test_hotpotqa_whole_file_shape(data, hotpot):
     assert all(len(q.gold_ids) == 2 for q in qa.questions)
     # paragraphs are deduplicated by (title, text): a title with two different texts keeps both, under
     # distinct ids (the full set has one such title: 4,9xx paragraphs from 5,000)
-    pairs = {(t, " ".join(x.strip() for x in sents)) for r in hotpot for t, sents in r["context"]}
+    pairs = {(t.strip(), D._join_sentences(sents)) for r in hotpot for t, sents in r["context"]}
     assert len(qa.corpus) == len(pairs) and len({d.id for d in qa.corpus}) == len(pairs)
     if len(hotpot) == 500:
         assert 4900 < len(qa.corpus) < 5000

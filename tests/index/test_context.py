@@ -74,7 +74,10 @@ def test_custom_family_joins_the_context(caps_registered, hotpot_paragraphs, emb
     # add(): a family without transform is refitted and reconciled by name
     old_names = list(caps.names)
     old_cols = caps.matrix.toarray().copy()
-    rag.add(hotpot_paragraphs[50:56])
+    rag.add(hotpot_paragraphs[50:56])     # an update swaps in a new index; the old one is left as it was
+    assert len(ctx.block("caps").names) == len(old_names)
+    ix = rag.index
+    ctx, g = ix.context, ix.graph
     caps = ctx.block("caps")
     assert caps.names[:len(old_names)] == old_names
     assert len(caps.names) > len(old_names), "the new documents bring new capitalised words"

@@ -1,4 +1,4 @@
-"""The query hook (issue 7): Config.w_spread changes the eq. 13 ranking as specified."""
+"""The query hook: Config.w_spread changes the eq. 13 ranking as specified."""
 from __future__ import annotations
 
 import weakref

@@ -1,4 +1,4 @@
-"""Lexical attribute extraction (issue 7) on real HotpotQA text."""
+"""Lexical attribute extraction on real HotpotQA text."""
 from __future__ import annotations
 
 import json

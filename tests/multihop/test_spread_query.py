@@ -1,4 +1,4 @@
-"""Łukasiewicz spreading (issue 7): the math against a hand-checked case and the ops kernels."""
+"""Łukasiewicz spreading: the math against a hand-checked case and the ops kernels."""
 from __future__ import annotations
 
 import numpy as np

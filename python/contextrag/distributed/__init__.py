@@ -1,4 +1,4 @@
-"""Distributed index builds on Ray (issue 8): the same result as one machine, beyond one machine.
+"""Distributed index builds on Ray: the same result as one machine, beyond one machine.
 
 Ray is optional (``pip install 'contextrag[ray]'``) and imported lazily: importing this package
 never imports ray. See docs/SCALING.md for the cost model.

@@ -5,7 +5,7 @@ I is the union of attribute *families*, each built by a registered builder and s
 out). The first family, "rq", is the paper's: RQ-KMeans codebooks (eq. 10-12) and the FCM
 membership (m = Config.fcm_m) of each chunk's residual r(ℓ) at level ℓ to each cluster of level ℓ.
 
-Adding a family (e.g. entities or rare terms, issue 7)::
+Adding a family (e.g. entities or rare terms)::
 
     from contextrag.index.context import register_family, FamilyResult
 
@@ -424,4 +424,4 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
         b.members = sp.hstack([Mem[:, c] if c >= 0 else sp.csc_matrix((M.shape[0], 1), dtype=bool)
                                for c in cols], format="csr")
     b.state, b.rows = res.state, res.rows
-from . import lexical as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term"; issue 7)
+from . import lexical as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term")

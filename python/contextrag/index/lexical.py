@@ -1,4 +1,4 @@
-"""Extraction-free lexical attribute families for the fuzzy formal context (issue 7).
+"""Extraction-free lexical attribute families for the fuzzy formal context.
 
 The RQ-KMeans levels describe a chunk's topic; multi-hop questions need what the embedding does not
 carry: the *entities* and *rare terms* that link a passage to the next one. Three families are built

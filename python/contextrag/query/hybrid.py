@@ -11,7 +11,7 @@ score(c) = boost(c) · (w_bm25·bm25(q, c) + w_cos·cos(q, c) + w_fuzzy·fuzzy(q
 * doc_id filter (§4.6): an item passes when every chunk whose text it shows comes from one of
   ``doc_ids`` (the index's ``item_mask``); the others get score −inf and are never returned.
   A term whose weight is 0 is not computed at all (BM25-only / dense-only systems).
-* spreading (issue 7, ``Config.w_spread`` > 0, query/spread.py): before the boosts the eq. 13 score
+* spreading (``Config.w_spread`` > 0, query/spread.py): before the boosts the eq. 13 score
   becomes r + w_spread·hop with r = eq. 13 / its per-query max; ``parts["spread"]`` is the hop.
   ``w_spread=0`` (``Config.paper()``) is the paper's flat eq. 13.
 """
@@ -85,7 +85,8 @@ def finish_parts(view, p: dict, base: np.ndarray, hop: np.ndarray, cfg, mask=Non
     total = np.where(base > 0, base * bo, base).astype(np.float32)
     if mask is not None:
         total = np.where(mask, total, -np.inf).astype(np.float32)
-    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total, "eq13": eq13}
+    # eq13: the score before spreading, what the seeds are picked from (query/explain.py)
+    return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total, "eq13": p["base"]}
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:

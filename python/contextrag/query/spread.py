@@ -1,4 +1,4 @@
-"""Query-time spreading activation over the lexical fuzzy formal context (issue 7, docs/MULTIHOP.md).
+"""Query-time spreading activation over the lexical fuzzy formal context (docs/MULTIHOP.md).
 
 A fuzzy counterpart of personalised PageRank on the concept graph, in Łukasiewicz logic
 (a ⊗ b = max(0, a + b − 1)), two max-plus steps over a sparse incidence I (chunks × attributes):
