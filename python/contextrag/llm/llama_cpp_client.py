@@ -11,10 +11,9 @@ from __future__ import annotations
 import importlib.util
 import os
 import threading
-from pathlib import Path
 
 from .base import Completion, LLMClient
-from .local import LocalLLMUnavailable, find_gguf
+from .local import LocalLLMUnavailable, model_file
 
 # The gemma3 GGUF is the *base* model and carries no chat template: without one llama-cpp-python
 # falls back to a generic format and the model stops at once (empty replies); Gemma's turn format works.
@@ -40,15 +39,7 @@ class LocalLlamaClient(LLMClient):
         super().__init__(ledger=ledger, cache=cache)
         if not llama_cpp_available():
             raise LocalLLMUnavailable(f"llama-cpp-python is not installed; {INSTALL_HINT}")
-        if model_path is None:
-            model_name, path = find_gguf(name)
-        else:
-            path = Path(model_path)
-            if not path.is_file():
-                raise FileNotFoundError(f"model_path {path} is not a file")
-            model_name = path.stem
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
-            raise ValueError(f"n_ctx must be an int >= 256, got {n_ctx!r}")
+        model_name, path = model_file(model_path, name, n_ctx)
         self.model_path = path
         self.model = f"llama-cpp:{model_name}"
         self.chat_format = chat_format or CHAT_FORMATS.get(model_name)

@@ -69,6 +69,21 @@ def find_gguf(name: str | None = None) -> tuple[str, Path]:
     raise LocalLLMUnavailable(f"no embedded GGUF model package is installed ({', '.join(names)}); {INSTALL_HINT}")
 
 
+def model_file(model_path, name: str | None, n_ctx) -> tuple[str, Path]:
+    """(model name, .gguf path) from an explicit path or an embedded package, with n_ctx checked: the
+    argument contract both local clients share."""
+    if model_path is None:
+        model_name, path = find_gguf(name)
+    else:
+        path = Path(model_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"model_path {path} is not a file")
+        model_name = path.stem
+    if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
+        raise ValueError(f"n_ctx must be an int >= 256, got {n_ctx!r}")
+    return model_name, path
+
+
 def missing_modules() -> list[str]:
     """The modules of the ``local`` extra that are not installed."""
     return [m for m in LOCAL_MODULES if importlib.util.find_spec(m) is None]
@@ -93,15 +108,7 @@ class LocalLLMClient(LLMClient):
         missing = missing_modules()
         if missing:
             raise LocalLLMUnavailable(f"the embedded LLM needs {', '.join(missing)}; {INSTALL_HINT}")
-        if model_path is None:
-            model_name, path = find_gguf(name)
-        else:
-            path = Path(model_path)
-            if not path.is_file():
-                raise FileNotFoundError(f"model_path {path} is not a file")
-            model_name = path.stem
-        if isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx < 256:
-            raise ValueError(f"n_ctx must be an int >= 256, got {n_ctx!r}")
+        model_name, path = model_file(model_path, name, n_ctx)
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise ValueError(f"seed must be an int, got {seed!r}")
         if not (convert_cache is None or convert_cache is False or isinstance(convert_cache, (str, os.PathLike))):
