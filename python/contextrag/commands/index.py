@@ -7,7 +7,7 @@ import os
 import warnings
 from pathlib import Path
 
-from contextrag.textfile import TextFileWarning, read_text
+from contextrag.textfile import TextFileWarning, decode, read_text
 
 TEXT_SUFFIXES = (".txt", ".md")
 
@@ -113,7 +113,7 @@ def read_corpus(path, args) -> list[dict]:
     raw = p.read_bytes()
     if not raw.strip():
         raise ValueError(f"corpus {p.name} is empty")
-    text = read_text(p, f"corpus {p.name}")
+    text = decode(raw, f"corpus {p.name}")     # the bytes already read: no second read of the file
     if text is None:
         raise ValueError(f"corpus {p.name} is not a text file (see the warning above)")
     docs = []

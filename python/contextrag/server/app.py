@@ -206,27 +206,26 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                 **_hits_payload(hits, req.explain), "cost": cost,
                 "seconds": time.perf_counter() - t0, "generation": holder.generation, **extra}
 
-    @app.post("/documents", dependencies=guarded, status_code=201)
-    def add_documents(req: AddRequest):
-        docs = [{k: v for k, v in d.model_dump().items() if v is not None} for d in req.documents]
+    def _write(change):
+        """One write through the holder: 409 while another runs, 400 for a change the index refuses."""
         try:
-            out = holder.write(lambda r: r.add(docs))
+            return holder.write(change)
         except WriteInProgress as e:
             raise HTTPException(409, str(e)) from None
         except (ValueError, TypeError) as e:
             raise _bad_request(e) from None
+
+    @app.post("/documents", dependencies=guarded, status_code=201)
+    def add_documents(req: AddRequest):
+        docs = [{k: v for k, v in d.model_dump().items() if v is not None} for d in req.documents]
+        out = _write(lambda r: r.add(docs))
         return {"added": _jsonable(out), "generation": holder.generation, "docs": len(holder.rag.index.docs)}
 
     @app.delete("/documents/{doc_id}", dependencies=guarded)
     def delete_document(doc_id: str):
         if doc_id not in holder.rag.index.docs:
             raise HTTPException(404, f"no document {doc_id!r} in the index")
-        try:
-            out = holder.write(lambda r: r.delete([doc_id]))
-        except WriteInProgress as e:
-            raise HTTPException(409, str(e)) from None
-        except (ValueError, TypeError) as e:
-            raise _bad_request(e) from None
+        out = _write(lambda r: r.delete([doc_id]))
         return {"deleted": _jsonable(out), "generation": holder.generation, "docs": len(holder.rag.index.docs)}
 
     @app.get("/v1/models", dependencies=guarded)
