@@ -205,11 +205,16 @@ class ContextRAG:
         return out
 
     def _warm(self, ix) -> None:
-        """Build the new index's query view before queries see it: otherwise every querying thread
-        builds it at once on its next query (seconds each on a large index, all of them together)."""
+        """Build the new index's query view and lexical state before queries see it, so that the
+        first queries on it do not wait for them (seconds on a large index, on cores the querying
+        threads share)."""
         if getattr(self, "_queried", False):
             from .query._view import view_of
-            view_of(ix)
+            from .query.spread import lexical_state
+            view = view_of(ix)
+            families = getattr(getattr(ix, "config", None), "spread_families", None) or {}
+            if families:
+                lexical_state(view, families)
 
     # ---- updates
     def add(self, docs) -> dict:

@@ -45,3 +45,51 @@ def test_run_load_validates_arguments(tiny, questions):
         run_load(rag, questions, 0)
     with pytest.raises(ValueError, match="questions"):
         run_load(rag, [], 2)
+
+
+def test_threads_arriving_together_build_the_query_state_once(tiny, questions, monkeypatch):
+    """A freshly loaded or swapped-in index: many threads asking at once wait for one build of the
+    query view and of the lexical state instead of each building them on the same cores."""
+    import threading
+
+    from contextrag.query import _view, spread
+    calls = {"view": 0, "lexical": 0}
+    real_view, real_state = _view._build_view, spread._build_state
+
+    def count(name, real):
+        def wrapped(*a, **kw):
+            calls[name] += 1
+            return real(*a, **kw)
+        return wrapped
+    monkeypatch.setattr(_view, "_build_view", count("view", real_view))
+    monkeypatch.setattr(spread, "_build_state", count("lexical", real_state))
+    rag = ContextRAG.load(tiny, embedder=HashEmbedder())
+    assert rag.index.config.spread_families, "the test needs an index with lexical families"
+    go = threading.Barrier(8)
+    errors = []
+
+    def ask(q):
+        go.wait()
+        try:
+            rag.retrieve(q, k=5)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+    threads = [threading.Thread(target=ask, args=(q,)) for q in questions[:8]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert calls == {"view": 1, "lexical": 1}
+
+
+def test_a_write_prepares_the_new_index_before_queries_see_it(tiny, questions, paragraphs, monkeypatch):
+    from contextrag.query import _view, spread
+    rag = ContextRAG.load(tiny, embedder=HashEmbedder())
+    rag.retrieve(questions[0], k=5)
+    rag.add([dict(paragraphs[60], id="warm/0")])
+    calls = []
+    monkeypatch.setattr(_view, "_build_view", lambda *a: calls.append("view"))
+    monkeypatch.setattr(spread, "_build_state", lambda *a: calls.append("lexical"))
+    assert rag.retrieve(questions[1], k=5)
+    assert calls == []

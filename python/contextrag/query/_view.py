@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from ._once import build_once
 
 KINDS = ("chunk", "summary", "join", "meet")
 _KIND_ALIASES = {"bridge": "join", "cluster_summary": "summary"}
@@ -139,16 +140,20 @@ def view_of(index) -> CorpusView:
         return ix
     sig = _signature(ix)
     key = id(ix)
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and hit[0]() is ix and hit[1] == sig:
-            return hit[2]
-    v = _build_view(ix)
-    with _LOCK:
-        for k in [k for k, e in _CACHE.items() if e[0]() is None]:
-            del _CACHE[k]
-        _CACHE[key] = (weakref.ref(ix), sig, v)
-    return v
+
+    def lookup():
+        with _LOCK:
+            hit = _CACHE.get(key)
+            return hit[2] if hit is not None and hit[0]() is ix and hit[1] == sig else None
+
+    def build():
+        v = _build_view(ix)
+        with _LOCK:
+            for k in [k for k, e in _CACHE.items() if e[0]() is None]:
+                del _CACHE[k]
+            _CACHE[key] = (weakref.ref(ix), sig, v)
+        return v
+    return build_once(("view", key, sig), lookup, build)
 
 
 def _build_view(ix) -> CorpusView:

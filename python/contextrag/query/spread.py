@@ -31,6 +31,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
+from ._once import build_once
 
 def _csr(I) -> sp.csr_matrix:
     if not sp.issparse(I):
@@ -284,16 +285,20 @@ def _build_state(view, key: tuple) -> LexicalState:
 def lexical_state(view, families: dict) -> LexicalState:
     """The lexical context of an index view (prepared once per view and families, then cached)."""
     key = _families_key(families)
-    with _LEX_LOCK:
-        hit = _LEX.get(id(view))
-        if hit is not None and hit[0]() is view and hit[1] == key:
-            return hit[2]
-    st = _build_state(view, key)
-    with _LEX_LOCK:
-        for k in [k for k, e in _LEX.items() if e[0]() is None]:
-            del _LEX[k]
-        _LEX[id(view)] = (weakref.ref(view), key, st)
-    return st
+
+    def lookup():
+        with _LEX_LOCK:
+            hit = _LEX.get(id(view))
+            return hit[2] if hit is not None and hit[0]() is view and hit[1] == key else None
+
+    def build():
+        st = _build_state(view, key)
+        with _LEX_LOCK:
+            for k in [k for k, e in _LEX.items() if e[0]() is None]:
+                del _LEX[k]
+            _LEX[id(view)] = (weakref.ref(view), key, st)
+        return st
+    return build_once(("lexical", id(view), key), lookup, build)
 
 
 def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
