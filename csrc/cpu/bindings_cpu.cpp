@@ -5,8 +5,8 @@ namespace py = pybind11;
 
 namespace contextrag {
 void register_semiring(py::module_& m);     // semiring.cpp: luk_up/luk_down/fuzzy_route/meet_cardinality
-void register_sparse(py::module_& m);       // sparse_semiring.cpp: the same with a CSR incidence
-void register_kmeans(py::module_& m);       // kmeans_cpu.cpp: fused argmin, centroid sums
+void register_sparse(py::module_& m);       // semiring_sparse.cpp: the same with a CSR incidence
+void register_kmeans(py::module_& m);       // kmeans.cpp:     fused argmin, centroid sums
 void register_gemm_bf16(py::module_& m);    // gemm_bf16.cpp: bf16-input, fp32-output GEMM (AVX512-BF16)
 void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
 

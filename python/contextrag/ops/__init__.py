@@ -9,7 +9,7 @@ from .fcm import FCMResult, fcm_fit, fcm_memberships
 from ._lloyd import LloydOptions
 from .kmeans import KMeansResult, RQResult, kmeans_assign, kmeans_fit, rq_kmeans, rq_kmeans_batched
 from .lattice import meet_cardinality, soft_join, soft_meet
-from .lukasiewicz import luk_closure, luk_down, luk_up, neg, residuum, tnorm
+from .semiring import luk_closure, luk_down, luk_up, neg, residuum, tnorm
 from .routing import fuzzy_route
 from .spread import SpreadIncidence, spread_hop
 

@@ -5,7 +5,7 @@ Written for clarity, not speed. Inputs are converted to float64 NumPy arrays; ou
 """
 from .kmeans import kmeans_assign, kmeans_fit, kmeans_plus_plus, lloyd_step, rq_kmeans
 from .fcm import fcm_memberships, fcm_fit, partition_coefficient
-from .lukasiewicz import tnorm, residuum, neg, luk_up, luk_down, luk_closure
+from .semiring import tnorm, residuum, neg, luk_up, luk_down, luk_closure
 from .lattice import soft_join, soft_meet, meet_cardinality
 from .routing import fuzzy_route
 from .spread import spread_hop
