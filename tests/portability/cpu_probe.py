@@ -54,9 +54,9 @@ def kernels() -> tuple[dict, dict]:
         "luk_up_sparse": lambda: close(ops.luk_up(A, sp.csr_matrix(Isp), backend="cpu"),
                                        ref.semiring.luk_up(A, Isp)),
         "meet_cardinality": lambda: close(ops.meet_cardinality(A, B, backend="cpu"),
-                                          ref.lattice.meet_cardinality(A, B)),
+                                          ref.semiring.meet_cardinality(A, B)),
         "fuzzy_route": lambda: close(ops.fuzzy_route(A[:, :13], I[:13].T.copy(), backend="cpu"),
-                                     ref.routing.fuzzy_route(A[:, :13], I[:13].T.copy())),
+                                     ref.semiring.fuzzy_route(A[:, :13], I[:13].T.copy())),
     }
     out = {}
     for name, fn in checks.items():
