@@ -40,7 +40,8 @@ import numpy as np  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
 DATA = Path(os.environ.get("CONTEXTRAG_DATA", REPO.parent / "shared" / "data"))
-INDEX_DIR = Path(os.environ.get("CONTEXTRAG_BENCH_INDEX", "/tmp/contextrag_bench/hotpot500_index"))
+INDEX_DIR = Path(os.environ.get("CONTEXTRAG_BENCH_INDEX",
+                                Path.home() / ".cache" / "contextrag" / "bench" / "hotpot500_index"))
 EMBED_CACHE = Path(os.environ.get("CONTEXTRAG_EMBED_CACHE",
                                   Path.home() / ".cache" / "contextrag" / "eval-indexes" / "embeddings.sqlite"))
 
@@ -115,7 +116,7 @@ def bench_retrieval(n_questions: int):
     data = data[:n_questions]
     v = view_of(ix)
     query.retrieve(ix, "warm up the embedder and caches")
-    out = {"machine": machine(), "index": {"path": str(INDEX_DIR), "built_now": built, "seconds": t_index,
+    out = {"machine": machine(), "index": {"path": INDEX_DIR.name, "built_now": built, "seconds": t_index,
                                            "chunks": ix.n_chunks, "items": ix.n_items, "nodes": ix.graph.n_nodes},
            "questions": len(data), "k": 12, "systems": {}}
     systems = {"default": {}, "paper (w_spread=0)": {"w_spread": 0.0}, "hybrid no graph (w_fuzzy=0, w_spread=0)":

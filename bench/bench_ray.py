@@ -1,7 +1,7 @@
 """Distributed index build on Ray: 1 and 2 workers on N synthetic 384-d embeddings.
 
     python bench/bench_ray.py                    # 200,000 rows, 1 and 2 workers -> bench/results/ray_200k.json
-    python bench/bench_ray.py --n 20000 --workers 2 --out /tmp/x.json
+    python bench/bench_ray.py --n 20000 --workers 2 --out ray.json
 
 Each configuration runs in a fresh subprocess (so the driver's peak RSS is its own): it starts a local
 Ray cluster of ``workers`` CPUs, generates the embeddings *inside* the shard-writer tasks (the driver

@@ -4,8 +4,8 @@
     python bench/gpu_check.py OUTDIR                 # on a CUDA machine (≤ 7 minutes on one H200)
     python bench/gpu_check.py OUTDIR --cpu-smoke     # same logic, tiny shapes, Triton interpreter, CPU
 
-Each group (tests_cuda, tests_triton, peaks, kmeans, semiring, graph, rq_kmeans, then the slow ones:
-compile_sweep, scale, sanitizer) runs in its own subprocess with a timeout, so a crash (an illegal
+Each group (tests_cuda, tests_triton, peaks, kmeans, semiring, graph, rq_kmeans, spread, cupy, then the
+slow ones: compile_sweep, scale, sanitizer) runs in its own subprocess with a timeout, so a crash (an illegal
 address poisons a CUDA context), a hang or a failed assertion in one group is recorded and the next
 group still runs. Every group writes its partial results after each
 measurement; the parent merges them into OUTDIR/gpu_check.json after every group (atomically), so
@@ -34,14 +34,14 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 # in run order: tests and headline benchmarks first, the slow checks last
-GROUPS = ("tests_cuda", "tests_triton", "peaks", "kmeans", "semiring", "graph", "rq_kmeans", "spread",
+GROUPS = ("tests_cuda", "tests_triton", "peaks", "kmeans", "semiring", "graph", "rq_kmeans", "spread", "cupy",
           "compile_sweep", "scale", "sanitizer")
 ALIASES = {"tests": ("tests_cuda", "tests_triton"), "slow": ("compile_sweep", "scale", "sanitizer")}
 # seconds each group may take on the GPU; --budget-s (default 420) clips the later ones and skips
 # groups once it is spent, so the whole check (after a 1–2 minute build) stays within 9 minutes.
 # Triton compiling is most of tests_triton, cached on disk for the later groups.
 GROUP_TIMEOUT = {"tests_cuda": 50, "tests_triton": 100, "peaks": 15, "kmeans": 50, "semiring": 40, "graph": 40,
-                 "rq_kmeans": 35, "spread": 40,
+                 "rq_kmeans": 35, "spread": 40, "cupy": 40,
                  "compile_sweep": 45, "scale": 60, "sanitizer": 90}
 # set (to the reason) by gpu_device.sh when the CUDA extension cannot run a kernel: the CUDA groups
 # are skipped and every benchmark measures Triton only
@@ -64,7 +64,7 @@ def _run(cmd, timeout, *, own_group=True, **kw):
     kills as a whole."""
     import signal
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=own_group, **kw)
+                            preexec_fn=os.setpgrp if own_group else None, **kw)
     try:
         out, _ = proc.communicate(timeout=timeout)
         return proc.returncode, out
@@ -315,10 +315,10 @@ def group_kmeans(ctx: Ctx):
             variants.append("cuda_simt")  # the CUDA-core kernel, for comparison with the WMMA one
         for b in variants:
             def run(b=b):
-                from contextrag.ops import _gpu
+                from contextrag.ops import _kmeans_gpu
                 if b == "cuda_simt":
                     def assign(X_, C_):
-                        return _gpu._cuda_assign(X_, C_, tensor_cores=False)
+                        return _kmeans_gpu._cuda_assign(X_, C_, tensor_cores=False)
                     update = ctx.IMPLS["kmeans_update"]["cuda"]
                 else:
                     assign = ctx.IMPLS["kmeans_assign"][b]
@@ -451,10 +451,10 @@ def group_semiring(ctx: Ctx):
             L = 16
 
             def levels(A=A, B=B, shape_name=shape_name):
-                from contextrag.ops import _gpu
+                from contextrag.ops.semiring import meet_cardinality_levels
                 Aq, Bq = torch.round(A * L) / L, torch.round(B * L) / L
-                out = _gpu.meet_cardinality_levels(Aq, Bq, L)
-                s = ctx.bench(lambda: _gpu.meet_cardinality_levels(Aq, Bq, L))
+                out = meet_cardinality_levels(Aq, Bq, L)
+                s = ctx.bench(lambda: meet_cardinality_levels(Aq, Bq, L))
                 terms = A.shape[0] * A.shape[1] * B.shape[0]
                 exact = ctx.IMPLS["meet_cardinality"]["triton"](Aq, Bq)
                 r = {"levels": L, "s": s, "terms_per_s": terms / s,
@@ -750,7 +750,7 @@ def sanitize_payload(smoke: bool) -> int:
         os.environ["TRITON_INTERPRET"] = "1"
     import torch
     import contextrag.ops as ops
-    from contextrag.ops import _gpu
+    from contextrag.ops import _kmeans_gpu
     from contextrag.ops._registry import IMPLS
     backend, dev = ("triton", "cpu") if smoke else ("cuda", "cuda")
     g = torch.Generator().manual_seed(0)
@@ -787,12 +787,12 @@ def sanitize_payload(smoke: bool) -> int:
                 if tc is None:
                     labels, d2 = IMPLS["kmeans_assign"][backend](X, C)
                 else:
-                    labels, d2 = _gpu._cuda_assign(X, C, tensor_cores=False)
+                    labels, d2 = _kmeans_gpu._cuda_assign(X, C, tensor_cores=False)
                 gap = D.gather(1, labels[:, None]).squeeze(1) - D.min(1).values
                 checks[f"assign/{str(dtype)[6:]}/{n}x{d}x{k}/{'simt' if tc is False else 'default'}"] = bool(
                     (gap <= 1e-3 * (1 + D.abs().max())).all())
         T = R(100 if smoke else 300, 24, dtype=dtype)
-        seg = (_gpu.cuda_assign_segmented if backend == "cuda" else _gpu._tk()[0].assign_segmented)
+        seg = (_kmeans_gpu.cuda_assign_segmented if backend == "cuda" else _kmeans_gpu._tk().assign_segmented)
         labels, _ = seg(T, [0, 64, 65, T.shape[0]], R(20, 24), [0, 7, 8, 20])
         checks[f"assign_segmented/{str(dtype)[6:]}"] = bool((labels[:64] < 7).all() and (labels[64:65] < 1).all()
                                                             and (labels[65:] < 12).all())
@@ -913,10 +913,13 @@ def run_group(name: str, smoke: bool, part: Path, budget_s: float) -> None:
     if name == "sanitizer":
         return group_sanitizer(smoke, part, budget_s)
     ctx = Ctx(smoke, part)
-    if name == "spread":   # bench/gpu_spread.py
+    if name in ("spread", "cupy"):   # bench/gpu_spread.py, bench/gpu_cupy.py
         sys.path.insert(0, str(REPO / "bench"))
-        from gpu_spread import group_spread
-        group_spread(ctx)
+        if name == "spread":
+            from gpu_spread import group_spread as group
+        else:
+            from gpu_cupy import group_cupy as group
+        group(ctx)
         _record_fallbacks(ctx.out)
         return ctx.flush()
     {"peaks": group_peaks, "kmeans": group_kmeans, "rq_kmeans": group_rq, "semiring": group_semiring,
@@ -973,6 +976,9 @@ def _summarise(groups: dict, meta: dict | None = None) -> dict:
     for key, val in groups.get("rq_kmeans", {}).get("results", {}).items():
         if isinstance(val, dict) and ("speedup_vs_torch" in val or "speedup" in val):
             s[f"rq/{key}"] = {x: val.get(x) for x in ("s", "speedup_vs_torch", "s_batched", "speedup")}
+    for key, val in groups.get("cupy", {}).get("results", {}).items():
+        if isinstance(val, dict) and "cupy_over_torch" in val:
+            s[f"cupy/{key}"] = {x: val.get(x) for x in ("on_cupy_stream", "max_rel_diff", "cupy_over_torch")}
     for key, val in groups.get("graph", {}).get("results", {}).items():
         if isinstance(val, dict) and "total_s" in val:
             s[key] = {"total_s": val["total_s"], "meets_goal": val["meets_goal"]}

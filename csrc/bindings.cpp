@@ -3,6 +3,8 @@
 #include <pybind11/pybind11.h>
 #include <omp.h>
 
+#include "semiring_mode.h"
+
 namespace py = pybind11;
 
 namespace contextrag {
@@ -22,6 +24,10 @@ PYBIND11_MODULE(_C, m) {
 #endif
   }, "True when the CUDA kernels were compiled into this module");
   m.def("omp_max_threads", []() { return omp_get_max_threads(); });
+  py::enum_<contextrag::SemiringMode>(m, "SemiringMode", "The semiring products (csrc/semiring_mode.h)")
+      .value("min_plus", contextrag::SemiringMode::min_plus, "min(1, 1 + min_k (B - A)): luk_up, luk_down")
+      .value("max_plus", contextrag::SemiringMode::max_plus, "max(0, max_k (A + B) - 1): fuzzy_route")
+      .value("min_sum", contextrag::SemiringMode::min_sum, "sum_k min(A, B): meet_cardinality");
   contextrag::register_cpu(m);
 #ifdef CONTEXTRAG_WITH_CUDA
   py::module_ cu = m.def_submodule("cuda", "CUDA kernels taking raw device pointers and a stream");

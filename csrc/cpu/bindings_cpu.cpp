@@ -5,8 +5,9 @@ namespace py = pybind11;
 
 namespace contextrag {
 void register_semiring(py::module_& m);     // semiring.cpp: luk_up/luk_down/fuzzy_route/meet_cardinality
-void register_sparse(py::module_& m);       // sparse_semiring.cpp: the same with a CSR incidence
-void register_kmeans(py::module_& m);       // kmeans_cpu.cpp: fused argmin, centroid sums
+void register_sparse(py::module_& m);       // semiring_sparse.cpp: the same with a CSR incidence
+void register_kmeans(py::module_& m);       // kmeans.cpp: fused argmin, centroid sums, Elkan bounds
+void register_fcm(py::module_& m);          // fcm.cpp: FCM memberships (row epilogue of the distance GEMM)
 void register_gemm_bf16(py::module_& m);    // gemm_bf16.cpp: bf16-input, fp32-output GEMM (AVX512-BF16)
 void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
 
@@ -14,6 +15,7 @@ void register_cpu(py::module_& m) {
   register_semiring(m);
   register_sparse(m);
   register_kmeans(m);
+  register_fcm(m);
   register_gemm_bf16(m);
   register_spread(m);
 }

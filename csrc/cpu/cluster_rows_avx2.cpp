@@ -1,5 +1,5 @@
 // The clustering row loops (elkan_rows.h, fcm_rows.h) compiled for AVX2 + FMA (most laptops and many
-// cloud VMs have no AVX-512); kmeans_cpu.cpp picks them at run time. Only C headers and intrinsics are
+// cloud VMs have no AVX-512); kmeans.cpp and fcm.cpp pick them at run time. Only C headers and intrinsics are
 // included, all before the target pragma.
 #include <math.h>
 #include <stddef.h>

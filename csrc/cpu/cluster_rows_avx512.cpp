@@ -1,4 +1,4 @@
-// The clustering row loops (elkan_rows.h, fcm_rows.h) compiled for AVX-512; kmeans_cpu.cpp picks
+// The clustering row loops (elkan_rows.h, fcm_rows.h) compiled for AVX-512; kmeans.cpp and fcm.cpp pick
 // them at run time. Only C headers and intrinsics are included, all before the target pragma.
 #include <math.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 // The row loops of the bounded (Elkan) Lloyd iteration, written once and compiled per instruction
 // set (cluster_rows_{avx512,avx2,generic}.cpp) inside `#pragma GCC target(...)` with CR_NS
 // naming a per-ISA namespace; as in semiring_kernels.h only C functions are used, so no AVX-512 code
-// reaches the baseline build through a shared COMDAT symbol. kmeans_cpu.cpp owns the arguments'
+// reaches the baseline build through a shared COMDAT symbol. kmeans.cpp (fcm.cpp for the FCM rows) owns the arguments'
 // checks, the OpenMP regions and the meaning of the state (see the comments there).
 
 namespace contextrag {
@@ -101,7 +101,7 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
   }
 }
 
-// k-means++ seeding (kmeanspp in kmeans_cpu.cpp): for rows lo..hi of S, D[i, c] = min(d2[i], ‖s_i − s_cand[c]‖²)
+// k-means++ seeding (kmeanspp in kmeans.cpp): for rows lo..hi of S, D[i, c] = min(d2[i], ‖s_i − s_cand[c]‖²)
 // by direct differences (never below 0, no cancellation) and pot[c] += D[i, c] in double.
 // Four rows at a time: four independent accumulator chains (one chain is bound by the add latency).
 template <class T>

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <string>
 
+#include "semiring_mode.h"
+
 namespace contextrag {
 
 enum class Isa { generic = 0, avx2 = 1, avx512 = 2 };
@@ -15,9 +17,9 @@ const char* isa_name(Isa isa);
 
 #define CR_DECLARE_ISA(ns)                                                                          \
   namespace ns {                                                                                   \
-  void semiring_f32(int op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G,  \
+  void semiring_f32(SemiringMode op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G,  \
                     ptrdiff_t M, int skip_zeros);                                                  \
-  void semiring_f64(int op, const double* Bc, const double* V, double* out, ptrdiff_t S,          \
+  void semiring_f64(SemiringMode op, const double* Bc, const double* V, double* out, ptrdiff_t S,          \
                     ptrdiff_t G, ptrdiff_t M, int skip_zeros);                                     \
   void meet_rows_f32(const float* A, const float* B, float* out, ptrdiff_t P, ptrdiff_t Q, ptrdiff_t G);   \
   void meet_rows_f64(const double* A, const double* B, double* out, ptrdiff_t P, ptrdiff_t Q,             \
@@ -29,5 +31,14 @@ CR_DECLARE_ISA(avx2)
 CR_DECLARE_ISA(avx512)
 #endif
 #undef CR_DECLARE_ISA
+
+// &ns::name for the ISA v (cpu_isa(): best supported, or forced by CONTEXTRAG_ISA), ns one of the
+// per-ISA namespaces above.
+#if defined(__x86_64__) || defined(__i386__)
+#define CR_PICK_ISA(v, name) \
+  ((v) == Isa::avx512 ? &avx512::name : (v) == Isa::avx2 ? &avx2::name : &generic::name)
+#else
+#define CR_PICK_ISA(v, name) (&generic::name)
+#endif
 
 }  // namespace contextrag

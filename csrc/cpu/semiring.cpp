@@ -95,7 +95,7 @@ void set_cpu_isa(const std::string& name) {
 
 // ---- dispatch ----------------------------------------------------------------------------------
 template <class T>
-static void semiring_dispatch(int op, const T* Bc, const T* V, T* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
+static void semiring_dispatch(SemiringMode op, const T* Bc, const T* V, T* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
                               int skip) {
   constexpr bool f32 = std::is_same<T, float>::value;
   switch (g_isa) {
@@ -123,7 +123,7 @@ static void check_matrix(const py::array& a, const char* name) {
 }
 
 template <class T>
-static py::array_t<T> semiring_typed(int op, const py::array& Bc_, const py::array& V_, bool skip) {
+static py::array_t<T> semiring_typed(SemiringMode op, const py::array& Bc_, const py::array& V_, bool skip) {
   const ptrdiff_t S = Bc_.shape(0), G = Bc_.shape(1), M = V_.shape(1);
   py::array_t<T> out({S, M});
   const T* Bc = static_cast<const T*>(Bc_.data());
@@ -131,14 +131,14 @@ static py::array_t<T> semiring_typed(int op, const py::array& Bc_, const py::arr
   T* o = out.mutable_data();
   {
     py::gil_scoped_release nogil;
-    const T init = op == 0 ? std::numeric_limits<T>::infinity()
-                 : op == 1 ? -std::numeric_limits<T>::infinity() : T(0);
+    const T init = op == SemiringMode::min_plus   ? std::numeric_limits<T>::infinity()
+                 : op == SemiringMode::max_plus ? -std::numeric_limits<T>::infinity() : T(0);
     const ptrdiff_t n = S * M;
     for (ptrdiff_t i = 0; i < n; ++i) o[i] = init;
     semiring_dispatch<T>(op, Bc, V, o, S, G, M, skip ? 1 : 0);
-    if (op == 0) {
+    if (op == SemiringMode::min_plus) {
       for (ptrdiff_t i = 0; i < n; ++i) { T t = T(1) + o[i]; o[i] = t < T(1) ? t : T(1); }
-    } else if (op == 1) {
+    } else if (op == SemiringMode::max_plus) {
       for (ptrdiff_t i = 0; i < n; ++i) { T t = o[i] - T(1); o[i] = t > T(0) ? t : T(0); }
     }
   }
@@ -147,10 +147,10 @@ static py::array_t<T> semiring_typed(int op, const py::array& Bc_, const py::arr
 
 // Python: semiring(op, Bc, V, skip_zeros=True) with op in {"luk", "route", "meet"}.
 static py::array semiring(const std::string& opname, const py::array& Bc, const py::array& V, bool skip) {
-  int op;
-  if (opname == "luk") op = 0;
-  else if (opname == "route") op = 1;
-  else if (opname == "meet") op = 2;
+  SemiringMode op;
+  if (opname == "luk") op = SemiringMode::min_plus;
+  else if (opname == "route") op = SemiringMode::max_plus;
+  else if (opname == "meet") op = SemiringMode::min_sum;
   else throw std::invalid_argument("op must be 'luk', 'route' or 'meet', got '" + opname + "'");
   check_matrix(Bc, "Bc");
   check_matrix(V, "V");

@@ -3,6 +3,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <omp.h>
+
+#include "semiring_mode.h"  // a plain enum: no standard library
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #pragma GCC push_options

@@ -386,17 +386,17 @@ void meet_rows_f64(const double* A, const double* B, double* out, ptrdiff_t P, p
   meet_run<F64>(A, B, out, P, Q, G);
 }
 
-// ---- exported entry points (one per dtype; op: 0 MinSub, 1 MaxAdd, 2 SumMin) ----------------
-void semiring_f32(int op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
+// ---- exported entry points (one per dtype; min_plus: MinSub, max_plus: MaxAdd, min_sum: SumMin) ----
+void semiring_f32(SemiringMode op, const float* Bc, const float* V, float* out, ptrdiff_t S, ptrdiff_t G, ptrdiff_t M,
                   int skip_zeros) {
-  if (op == 0) run<F32, MinSub>(Bc, V, out, S, G, M, skip_zeros);
-  else if (op == 1) run<F32, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
+  if (op == SemiringMode::min_plus) run<F32, MinSub>(Bc, V, out, S, G, M, skip_zeros);
+  else if (op == SemiringMode::max_plus) run<F32, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
   else run<F32, SumMin>(Bc, V, out, S, G, M, skip_zeros);
 }
-void semiring_f64(int op, const double* Bc, const double* V, double* out, ptrdiff_t S, ptrdiff_t G,
+void semiring_f64(SemiringMode op, const double* Bc, const double* V, double* out, ptrdiff_t S, ptrdiff_t G,
                   ptrdiff_t M, int skip_zeros) {
-  if (op == 0) run<F64, MinSub>(Bc, V, out, S, G, M, skip_zeros);
-  else if (op == 1) run<F64, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
+  if (op == SemiringMode::min_plus) run<F64, MinSub>(Bc, V, out, S, G, M, skip_zeros);
+  else if (op == SemiringMode::max_plus) run<F64, MaxAdd>(Bc, V, out, S, G, M, skip_zeros);
   else run<F64, SumMin>(Bc, V, out, S, G, M, skip_zeros);
 }
 

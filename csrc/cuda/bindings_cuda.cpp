@@ -27,7 +27,7 @@ void register_cuda(py::module_& m) {
                                    py::arg("bfloat16") = 3);
   m.def(
       "semiring",
-      [](int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
+      [](SemiringMode op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
          int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws, uintptr_t stream) {
         std::string err;
         {
@@ -39,8 +39,8 @@ void register_cuda(py::module_& m) {
       py::arg("op"), py::arg("dtype"), py::arg("a"), py::arg("b"), py::arg("out"), py::arg("M"), py::arg("N"),
       py::arg("K"), py::arg("s_am"), py::arg("s_ak"), py::arg("s_bk"), py::arg("s_bn"), py::arg("split"),
       py::arg("ws"), py::arg("stream"),
-      "out (M,N) row-major = semiring product of A (M,K) and B (K,N) given by element strides. op: 0 min-plus "
-      "min(1, 1+min_k(B-A)), 1 max-plus max(0, max_k(A+B)-1), 2 min-sum sum_k min(A,B). dtype 0 float32, 1 float64. "
+      "out (M,N) row-major = semiring product of A (M,K) and B (K,N) given by element strides. op: a SemiringMode, "
+      "min_plus min(1, 1+min_k(B-A)), max_plus max(0, max_k(A+B)-1), min_sum sum_k min(A,B). dtype 0 float32, 1 float64. "
       "split > 1 splits the reduction and needs a workspace ws of split*M*N elements.");
   m.def("semiring_default_split", &cu::semiring_default_split, py::arg("M"), py::arg("N"), py::arg("K"),
         py::arg("sms"), "Reduction splits that fill `sms` multiprocessors for an (M,K)x(K,N) product.");

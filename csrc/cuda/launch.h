@@ -6,14 +6,15 @@
 #include <cstdint>
 #include <string>
 
+#include "semiring_mode.h"
+
 namespace contextrag {
 namespace cuda {
 
-// dtype codes shared with python/contextrag/ops/_gpu.py
+// dtype codes shared with python/contextrag/ops/_cuda.py (DTYPE_CODE)
 enum DType : int { kF32 = 0, kF64 = 1, kF16 = 2, kBF16 = 3 };
-// semiring codes: 0 min-plus (Łukasiewicz up/down), 1 max-plus (routing), 2 min-sum (meet cardinality)
 
-std::string semiring(int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K,
+std::string semiring(SemiringMode op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K,
                      int64_t s_am, int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws,
                      uintptr_t stream);
 int semiring_default_split(int64_t M, int64_t N, int64_t K, int sms);

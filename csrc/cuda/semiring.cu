@@ -1,7 +1,7 @@
 // Semiring products on CUDA cores, register-blocked like an SGEMM with (+, ×) replaced:
-//   op 0 min-plus : out = min(1, 1 + min_k (B[k,n] − A[m,k]))   Łukasiewicz A↑ / B↓ (eq. 6–7)
-//   op 1 max-plus : out = max(0, max_k (A[m,k] + B[k,n]) − 1)   fuzzy routing (eq. 16)
-//   op 2 min-sum  : out = Σ_k min(A[m,k], B[k,n])               meet cardinality
+//   SemiringMode::min_plus : out = min(1, 1 + min_k (B[k,n] − A[m,k]))   Łukasiewicz A↑ / B↓ (eq. 6–7)
+//   SemiringMode::max_plus : out = max(0, max_k (A[m,k] + B[k,n]) − 1)   fuzzy routing (eq. 16)
+//   SemiringMode::min_sum  : out = Σ_k min(A[m,k], B[k,n])               meet cardinality
 // A block computes a BM×BN output tile (128×128, or 66×66 where that pads less: the index's
 // 132-wide sets); each thread keeps TM×TN accumulators in registers and,
 // per reduction step, reads TM values of A and TN of B from shared memory (TM+TN loads for TM·TN
@@ -12,16 +12,17 @@
 // sums in split order) before the epilogue.
 #include "common.cuh"
 #include "launch.h"
+#include "semiring_mode.h"
 
 namespace contextrag {
 namespace cuda {
 namespace {
 
-template <typename T, int OP>
+template <typename T, SemiringMode OP>
 struct Semiring;
 
 template <typename T>
-struct Semiring<T, 0> {  // min-plus on (B − A)
+struct Semiring<T, SemiringMode::min_plus> {  // min-plus on (B − A)
   static __device__ __forceinline__ T init() { return pos_inf<T>(); }
   static __device__ __forceinline__ T pad_a() { return T(0); }
   static __device__ __forceinline__ T pad_b() { return pos_inf<T>(); }
@@ -31,7 +32,7 @@ struct Semiring<T, 0> {  // min-plus on (B − A)
 };
 
 template <typename T>
-struct Semiring<T, 1> {  // max-plus
+struct Semiring<T, SemiringMode::max_plus> {  // max-plus
   static __device__ __forceinline__ T init() { return -pos_inf<T>(); }
   static __device__ __forceinline__ T pad_a() { return -pos_inf<T>(); }
   static __device__ __forceinline__ T pad_b() { return -pos_inf<T>(); }
@@ -41,7 +42,7 @@ struct Semiring<T, 1> {  // max-plus
 };
 
 template <typename T>
-struct Semiring<T, 2> {  // min-sum
+struct Semiring<T, SemiringMode::min_sum> {  // min-sum
   static __device__ __forceinline__ T init() { return T(0); }
   static __device__ __forceinline__ T pad_a() { return T(0); }
   static __device__ __forceinline__ T pad_b() { return T(0); }
@@ -50,7 +51,7 @@ struct Semiring<T, 2> {  // min-sum
   static __device__ __forceinline__ T epilogue(T x) { return x; }
 };
 
-template <typename T, int OP, int BM, int BN, int BK, int TM, int TN>
+template <typename T, SemiringMode OP, int BM, int BN, int BK, int TM, int TN>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 semiring_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict__ out, int64_t M, int64_t N,
                 int64_t K, int64_t kps, int64_t s_am, int64_t s_ak, int64_t s_bk, int64_t s_bn, int64_t s_os,
@@ -119,7 +120,7 @@ semiring_kernel(const T* __restrict__ A, const T* __restrict__ B, T* __restrict_
   }
 }
 
-template <typename T, int OP>
+template <typename T, SemiringMode OP>
 __global__ void fold_splits(const T* __restrict__ ws, T* __restrict__ out, int64_t MN, int split) {
   using S = Semiring<T, OP>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < MN; i += int64_t(gridDim.x) * blockDim.x) {
@@ -145,7 +146,7 @@ inline int pick_float_tile(int64_t M, int64_t N) {
   return small < 0.8 * big ? 1 : 0;
 }
 
-template <typename T, int OP, typename TL>
+template <typename T, SemiringMode OP, typename TL>
 std::string run(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K, int64_t s_am, int64_t s_ak,
                 int64_t s_bk, int64_t s_bn, int split, T* ws, cudaStream_t st) {
   constexpr int threads = (TL::BM / TL::TM) * (TL::BN / TL::TN);
@@ -172,7 +173,7 @@ std::string run(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K,
   return check_launch("fold_splits");
 }
 
-template <typename T, int OP>
+template <typename T, SemiringMode OP>
 std::string run_tiles(const T* A, const T* B, T* out, int64_t M, int64_t N, int64_t K, int64_t s_am, int64_t s_ak,
                       int64_t s_bk, int64_t s_bn, int split, T* ws, cudaStream_t st) {
   if constexpr (sizeof(T) == 8) {
@@ -185,30 +186,29 @@ std::string run_tiles(const T* A, const T* B, T* out, int64_t M, int64_t N, int6
 }
 
 template <typename T>
-std::string run_op(int op, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
+std::string run_op(SemiringMode op, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K, int64_t s_am,
                    int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws, cudaStream_t st) {
   const T* A = reinterpret_cast<const T*>(a);
   const T* B = reinterpret_cast<const T*>(b);
   T* O = reinterpret_cast<T*>(out);
   T* W = reinterpret_cast<T*>(ws);
   switch (op) {
-    case 0: return run_tiles<T, 0>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
-    case 1: return run_tiles<T, 1>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
-    case 2: return run_tiles<T, 2>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
-    default: return "semiring: op must be 0 (min-plus), 1 (max-plus) or 2 (min-sum), got " + std::to_string(op);
+    case SemiringMode::min_plus: return run_tiles<T, SemiringMode::min_plus>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    case SemiringMode::max_plus: return run_tiles<T, SemiringMode::max_plus>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    case SemiringMode::min_sum: return run_tiles<T, SemiringMode::min_sum>(A, B, O, M, N, K, s_am, s_ak, s_bk, s_bn, split, W, st);
+    default: return "semiring: unknown SemiringMode " + std::to_string(int(op));
   }
 }
 
 }  // namespace
 
-std::string semiring(int op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K,
+std::string semiring(SemiringMode op, int dtype, uintptr_t a, uintptr_t b, uintptr_t out, int64_t M, int64_t N, int64_t K,
                      int64_t s_am, int64_t s_ak, int64_t s_bk, int64_t s_bn, int split, uintptr_t ws,
                      uintptr_t stream) {
   if (M <= 0 || N <= 0 || K <= 0) return "semiring: M, N and K must be positive";
   if (split > 1 && ws == 0) return "semiring: split > 1 needs a workspace of split*M*N elements";
   if (split > 65535) return "semiring: split must be at most 65535 (grid axis z)";
   if (dtype != kF32 && dtype != kF64) return "semiring: dtype must be float32 or float64";
-  if (op < 0 || op > 2) return "semiring: op must be 0 (min-plus), 1 (max-plus) or 2 (min-sum), got " + std::to_string(op);
   DeviceGuard guard(out);
   cudaStream_t st = as_stream(stream);
   if (dtype == kF32) return run_op<float>(op, a, b, out, M, N, K, s_am, s_ak, s_bk, s_bn, split, ws, st);

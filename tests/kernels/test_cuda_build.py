@@ -31,22 +31,36 @@ def test_cuda_compiled_when_nvcc_present():
     assert C.cuda.DTYPE_CODES == {"float32": 0, "float64": 1, "float16": 2, "bfloat16": 3}
 
 
+MIN_PLUS = C.SemiringMode.min_plus
+
+
 def _cuda():
     if not C.cuda_compiled():
         pytest.skip("contextrag._C built without CUDA")
     return C.cuda
 
 
+def test_semiring_modes_are_named():
+    M = C.SemiringMode
+    assert {m: int(getattr(M, m)) for m in ("min_plus", "max_plus", "min_sum")} == \
+        {"min_plus": 0, "max_plus": 1, "min_sum": 2}
+    assert len(M.__members__) == 3
+    from contextrag.ops.semiring import semiring_mode
+    assert semiring_mode("max_plus") is M.max_plus
+    with pytest.raises(AttributeError):
+        semiring_mode("plus_times")
+
+
 def test_cuda_argument_errors_raise_before_any_launch():
     cu = _cuda()
-    with pytest.raises(RuntimeError, match="op must be"):
-        cu.semiring(7, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 1, 0, 0)
+    with pytest.raises(TypeError):           # the product is a SemiringMode, never a bare integer
+        cu.semiring(0, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 1, 0, 0)
     with pytest.raises(RuntimeError, match="float32 or float64"):
-        cu.semiring(0, 3, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 1, 0, 0)
+        cu.semiring(MIN_PLUS, 3, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 1, 0, 0)
     with pytest.raises(RuntimeError, match="positive"):
-        cu.semiring(0, 0, 1, 1, 1, 0, 2, 2, 2, 1, 2, 1, 1, 0, 0)
+        cu.semiring(MIN_PLUS, 0, 1, 1, 1, 0, 2, 2, 2, 1, 2, 1, 1, 0, 0)
     with pytest.raises(RuntimeError, match="workspace"):
-        cu.semiring(0, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 4, 0, 0)
+        cu.semiring(MIN_PLUS, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 4, 0, 0)
     with pytest.raises(RuntimeError, match="k must be positive"):
         cu.kmeans_assign(0, 1, 1, 1, 1, 1, 4, 0, 3, 0, 0, 0, 0, 0, 0, 0)
     with pytest.raises(RuntimeError, match="unsupported dtype"):
@@ -60,7 +74,7 @@ def test_cuda_argument_errors_raise_before_any_launch():
     with pytest.raises(RuntimeError, match="n_centres must be positive"):
         cu.fcm_memberships(0, 1, 1, 1, 1, 4, 0, 3, 1.0, 1e-6, 0)
     with pytest.raises(RuntimeError, match="split must be at most 65535"):
-        cu.semiring(0, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 70000, 1, 0)
+        cu.semiring(MIN_PLUS, 0, 1, 1, 1, 2, 2, 2, 2, 1, 2, 1, 70000, 1, 0)
 
 
 def test_cuda_launch_parameters():
@@ -78,7 +92,7 @@ def test_cuda_launch_parameters():
 def test_cuda_launch_without_device_raises_cleanly():
     cu = _cuda()
     with pytest.raises(RuntimeError):
-        cu.semiring(0, 0, 0, 0, 0, 4, 4, 4, 4, 1, 4, 1, 1, 0, 0)
+        cu.semiring(MIN_PLUS, 0, 0, 0, 0, 4, 4, 4, 4, 1, 4, 1, 1, 0, 0)
     with pytest.raises(RuntimeError, match="no device"):
         cu.fcm_memberships(0, 0, 0, 0, 0, 4, 5, 3, 1.0, 1e-6, 0)
     assert cu.fcm_max_centres(0) == -1

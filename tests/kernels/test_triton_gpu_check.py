@@ -104,3 +104,22 @@ def test_pytest_and_sanitizer_output_parsers():
                                               "sanitizer"]
     with pytest.raises(SystemExit):
         gc._expand("kmeans,nope")
+
+
+def test_gpu_check_cupy_group_cpu_smoke(tmp_path):
+    """The cupy group on the host stand-in: every op equal on CuPy and torch inputs, on CuPy's stream."""
+    out = tmp_path / "gc"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), str(out), "--cpu-smoke",
+                           "--groups", "cupy"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[gpu_check] no failures recorded" in proc.stdout
+    rep = json.loads((out / "gpu_check.json").read_text())
+    res = rep["groups"]["cupy"]["results"]
+    assert rep["groups"]["cupy"]["status"] == "ok" and "stand-in" in res["cupy"]
+    ops = ("kmeans_assign", "kmeans_fit", "rq_kmeans", "fcm_memberships", "tnorm", "soft_meet", "luk_up",
+           "luk_down", "fuzzy_route", "meet_cardinality", "spread_hop")
+    for op in ops:
+        r = res[op]
+        assert r["on_cupy_stream"] is True and r["max_rel_diff"] == 0.0 and r["int_agreement"] == 1.0, (op, r)
+        assert r["s_cupy_inputs"] > 0 and r["s_torch_inputs"] > 0
+        assert rep["summary"][f"cupy/{op}"]["on_cupy_stream"] is True

@@ -27,7 +27,8 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 
 from contextrag import ref  # noqa: E402
 from contextrag.kernels import fcm, kmeans, semiring  # noqa: E402
-from contextrag.ops import _gpu  # noqa: E402
+from contextrag.ops import _cuda, _fcm_gpu, _kmeans_gpu  # noqa: E402
+from contextrag.ops import semiring as ops_semiring  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 A100_OPTIN, H100_OPTIN = 166912, 232448  # shared memory a block may opt in to (cudaDevAttrMaxSharedMemoryPerBlockOptin)
@@ -106,14 +107,14 @@ class _FakeCuda:
 
 def test_cuda_fcm_wrapper_falls_back_above_the_device_limit(monkeypatch):
     fake = _FakeCuda(617)
-    monkeypatch.setattr(_gpu, "_cu", lambda: fake)
-    monkeypatch.setattr(_gpu, "_FCM_LIMITS", {})
+    monkeypatch.setattr(_cuda, "cu", lambda: fake)
+    monkeypatch.setattr(_fcm_gpu, "_FCM_LIMITS", {})
     X = _rand(5, 3, seed=7)
     C = _rand(618, 3, seed=8)
     from contextrag.ops.fcm import _torch_memberships
-    U = _gpu._cuda_fcm(X, C, 2.0, None)  # one over the limit: torch, no launch
+    U = _fcm_gpu._cuda_fcm(X, C, 2.0, None)  # one over the limit: torch, no launch
     assert fake.launches == [] and torch.equal(U, _torch_memberships(X, C, 2.0, None))
-    _gpu._cuda_fcm(X, C[:617], 2.0, None)
+    _fcm_gpu._cuda_fcm(X, C[:617], 2.0, None)
     assert fake.launches == [617]
 
 
@@ -130,7 +131,7 @@ def test_semiring_grid_keeps_large_n_on_axis_0_and_chunks_rows():
     assert all(a + r == b for (a, r), (b, _) in zip(chunks, chunks[1:]))
     _, grid, kps, split = semiring.launch_plan(3, 3, 10_000_000, 64, 64, 4, 10**6)
     assert split <= 65535 and grid[2] == split and kps * split >= 10_000_000 and kps % 4 == 0
-    assert _gpu.ROWS_PER_LAUNCH <= 65535 * 64  # the CUDA wrapper's row chunks, for its smallest tile
+    assert ops_semiring.ROWS_PER_LAUNCH <= 65535 * 64  # the CUDA wrapper's row chunks, for its smallest tile
 
 
 def test_semiring_kernel_address_arithmetic_is_int64():
@@ -231,17 +232,17 @@ def test_precision_compile_error_falls_back_once_and_is_recorded(fresh_precision
 
 def test_labels_become_int64_and_are_range_checked():
     lab = torch.tensor([0, 4, 2], dtype=torch.int32)
-    out = _gpu.check_labels(lab, 3, 5)
+    out = _kmeans_gpu.check_labels(lab, 3, 5)
     assert out.dtype == torch.int64 and out.is_contiguous() and out.tolist() == [0, 4, 2]
     with pytest.raises(ValueError, match=r"labels must lie in \[0, 4\)"):
-        _gpu.check_labels(lab, 3, 4)
+        _kmeans_gpu.check_labels(lab, 3, 4)
     with pytest.raises(ValueError, match="labels"):
-        _gpu.check_labels(torch.tensor([-1, 0, 1]), 3, 5)
+        _kmeans_gpu.check_labels(torch.tensor([-1, 0, 1]), 3, 5)
     with pytest.raises(ValueError, match="1-D tensor of 4"):
-        _gpu.check_labels(lab, 4, 5)
+        _kmeans_gpu.check_labels(lab, 4, 5)
     with pytest.raises(TypeError, match="integers"):
-        _gpu.check_labels(lab.float(), 3, 5)
-    assert _gpu.check_labels(torch.zeros(0, dtype=torch.int16), 0, 3).dtype == torch.int64
+        _kmeans_gpu.check_labels(lab.float(), 3, 5)
+    assert _kmeans_gpu.check_labels(torch.zeros(0, dtype=torch.int16), 0, 3).dtype == torch.int64
 
 
 def test_cuda_update_wrapper_rejects_bad_labels_before_launch(monkeypatch):
@@ -251,8 +252,8 @@ def test_cuda_update_wrapper_rejects_bad_labels_before_launch(monkeypatch):
         def kmeans_update(self, *a):
             Fake.calls += 1
 
-    monkeypatch.setattr(_gpu, "_cu", lambda: Fake())
+    monkeypatch.setattr(_cuda, "cu", lambda: Fake())
     X = _rand(4, 3)
     with pytest.raises(ValueError, match="labels"):
-        _gpu._cuda_update(X, torch.tensor([0, 1, 5, 2], dtype=torch.int32), 5)
+        _kmeans_gpu._cuda_update(X, torch.tensor([0, 1, 5, 2], dtype=torch.int32), 5)
     assert Fake.calls == 0

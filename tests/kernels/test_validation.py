@@ -134,3 +134,11 @@ def test_cpu_backend_selection_does_not_import_triton():
     lines = out.stdout.split("\n")
     assert lines[0] == "False"
     assert lines[1] == str(sorted(["ref", "cpu", "triton", "cuda"]))
+
+
+def test_reversed_and_read_only_numpy_views_are_accepted():
+    a = np.linspace(0.0, 1.0, 12).reshape(3, 4)
+    ro = a.copy()
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(ops.tnorm(a[::-1], ro), np.maximum(a[::-1] + a - 1.0, 0.0))
+    np.testing.assert_array_equal(ops.luk_up(a[:, ::-1], a.T.copy()), ops.luk_up(a[:, ::-1].copy(), a.T.copy()))

@@ -50,13 +50,13 @@ def kernels() -> tuple[dict, dict]:
                                     ref.kmeans.kmeans_fit(X, 4, n_iter=5, init=Cb[:4])[0], 1e-3),
         "fcm_memberships": lambda: close(ops.fcm_memberships(X, Cb, m=2.0, backend="cpu"),
                                          ref.fcm.fcm_memberships(X, Cb, m=2.0)),
-        "luk_up": lambda: close(ops.luk_up(A, I, backend="cpu"), ref.lukasiewicz.luk_up(A, I)),
+        "luk_up": lambda: close(ops.luk_up(A, I, backend="cpu"), ref.semiring.luk_up(A, I)),
         "luk_up_sparse": lambda: close(ops.luk_up(A, sp.csr_matrix(Isp), backend="cpu"),
-                                       ref.lukasiewicz.luk_up(A, Isp)),
+                                       ref.semiring.luk_up(A, Isp)),
         "meet_cardinality": lambda: close(ops.meet_cardinality(A, B, backend="cpu"),
-                                          ref.lattice.meet_cardinality(A, B)),
+                                          ref.semiring.meet_cardinality(A, B)),
         "fuzzy_route": lambda: close(ops.fuzzy_route(A[:, :13], I[:13].T.copy(), backend="cpu"),
-                                     ref.routing.fuzzy_route(A[:, :13], I[:13].T.copy())),
+                                     ref.semiring.fuzzy_route(A[:, :13], I[:13].T.copy())),
     }
     out = {}
     for name, fn in checks.items():

@@ -173,7 +173,8 @@ class IndexCache:
         except Exception as e:  # stats are diagnostics: never fail the run on them
             stats = {"error": f"{type(e).__name__}: {e}"}
         self.open[key] = rag
-        self.info[key] = {"path": str(path), "from_cache": from_cache, "seconds": round(seconds, 3),
+        # the cache entry's name, not the machine path of the cache directory (reports are shared)
+        self.info[key] = {"path": f"{path.parent.name}/{path.name}", "from_cache": from_cache, "seconds": round(seconds, 3),
                           "passage_embedding_cache": emb_info,
                           "systems": list(systems), "config": config.to_dict(), "stats": stats}
         return key, rag

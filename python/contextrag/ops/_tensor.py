@@ -1,10 +1,14 @@
-"""Input coercion shared by every op: NumPy or torch in, the same kind (and device) out.
+"""Input coercion shared by every op: NumPy, torch or CuPy in, the same kind (and device) out.
 
-Ops work on torch tensors internally (zero-copy for NumPy via ``torch.from_numpy``) so one code path
-serves CPU BLAS, the C++ extension (through ``.numpy()`` views) and CUDA tensors.
+Ops work on torch tensors internally (zero-copy for NumPy via ``torch.from_numpy``, for CuPy via
+DLPack) so one code path serves CPU BLAS, the C++ extension (through ``.numpy()`` views) and CUDA
+tensors. CuPy support is the :func:`accepts_cupy` decorator on every public op (bottom of this
+module); CuPy itself is imported only when a CuPy array is passed.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,9 +44,11 @@ def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool 
         kind = Kind(numpy=True)
         if x.dtype not in (np.float32, np.float64):
             raise TypeError(f"{name} must be float32 or float64, got numpy dtype {x.dtype}")
-        t = torch.from_numpy(x) if x.flags.writeable else torch.from_numpy(x.copy())
+        # torch views neither read-only nor negatively strided (reversed) arrays: those are copied
+        view = x.flags.writeable and all(s >= 0 for s in x.strides)
+        t = torch.from_numpy(x) if view else torch.from_numpy(x.copy())
     else:
-        raise TypeError(f"{name} must be a numpy.ndarray or torch.Tensor, got {type(x).__name__}")
+        raise TypeError(f"{name} must be a numpy.ndarray, torch.Tensor or cupy.ndarray, got {type(x).__name__}")
     ok = FLOAT_DTYPES + (GPU_EXTRA_DTYPES if allow_half else ())
     if t.dtype not in ok:
         names = ", ".join(str(d).replace("torch.", "") for d in ok)
@@ -173,3 +179,120 @@ def as_csr(x, name: str, *, unit_interval: bool = True) -> CSR:
             if lo < 0.0 or hi > 1.0:
                 raise ValueError(f"{name} must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
     return csr
+
+
+# ---- CuPy ------------------------------------------------------------------------------------
+# A CuPy array is viewed as a torch tensor without a copy (DLPack, or the CUDA array interface), the
+# op runs on a torch stream wrapping CuPy's current stream (so its kernels are ordered with the
+# caller's CuPy work exactly as a CuPy function's would be), and every tensor it returns is handed
+# back as a CuPy array, again without a copy.
+
+def _top_module(x) -> str:
+    return (type(x).__module__ or "").split(".", 1)[0]
+
+
+def is_cupy(x) -> bool:
+    """True for a CuPy ndarray: an object of a ``cupy`` type exposing the CUDA array interface or DLPack."""
+    return _top_module(x) == "cupy" and (hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__"))
+
+
+def is_cupy_sparse(x) -> bool:
+    """True for a ``cupyx.scipy.sparse`` matrix (copied to the host: the sparse paths run there)."""
+    return _top_module(x) == "cupyx" and hasattr(x, "get") and hasattr(x, "nnz")
+
+
+def _cupy():
+    import cupy  # the optional extra `cupy`; only reached when a CuPy array was passed
+    return cupy
+
+
+def cupy_device(x) -> int:
+    """The CUDA device index that holds the CuPy array ``x``."""
+    if hasattr(x, "__dlpack_device__"):
+        return int(x.__dlpack_device__()[1])
+    return int(x.device.id)
+
+
+def cupy_to_torch(x) -> torch.Tensor:
+    """A torch view of the CuPy array ``x`` (same memory, same strides), through DLPack or, for
+    objects without it, the CUDA array interface."""
+    if hasattr(x, "__dlpack__"):
+        return torch.from_dlpack(x)
+    return torch.as_tensor(x, device=torch.device("cuda", cupy_device(x)))
+
+
+def torch_to_cupy(t: torch.Tensor):
+    """A CuPy view of the tensor ``t`` (same memory) through DLPack."""
+    return _cupy().from_dlpack(t.detach())
+
+
+def cupy_current_stream(device: int) -> int:
+    """The handle of CuPy's current stream on ``device`` (0: the legacy default stream)."""
+    cp = _cupy()
+    with cp.cuda.Device(device):
+        return int(cp.cuda.get_current_stream().ptr)
+
+
+def torch_stream(ptr: int, device: int):
+    """A context in which torch (and the CUDA/Triton launchers, which take torch's current stream)
+    works on the CUDA stream ``ptr`` of ``device``; 0, CuPy's null stream, is torch's default stream."""
+    dev = torch.device("cuda", device)
+    s = torch.cuda.ExternalStream(ptr, device=dev) if ptr else torch.cuda.default_stream(dev)
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch.cuda.device(dev))
+    stack.enter_context(torch.cuda.stream(s))
+    return stack
+
+
+def _first_cupy(values):
+    for v in values:
+        if is_cupy(v):
+            return v
+        if isinstance(v, (list, tuple)):
+            found = _first_cupy(v)
+            if found is not None:
+                return found
+    return None
+
+
+def _map(x, leaf):
+    """leaf applied through lists, tuples and named tuples (the ops' result types)."""
+    if isinstance(x, list):
+        return [_map(v, leaf) for v in x]
+    if isinstance(x, tuple):
+        items = [_map(v, leaf) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else tuple(items)
+    return leaf(x)
+
+
+def unwrap_cupy(x):
+    if is_cupy(x):
+        return cupy_to_torch(x)
+    if is_cupy_sparse(x):
+        return x.get()
+    return x
+
+
+def wrap_cupy(x):
+    return torch_to_cupy(x) if isinstance(x, torch.Tensor) else x
+
+
+def accepts_cupy(fn):
+    """Let the op ``fn`` take CuPy arrays (anywhere in its arguments, also inside lists).
+
+    Without one, ``fn`` is called unchanged. With one, on the device of the first CuPy argument and
+    on CuPy's current stream there: the CuPy arguments become torch views, ``fn`` runs, and every
+    tensor in its result (also inside tuples, lists and named tuples) is returned as a CuPy array.
+    """
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        first = _first_cupy(list(args) + list(kwargs.values()))
+        if first is None:
+            return fn(*args, **kwargs)
+        dev = cupy_device(first)
+        with torch_stream(cupy_current_stream(dev), dev):
+            args = _map(args, unwrap_cupy)
+            kwargs = {k: _map(v, unwrap_cupy) for k, v in kwargs.items()}
+            return _map(fn(*args, **kwargs), wrap_cupy)
+    return run
+

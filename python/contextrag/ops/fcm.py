@@ -16,7 +16,7 @@ from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, register
 from .kmeans import cpu_row_block
-from ._tensor import as_tensor, check_half_on_gpu, check_positive_int, same_device
+from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
 
 ROW_BLOCK = 8192
 
@@ -41,6 +41,7 @@ def _check_top_k(top_k, c):
     return min(check_positive_int(top_k, "top_k"), c)
 
 
+@accepts_cupy
 def fcm_memberships(X, C, m: float = 2.0, *, top_k: int | None = None, backend: str | None = None):
     """Fuzzy c-means memberships of each row of X to each centre of C: (n, c), rows sum to 1.
 
@@ -153,6 +154,7 @@ def bf16_available() -> bool:
     return bool(Cn is not None and hasattr(Cn, "bf16_supported") and Cn.bf16_supported())
 
 
+@accepts_cupy
 def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
             init=None, precision: str = "full", backend: str | None = None) -> FCMResult:
     """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.

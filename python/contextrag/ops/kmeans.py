@@ -20,11 +20,11 @@ from ._backend import native, select
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
 from ._lloyd import DEFAULT_OPTIONS, LloydOptions, Step, split_empty, updated_centroids
 from ._registry import IMPLS, register
-from ._tensor import as_tensor, check_half_on_gpu, check_positive_int, same_device
+from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
 
 SPLIT_EPS = ref.kmeans.SPLIT_EPS
 ROW_BLOCK = 8192  # rows per distance tile on the torch (device-agnostic) paths
-# the driver's pieces under their older names (ops/_gpu.py and distributed/kmeans.py use them)
+# the driver's pieces under their older names (ops/_kmeans_gpu.py and distributed/kmeans.py use them)
 _split_empty = split_empty
 _updated_centroids = updated_centroids
 
@@ -53,6 +53,7 @@ def _work_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
+@accepts_cupy
 def kmeans_assign(X, C, *, backend: str | None = None):
     """Nearest centroid of each row: (labels int64 (n,), squared distances (n,)). Ties -> lowest index."""
     tX, kind = _check_X(X)
@@ -213,6 +214,7 @@ def _plain_step(X, assign, update, k):
     return step
 
 
+@accepts_cupy
 def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
                max_points_per_centroid: int | None = None, backend: str | None = None,
                options: LloydOptions | None = None) -> KMeansResult:
@@ -281,6 +283,7 @@ def _clamp_sizes(sizes, n: int) -> tuple:
     return used
 
 
+@accepts_cupy
 def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
               init="k-means++", max_points_per_centroid: int | None = None,
               backend: str | None = None, options: LloydOptions | None = None) -> RQResult:
@@ -310,6 +313,7 @@ def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, see
     return RQResult([kind.out(b) for b in books], kind.out(torch.stack(codes, dim=1)), used, inertia)
 
 
+@accepts_cupy
 def rq_kmeans_batched(problems, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
                       max_points_per_centroid: int | None = None, backend: str | None = None) -> list[RQResult]:
     """RQ-KMeans over many independent problems (one per tenant or document set) of different sizes.

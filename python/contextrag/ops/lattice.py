@@ -1,14 +1,48 @@
-"""Soft lattice operations (paper eq. 8-9) and meet cardinality (a min-sum product)."""
+"""The lattice family: elementwise Łukasiewicz logic (paper eq. 4-5) and the soft lattice
+operations on fuzzy extents (eq. 8-9).
+
+Elementwise with broadcasting, so they run as torch's own fused elementwise ops on any device (no
+native kernel would beat them); the float64 definitions are in ``ref/lattice.py``.
+"""
 from __future__ import annotations
 
 import torch
 
-from .. import ref
-from ._backend import native, select
-from ._registry import IMPLS, from_ref, register
-from ._tensor import as_tensor, common_dtype, same_device
+from ._tensor import accepts_cupy, as_tensor, common_dtype, same_device
 
-_BLOCK_ELEMS = 1 << 22
+
+def _elementwise(a, b, name_a, name_b):
+    ta, kind = as_tensor(a, name_a, ndim=(0, 1, 2, 3), unit_interval=True)
+    tb, _ = as_tensor(b, name_b, ndim=(0, 1, 2, 3), unit_interval=True)
+    same_device(name_a, ta, name_b, tb)
+    try:
+        torch.broadcast_shapes(ta.shape, tb.shape)
+    except RuntimeError:
+        raise ValueError(f"{name_a} of shape {tuple(ta.shape)} and {name_b} of shape {tuple(tb.shape)} "
+                         "do not broadcast") from None
+    dt = common_dtype(ta, tb)
+    return ta.to(dt), tb.to(dt), kind
+
+
+@accepts_cupy
+def tnorm(a, b):
+    """Łukasiewicz t-norm a ⊗ b = max(0, a + b − 1) (eq. 4), elementwise with broadcasting."""
+    ta, tb, kind = _elementwise(a, b, "a", "b")
+    return kind.out(torch.clamp_min(ta + tb - 1.0, 0.0))
+
+
+@accepts_cupy
+def residuum(a, b):
+    """Łukasiewicz residuum a → b = min(1, 1 − a + b) (eq. 5), elementwise with broadcasting."""
+    ta, tb, kind = _elementwise(a, b, "a", "b")
+    return kind.out(torch.clamp_max(1.0 - ta + tb, 1.0))
+
+
+@accepts_cupy
+def neg(a):
+    """Involutive negation ¬a = 1 − a."""
+    ta, kind = as_tensor(a, "a", ndim=(0, 1, 2, 3), unit_interval=True)
+    return kind.out(1.0 - ta)
 
 
 def _pair(A1, A2):
@@ -21,51 +55,15 @@ def _pair(A1, A2):
     return t1.to(dt), t2.to(dt), kind
 
 
+@accepts_cupy
 def soft_join(A1, A2):
     """Soft join (bridge) extent max(A1(g), A2(g)) (eq. 8 before closure)."""
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.maximum(t1, t2))
 
 
+@accepts_cupy
 def soft_meet(A1, A2):
     """Soft meet extent min(A1(g), A2(g)) (eq. 9)."""
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.minimum(t1, t2))
-
-
-def meet_cardinality(A, B, *, backend: str | None = None):
-    """|A_i ∧ B_j| = Σ_g min(A_i(g), B_j(g)) for every pair of rows. A: (p, G), B: (q, G) -> (p, q)."""
-    tA, kind = as_tensor(A, "A", ndim=(2,), unit_interval=True)
-    tB, _ = as_tensor(B, "B", ndim=(2,), unit_interval=True)
-    same_device("A", tA, "B", tB)
-    if tA.shape[1] != tB.shape[1]:
-        raise ValueError(f"A and B must have the same number of objects (columns), "
-                         f"got {tA.shape[1]} and {tB.shape[1]}")
-    dt = common_dtype(tA, tB)
-    _, impl = select("meet_cardinality", tA.device, backend, IMPLS["meet_cardinality"])
-    return kind.out(impl(tA.to(dt), tB.to(dt)))
-
-
-register("meet_cardinality", "ref")(from_ref(ref.meet_cardinality))
-
-
-@register("meet_cardinality", "cpu")
-def _cpu_meet_cardinality(A, B):
-    C = native()
-    A = A.detach().contiguous()
-    B = B.detach().contiguous()
-    if C is not None and hasattr(C, "meet_rows"):
-        # lanes along g over A and B as given. The broadcast semiring kernel needs Bᵀ (a fresh copy as
-        # large as B); even with its zero-skipping it was slower up to 83% empty 6-row blocks of A and
-        # within about 10% either way beyond (bench/results/cpu_semiring.json, "meet_cardinality_sparse"),
-        # so one kernel serves every density.
-        return torch.from_numpy(C.meet_rows(A.numpy(), B.numpy()))
-    p, G = A.shape
-    q = B.shape[0]
-    out = torch.zeros((p, q), dtype=A.dtype)
-    if G == 0:
-        return out
-    step = max(1, _BLOCK_ELEMS // max(q * G, 1))
-    for i in range(0, p, step):
-        out[i:i + step] = torch.minimum(A[i:i + step, None, :], B[None, :, :]).sum(dim=2)
-    return out

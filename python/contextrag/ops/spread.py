@@ -24,6 +24,7 @@ import torch
 from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, register
+from ._tensor import accepts_cupy
 
 __all__ = ["SpreadIncidence", "spread_hop"]
 
@@ -31,12 +32,15 @@ __all__ = ["SpreadIncidence", "spread_hop"]
 class SpreadIncidence:
     """A chunks × attributes fuzzy incidence prepared for :func:`spread_hop`.
 
-    I: (n, M) scipy.sparse (or dense array) with degrees in [0, 1], float32 or float64; doc: optional
+    I: (n, M) scipy.sparse (or a dense NumPy/torch/CuPy array) with degrees in [0, 1], float32 or float64; doc: optional
     (n,) integer document code per row (rows of one document are siblings; give virtual rows codes of
     their own). Validated and transposed once; device copies are made on first use per device.
     """
 
+    @accepts_cupy
     def __init__(self, I, doc=None):
+        if isinstance(doc, torch.Tensor):
+            doc = doc.cpu().numpy()
         if isinstance(I, torch.Tensor):
             I = I.detach().cpu()
             I = sp.csr_matrix(I.to_dense().numpy() if I.layout != torch.strided else I.numpy())
@@ -138,6 +142,7 @@ def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
     return sp.csr_matrix(m, dtype=dtype)
 
 
+@accepts_cupy
 def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | None = None):
     """(Q, n) hop degrees for a batch of Q queries (definition: module docstring).
 
@@ -243,14 +248,14 @@ def _triton_spread(G, s, d, m):
 
 @register("spread_hop", "cuda")
 def _cuda_spread(G, s, d, m):
-    from ._gpu import DTYPE_CODE, _cu, _stream
+    from ._cuda import DTYPE_CODE, cu, stream
     device = d.device
     eq, ea, ev, esdoc, eself = activation_entries(G, s, d, m, device)
     g = G.on(device)
     out = torch.zeros((s.shape[0], G.n), dtype=g["t_data"].dtype, device=device)
     if eq.numel() and G.n:
-        _cu().spread_hop(DTYPE_CODE[out.dtype], g["t_indptr"].data_ptr(), g["t_indices"].data_ptr(),
+        cu().spread_hop(DTYPE_CODE[out.dtype], g["t_indptr"].data_ptr(), g["t_indices"].data_ptr(),
                          g["t_data"].data_ptr(), 0 if g["doc"] is None else g["doc"].data_ptr(),
                          eq.data_ptr(), ea.data_ptr(), ev.to(out.dtype).contiguous().data_ptr(), esdoc.data_ptr(),
-                         eself.data_ptr(), int(eq.numel()), out.data_ptr(), int(G.n), _stream(out))
+                         eself.data_ptr(), int(eq.numel()), out.data_ptr(), int(G.n), stream(out))
     return out

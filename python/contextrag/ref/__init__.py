@@ -5,9 +5,8 @@ Written for clarity, not speed. Inputs are converted to float64 NumPy arrays; ou
 """
 from .kmeans import kmeans_assign, kmeans_fit, kmeans_plus_plus, lloyd_step, rq_kmeans
 from .fcm import fcm_memberships, fcm_fit, partition_coefficient
-from .lukasiewicz import tnorm, residuum, neg, luk_up, luk_down, luk_closure
-from .lattice import soft_join, soft_meet, meet_cardinality
-from .routing import fuzzy_route
+from .lattice import tnorm, residuum, neg, soft_join, soft_meet
+from .semiring import luk_up, luk_down, luk_closure, fuzzy_route, meet_cardinality
 from .spread import spread_hop
 
 __all__ = [

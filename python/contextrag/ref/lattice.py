@@ -1,7 +1,23 @@
-"""Soft lattice operations on fuzzy extents (paper eq. 8-9) and meet cardinality."""
+"""The lattice family: Łukasiewicz logic (paper eq. 4-5) and the soft lattice operations on fuzzy
+extents (eq. 8-9), all elementwise."""
 import numpy as np
 
 from ._np import f64
+
+
+def tnorm(a, b):
+    """a ⊗ b = max(0, a + b − 1)  (eq. 4)."""
+    return np.maximum(0.0, f64(a) + f64(b) - 1.0)
+
+
+def residuum(a, b):
+    """a → b = min(1, 1 − a + b)  (eq. 5)."""
+    return np.minimum(1.0, 1.0 - f64(a) + f64(b))
+
+
+def neg(a):
+    """¬a = a → 0 = 1 − a (involutive)."""
+    return 1.0 - f64(a)
 
 
 def soft_join(A1, A2):
@@ -12,12 +28,3 @@ def soft_join(A1, A2):
 def soft_meet(A1, A2):
     """Fuzzy intersection min(A1, A2): the soft meet extent, eq. 9."""
     return np.minimum(f64(A1), f64(A2))
-
-
-def meet_cardinality(A, B):
-    """|A_i ∧ B_j| = Σ_g min(A_i(g), B_j(g)) for all pairs. A: (p, G), B: (q, G) -> (p, q)."""
-    A, B = f64(A), f64(B)
-    out = np.zeros((A.shape[0], B.shape[0]))
-    for i in range(A.shape[0]):
-        out[i] = np.minimum(A[i][None, :], B).sum(axis=1)
-    return out

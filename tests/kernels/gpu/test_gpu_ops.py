@@ -14,7 +14,8 @@ import torch
 
 import contextrag.ops as ops
 from contextrag import ref
-from contextrag.ops import _gpu
+from contextrag.ops import _cuda, _fcm_gpu, _kmeans_gpu
+from contextrag.ops import semiring as ops_semiring
 from contextrag.ops._registry import IMPLS
 
 from minsum_order import tolerance as minsum_tolerance
@@ -61,7 +62,7 @@ def test_semiring_ops_exact(backend, s, G, M):
 def _minsum_split(backend, M, N, K):
     """The reduction split each backend takes for an (M, K) × (K, N) product on this device."""
     if backend == "cuda":
-        return _gpu._cu().semiring_default_split(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count)
+        return _cuda.cu().semiring_default_split(M, N, K, torch.cuda.get_device_properties(0).multi_processor_count)
     from contextrag.kernels import semiring
     return semiring.choose_blocks(M, N, K, torch.float32, torch.device("cuda", 0))[4]
 
@@ -74,7 +75,7 @@ def test_semiring_float64_and_splits(backend):
     f32 = A.float(), I.float()
     for split in (1, 7):
         if backend == "cuda":
-            got = _gpu._cuda_semiring(0, f32[0], f32[1], split=split)
+            got = ops_semiring._cuda_semiring("min_plus", f32[0], f32[1], split=split)
         else:
             from contextrag.kernels import semiring
             got = semiring.luk_up(f32[0], f32[1], split=split)
@@ -111,7 +112,7 @@ def test_cuda_assign_tensor_core_and_simt_paths(tensor_cores, dtype, n, d, k):
     X = torch.randn(n, d, generator=g).to(dtype)
     C = torch.randn(k, d, generator=g)
     C[k // 2] = C[0]  # a duplicated centroid: ties go to the lower index
-    labels, d2 = _gpu._cuda_assign(X.cuda(), C.cuda(), tensor_cores=tensor_cores)
+    labels, d2 = _kmeans_gpu._cuda_assign(X.cuda(), C.cuda(), tensor_cores=tensor_cores)
     Xd, Cd = X.double().numpy(), C.to(dtype).double().numpy()
     D = ref.kmeans.sq_distances(Xd, Cd)
     rl, rd = ref.kmeans_assign(Xd, Cd)
@@ -187,7 +188,7 @@ def test_meet_cardinality_levels_int8():
     for p, G, q, L in [(7, 33, 65, 16), (64, 20_000, 40, 16), (5, 3000, 9, 100)]:
         A = (torch.randint(0, L + 1, (p, G), generator=g).float() / L).cuda()
         B = (torch.randint(0, L + 1, (q, G), generator=g).float() / L).cuda()
-        got = _gpu.meet_cardinality_levels(A, B, L)
+        got = ops_semiring.meet_cardinality_levels(A, B, L)
         want = ref.meet_cardinality(A.cpu().numpy(), B.cpu().numpy())
         np.testing.assert_allclose(got.double().cpu().numpy(), want, rtol=1e-6, atol=1e-6)
 
@@ -196,7 +197,7 @@ def test_meet_cardinality_levels_int8():
 
 def test_cuda_probe_runs_a_kernel():
     _need("cuda")
-    info = _gpu._cu().probe()
+    info = _cuda.cu().probe()
     assert info["error"] == "" and info["kernel_ran"] is True, info
     assert info["driver_version"] > 0 and info["runtime_version"] > 0 and info["sms"] > 0, info
 
@@ -206,10 +207,10 @@ def test_cuda_fcm_at_the_shared_memory_limit(dtype):
     """c at the device's limit runs the kernel; c + 1 is refused by the launcher with the error
     cleared (the next launch succeeds), and the op falls back to torch for it."""
     _need("cuda")
-    cu = _gpu._cu()
-    limit = _gpu.cuda_fcm_max_centres(torch.device("cuda", 0), dtype)
+    cu = _cuda.cu()
+    limit = _fcm_gpu.cuda_fcm_max_centres(torch.device("cuda", 0), dtype)
     optin = cu.probe()["smem_optin_bytes"]
-    assert limit == cu.fcm_centres_limit(_gpu.DTYPE_CODE[dtype], optin) > 0
+    assert limit == cu.fcm_centres_limit(_cuda.DTYPE_CODE[dtype], optin) > 0
     g = torch.Generator().manual_seed(5)
     X = torch.randn(70, 8, generator=g).to(dtype).cuda()
     for c in (limit, limit + 1):
@@ -222,9 +223,9 @@ def test_cuda_fcm_at_the_shared_memory_limit(dtype):
     U = torch.empty((70, limit + 1), dtype=acc, device="cuda")
     cn = (C.to(acc) ** 2).sum(1)
     with pytest.raises(RuntimeError, match="shared memory"):
-        cu.fcm_memberships(_gpu.DTYPE_CODE[dtype], X.data_ptr(), C.data_ptr(), cn.data_ptr(), U.data_ptr(), 70,
+        cu.fcm_memberships(_cuda.DTYPE_CODE[dtype], X.data_ptr(), C.data_ptr(), cn.data_ptr(), U.data_ptr(), 70,
                            limit + 1, 8, 1.0, 1e-6, torch.cuda.current_stream().cuda_stream)
-    out = _gpu._cuda_semiring(0, torch.rand(3, 4, device="cuda"), torch.rand(4, 5, device="cuda"))
+    out = ops_semiring._cuda_semiring("min_plus", torch.rand(3, 4, device="cuda"), torch.rand(4, 5, device="cuda"))
     torch.cuda.synchronize()
     assert out.shape == (3, 5)
 

@@ -1,22 +1,8 @@
-"""Łukasiewicz logic (paper eq. 4-7): t-norm, residuum, negation, fuzzy Galois connection."""
+"""The semiring family: fuzzy Galois connection (paper eq. 6-7), fuzzy routing (eq. 16) and
+meet cardinality, each a semiring product over an incidence."""
 import numpy as np
 
 from ._np import f64
-
-
-def tnorm(a, b):
-    """a ⊗ b = max(0, a + b − 1)  (eq. 4)."""
-    return np.maximum(0.0, f64(a) + f64(b) - 1.0)
-
-
-def residuum(a, b):
-    """a → b = min(1, 1 − a + b)  (eq. 5)."""
-    return np.minimum(1.0, 1.0 - f64(a) + f64(b))
-
-
-def neg(a):
-    """¬a = a → 0 = 1 − a (involutive)."""
-    return 1.0 - f64(a)
 
 
 def luk_up(A, I):
@@ -54,3 +40,24 @@ def luk_closure(A, I):
     """(A↑↓, A↑): the extent closure of A and its intent."""
     up = luk_up(A, I)
     return luk_down(up, I), up
+
+
+def fuzzy_route(mu, I):
+    """score(q, c) = max_v max(0, μ(q, v) + I(c, v) − 1): the best Łukasiewicz conjunction of
+    query-to-node activation and chunk-to-node membership. mu: (Q, V), I: (C, V) -> (Q, C).
+    Computed as max(0, max_v(μ + I) − 1); an empty V gives 0.
+    """
+    mu, I = f64(mu), f64(I)
+    if mu.shape[1] == 0:
+        return np.zeros((mu.shape[0], I.shape[0]))
+    t = (mu[:, None, :] + I[None, :, :]).max(axis=2)
+    return np.maximum(0.0, t - 1.0)
+
+
+def meet_cardinality(A, B):
+    """|A_i ∧ B_j| = Σ_g min(A_i(g), B_j(g)) for all pairs. A: (p, G), B: (q, G) -> (p, q)."""
+    A, B = f64(A), f64(B)
+    out = np.zeros((A.shape[0], B.shape[0]))
+    for i in range(A.shape[0]):
+        out[i] = np.minimum(A[i][None, :], B).sum(axis=1)
+    return out

@@ -1,64 +1,28 @@
-"""GPU registrations: Triton (``contextrag.kernels``) and CUDA (``contextrag._C.cuda``) implementations.
+"""Triton and CUDA registrations of the k-means family (``kmeans_assign``, ``kmeans_update``,
+``rq_kmeans_batched``); the API and the ref/cpu entries are in ``ops/kmeans.py``.
 
 Importing this module imports neither triton nor the CUDA extension: every wrapper imports its
-kernels on first call, so ``import contextrag.ops`` works on machines without them. The signatures
-are those of the "cpu" entries in the op modules. Under ``TRITON_INTERPRET=1`` the Triton wrappers
-also accept CPU tensors (the dispatcher lets ``backend="triton"`` through for them).
-
-The CUDA wrappers pass raw device pointers, shapes, dtype codes and the current stream to the
-extension, which is not built against torch (a CuPy caller would pass ``__cuda_array_interface__``
-pointers and ``cupy.cuda.get_current_stream().ptr`` the same way).
+kernels on first call. Under ``TRITON_INTERPRET=1`` the Triton wrappers also accept CPU tensors.
+Kernels: ``kernels/kmeans.py`` (Triton), ``csrc/cuda/kmeans.cu`` and ``kmeans_wmma.cu`` (CUDA).
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 
 import numpy as np
 import torch
 
+from . import _cuda
+from ._cuda import DTYPE_CODE, acc_dtype, centroids, guard, ptr, stream
 from ._registry import register
-
-# ---- lazy imports --------------------------------------------------------------------------
 
 
 @functools.lru_cache(maxsize=None)
 def _tk():
-    """The Triton kernel modules (imports triton)."""
-    from contextrag.kernels import fcm, kmeans, semiring
-    return kmeans, fcm, semiring
-
-
-@functools.lru_cache(maxsize=None)
-def _cu():
-    """The CUDA submodule of the extension."""
-    from contextrag import _C
-    if not getattr(_C, "cuda_compiled", lambda: False)():
-        raise RuntimeError("contextrag._C was built without CUDA")
-    return _C.cuda
-
-
-DTYPE_CODE = {torch.float32: 0, torch.float64: 1, torch.float16: 2, torch.bfloat16: 3}
-
-
-def _stream(t: torch.Tensor) -> int:
-    """t's current CUDA stream as an integer handle (0, the legacy default stream, for host tensors)."""
-    return torch.cuda.current_stream(t.device).cuda_stream if t.device.type == "cuda" else 0
-
-
-def _ptr(t: torch.Tensor) -> int:
-    return t.data_ptr()
-
-
-def _acc_dtype(t: torch.Tensor) -> torch.dtype:
-    return torch.float64 if t.dtype == torch.float64 else torch.float32
-
-
-def _guard(t: torch.Tensor):
-    """Make t's device current (tensors on cuda:1 launch on cuda:1); the CUDA launchers also switch
-    to the device that owns their output pointer."""
-    return torch.cuda.device(t.device) if t.device.type == "cuda" else contextlib.nullcontext()
+    """The Triton k-means kernels (imports triton)."""
+    from contextrag.kernels import kmeans
+    return kmeans
 
 
 def check_labels(labels: torch.Tensor, n: int, k: int) -> torch.Tensor:
@@ -78,134 +42,27 @@ def check_labels(labels: torch.Tensor, n: int, k: int) -> torch.Tensor:
     return labels
 
 
-def _topk(U, k):
-    from .fcm import _topk_renorm
-    return _topk_renorm(U, k)
-
 
 # ---- Triton --------------------------------------------------------------------------------
 
 @register("kmeans_assign", "triton")
 def _triton_assign(X, C):
-    return _tk()[0].assign(X, C)
+    return _tk().assign(X, C)
 
 
 @register("kmeans_update", "triton")
 def _triton_update(X, labels, k):
-    return _tk()[0].update(X, check_labels(labels, X.shape[0], k), k)
-
-
-@register("fcm_memberships", "triton")
-def _triton_fcm(X, C, m, k):
-    from triton.runtime.errors import OutOfResources
-
-    from .fcm import _torch_memberships
-    fcm = _tk()[1]
-    # fp64 on a GPU: fp64 exp2/log2 lowering in Triton is unverified there, so use the torch path instead;
-    # more centres than this device's shared memory stages: the torch path too
-    if C.shape[0] > fcm.max_centres(X.device, X.dtype) or (X.dtype == torch.float64 and X.device.type == "cuda"):
-        return _torch_memberships(X, C, m, k)
-    try:
-        U = fcm.memberships(X, C, m)
-    except OutOfResources:  # every plan failed to compile (recorded in kernels.fcm.FALLBACKS)
-        return _torch_memberships(X, C, m, k)
-    return _topk(U.to(C.dtype), k)
-
-
-@register("luk_up", "triton")
-def _triton_luk_up(A, I):
-    return _tk()[2].luk_up(A, I)
-
-
-@register("luk_down", "triton")
-def _triton_luk_down(B, I):
-    return _tk()[2].luk_down(B, I)
-
-
-@register("fuzzy_route", "triton")
-def _triton_route(mu, I):
-    return _tk()[2].fuzzy_route(mu, I)
-
-
-@register("meet_cardinality", "triton")
-def _triton_meet(A, B):
-    return _tk()[2].meet_cardinality(A, B)
-
-
-def meet_cardinality_levels(A, B, levels: int = 16):
-    """meet_cardinality of memberships rounded to ``levels`` levels, on int8 tensor cores (Triton).
-
-    Exact (integer accumulation) for inputs that are multiples of 1/levels; otherwise the meet
-    cardinality of the rounded inputs (|error| ≤ G/(2·levels)). A (p, G), B (q, G) torch tensors on
-    a CUDA device (or CPU under TRITON_INTERPRET=1) -> float32 (p, q).
-    """
-    if A.dim() != 2 or B.dim() != 2 or A.shape[1] != B.shape[1]:
-        raise ValueError(f"A and B must be (p, G) and (q, G), got {tuple(A.shape)} and {tuple(B.shape)}")
-    return _tk()[2].meet_cardinality_levels(A, B, levels)
+    return _tk().update(X, check_labels(labels, X.shape[0], k), k)
 
 
 # ---- CUDA ----------------------------------------------------------------------------------
 
-ROWS_PER_LAUNCH = 65535 * 64  # grid axis y stops at 65,535 blocks; the smallest CUDA row tile is 64
-
-
-def _cuda_semiring(op: int, A, B, *, split: int | None = None):
-    """out (M, N) from A (M, K), B (K, N) (any strides) in semiring op (0 min-plus, 1 max-plus, 2 min-sum)."""
-    cu = _cu()
-    M, K = A.shape
-    N = B.shape[1]
-    out = torch.empty((M, N), dtype=A.dtype, device=A.device)
-    if M == 0 or N == 0:
-        return out
-    if K == 0:
-        return out.fill_(1.0 if op == 0 else 0.0)
-    with _guard(A):
-        for r0 in range(0, M, ROWS_PER_LAUNCH):
-            a, o = A[r0:r0 + ROWS_PER_LAUNCH], out[r0:r0 + ROWS_PER_LAUNCH]
-            rows = a.shape[0]
-            sp = split
-            if sp is None:
-                sp = cu.semiring_default_split(rows, N, K, torch.cuda.get_device_properties(A.device).multi_processor_count)
-            sp = max(1, min(int(sp), K, 65535))
-            ws = torch.empty((sp, rows, N), dtype=A.dtype, device=A.device) if sp > 1 else o
-            cu.semiring(op, DTYPE_CODE[A.dtype], _ptr(a), _ptr(B), _ptr(o), rows, N, K,
-                        a.stride(0), a.stride(1), B.stride(0), B.stride(1), sp, _ptr(ws), _stream(A))
-    return out
-
-
-@register("luk_up", "cuda")
-def _cuda_luk_up(A, I):
-    return _cuda_semiring(0, A, I)
-
-
-@register("luk_down", "cuda")
-def _cuda_luk_down(B, I):
-    return _cuda_semiring(0, B, I.t())
-
-
-@register("fuzzy_route", "cuda")
-def _cuda_route(mu, I):
-    return _cuda_semiring(1, mu, I.t())
-
-
-@register("meet_cardinality", "cuda")
-def _cuda_meet(A, B):
-    return _cuda_semiring(2, A, B.t())
-
-
-def _cuda_centroids(X, C):
-    acc = _acc_dtype(X)
-    Cd = C.to(X.dtype).contiguous()
-    cn = (Cd.to(acc) ** 2).sum(dim=1).contiguous()
-    return Cd, cn, acc
-
-
 def cuda_assign_segmented(X, row_off, C, c_off, tables=None):
     """Batched CUDA assignment; same contract as ``kernels.kmeans.assign_segmented``."""
-    cu = _cu()
+    cu = _cuda.cu()
     X = X.contiguous()
     n, d = X.shape
-    Cd, cn, acc = _cuda_centroids(X, C)
+    Cd, cn, acc = centroids(X, C)
     labels = torch.empty(n, dtype=torch.int64, device=X.device)
     d2 = torch.empty(n, dtype=acc, device=X.device)
     bm = cu.assign_rows_per_block()
@@ -213,10 +70,10 @@ def cuda_assign_segmented(X, row_off, C, c_off, tables=None):
         tables = _block_table(row_off, c_off, bm, X.device)
     blk_prob, blk_row0, row1, coff, kp = tables
     if n and blk_prob.numel():
-        with _guard(X):
-            cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n, int(C.shape[0]), d,
-                             _ptr(blk_prob), _ptr(blk_row0), _ptr(row1), _ptr(coff), _ptr(kp),
-                             int(blk_prob.numel()), _stream(X))
+        with guard(X):
+            cu.kmeans_assign(DTYPE_CODE[X.dtype], ptr(X), ptr(Cd), ptr(cn), ptr(labels), ptr(d2), n, int(C.shape[0]), d,
+                             ptr(blk_prob), ptr(blk_row0), ptr(row1), ptr(coff), ptr(kp),
+                             int(blk_prob.numel()), stream(X))
     return labels, d2
 
 
@@ -241,16 +98,16 @@ def _use_tensor_cores() -> bool:
 def _cuda_assign(X, C, *, tensor_cores: bool | None = None):
     """fp16/bf16 X runs on tensor cores (WMMA) unless ``tensor_cores=False`` or CONTEXTRAG_CUDA_TC=0;
     fp32/fp64 X (and the batched form) run the register-blocked CUDA-core kernel."""
-    cu = _cu()
+    cu = _cuda.cu()
     X = X.contiguous()
     n, d = X.shape
-    Cd, cn, acc = _cuda_centroids(X, C)
+    Cd, cn, acc = centroids(X, C)
     labels = torch.empty(n, dtype=torch.int64, device=X.device)
     d2 = torch.empty(n, dtype=acc, device=X.device)
     if tensor_cores is None:
         tensor_cores = _use_tensor_cores()
     if n:
-        with _guard(X):
+        with guard(X):
             _cuda_assign_launch(cu, X, Cd, cn, labels, d2, n, int(C.shape[0]), d, tensor_cores)
     return labels, d2
 
@@ -258,60 +115,26 @@ def _cuda_assign(X, C, *, tensor_cores: bool | None = None):
 def _cuda_assign_launch(cu, X, Cd, cn, labels, d2, n, k, d, tensor_cores):
     if (tensor_cores and X.dtype in (torch.float16, torch.bfloat16)
             and torch.cuda.get_device_capability(X.device)[0] >= 8):
-        cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2),
-                            n, k, d, _stream(X))
+        cu.kmeans_assign_tc(DTYPE_CODE[X.dtype], ptr(X), ptr(Cd), ptr(cn), ptr(labels), ptr(d2),
+                            n, k, d, stream(X))
     else:
-        cu.kmeans_assign(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(labels), _ptr(d2), n,
-                         k, d, 0, 0, 0, 0, 0, 0, _stream(X))
+        cu.kmeans_assign(DTYPE_CODE[X.dtype], ptr(X), ptr(Cd), ptr(cn), ptr(labels), ptr(d2), n,
+                         k, d, 0, 0, 0, 0, 0, 0, stream(X))
 
 
 @register("kmeans_update", "cuda")
 def _cuda_update(X, labels, k):
-    cu = _cu()
+    cu = _cuda.cu()
     X = X.contiguous()
     n, d = X.shape
     labels = check_labels(labels, n, k)
-    sums = torch.zeros((k, d), dtype=_acc_dtype(X), device=X.device)
+    sums = torch.zeros((k, d), dtype=acc_dtype(X), device=X.device)
     counts = torch.zeros(k, dtype=torch.int64, device=X.device)
     if n:
-        with _guard(X):
-            cu.kmeans_update(DTYPE_CODE[X.dtype], _ptr(X), _ptr(labels), _ptr(sums), _ptr(counts), n, k, d,
-                             _stream(X))
+        with guard(X):
+            cu.kmeans_update(DTYPE_CODE[X.dtype], ptr(X), ptr(labels), ptr(sums), ptr(counts), n, k, d,
+                             stream(X))
     return sums, counts
-
-
-_FCM_LIMITS: dict = {}
-
-
-def cuda_fcm_max_centres(device: torch.device, dtype: torch.dtype) -> int:
-    """Largest c the CUDA FCM kernel takes on ``device`` (its shared-memory opt-in limit, queried
-    once per device and dtype); beyond it the wrapper uses the torch path."""
-    if device.type == "cuda" and device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    key = (str(device), dtype)
-    if key not in _FCM_LIMITS:
-        guard = torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
-        with guard:
-            _FCM_LIMITS[key] = int(_cu().fcm_max_centres(DTYPE_CODE[dtype]))
-    return _FCM_LIMITS[key]
-
-
-@register("fcm_memberships", "cuda")
-def _cuda_fcm(X, C, m, k):
-    cu = _cu()
-    if C.shape[0] > cuda_fcm_max_centres(X.device, X.dtype):
-        from .fcm import _torch_memberships
-        return _torch_memberships(X, C, m, k)
-    X = X.contiguous()
-    n, d = X.shape
-    Cd, cn, acc = _cuda_centroids(X, C)
-    U = torch.empty((n, C.shape[0]), dtype=acc, device=X.device)
-    if n:
-        snap = 8 * torch.finfo(acc).eps
-        with _guard(X):
-            cu.fcm_memberships(DTYPE_CODE[X.dtype], _ptr(X), _ptr(Cd), _ptr(cn), _ptr(U), n, int(C.shape[0]), d,
-                               1.0 / (float(m) - 1.0), snap, _stream(X))
-    return _topk(U.to(C.dtype), k)
 
 
 # ---- batched RQ-KMeans ---------------------------------------------------------------------
@@ -436,7 +259,7 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
 
 
 def _triton_assign_seg(T, row_off, C, c_off, cache):
-    km = _tk()[0]
+    km = _tk()
     if "tables" not in cache:
         cache["tables"] = km.block_table(row_off, c_off, device=T.device, dtype=T.dtype)
     return km.assign_segmented(T, row_off, C, c_off, tables=cache["tables"])
@@ -444,7 +267,7 @@ def _triton_assign_seg(T, row_off, C, c_off, cache):
 
 def _cuda_assign_seg(T, row_off, C, c_off, cache):
     if "tables" not in cache:
-        cache["tables"] = _block_table(row_off, c_off, _cu().assign_rows_per_block(), T.device)
+        cache["tables"] = _block_table(row_off, c_off, _cuda.cu().assign_rows_per_block(), T.device)
     return cuda_assign_segmented(T, row_off, C, c_off, cache["tables"])
 
 
