@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 
 import pytest
 
@@ -209,3 +210,14 @@ def test_log_levels_and_inspect_out(folder, tmp_path, cfg_file, hash_embedder, c
     assert sorted(p.name for p in idx.rglob("*")) == before_files                  # nothing in the index dir
     assert main(["inspect", str(idx)]) == 0
     assert "--out graph.png" in capsys.readouterr().out and sorted(p.name for p in idx.rglob("*")) == before_files
+
+
+@pytest.mark.parametrize("module,suffix", [("pypdf", "annual_2019.pdf"), ("trafilatura", "web/news.html"),
+                                           ("docx", "memo.docx")])
+def test_a_missing_reader_names_the_extra(folder, tmp_path, cfg_file, hash_embedder, capsys, monkeypatch,
+                                          module, suffix):
+    monkeypatch.setitem(sys.modules, module, None)          # import -> ModuleNotFoundError
+    assert main(["index", str(folder / suffix), "--out", str(tmp_path / "idx"), "--config", cfg_file]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"contextrag index: error: this needs the optional module {module}: "
+                       "pip install 'contextrag[docs]'")

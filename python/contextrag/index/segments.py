@@ -39,7 +39,8 @@ def check_segments(segments, n_chars: int, where: str) -> dict:
         for s in segs:
             if not (isinstance(s, (list, tuple)) and len(s) == 2 and isinstance(s[0], int)
                     and not isinstance(s[0], bool) and isinstance(s[1], _SCALARS)):
-                raise TypeError(f"{where}[{key!r}]: each segment must be [int start_char, scalar value], got {s!r}"[:300])
+                raise TypeError(f"{where}[{key!r}]: each segment must be [int start_char, scalar value], "
+                                f"got {s!r}"[:300])
             if not prev < s[0] <= n_chars and not (prev == -1 and s[0] == 0):
                 raise ValueError(f"{where}[{key!r}]: starts must ascend inside the text (0..{n_chars}), "
                                  f"got {s[0]} after {prev}")

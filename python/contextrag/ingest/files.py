@@ -94,10 +94,12 @@ def _walk(folder: Path):
 
 
 def _rel_id(path: Path, base: Path) -> str:
-    try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        raise ValueError(f"{path} is not inside --root {base}") from None
+    for p, b in ((path, base), (path.absolute(), base.absolute()), (path.resolve(), base.resolve())):
+        try:
+            return p.relative_to(b).as_posix()
+        except ValueError:
+            continue
+    raise ValueError(f"{path} is not inside --root {base}")
 
 
 def list_files(paths, *, root=None) -> Listing:
