@@ -4,14 +4,10 @@ paragraphs, and the hash embedder, so building an index takes milliseconds."""
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parent))
-from ingest_files import HashEmbedder  # noqa: E402
-from shared_data import hotpot_file  # noqa: E402
+from ingest_files import HashEmbedder
+from shared_data import hotpot_file
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import sys
+import importlib.util
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "reliability"))
-from hash_embedder import HashEmbedder  # noqa: E402,F401
+
+def _load_hash_embedder():
+    """tests/reliability/hash_embedder.py, loaded by path: putting that folder on sys.path would let
+    its conftest.py shadow the one other test modules import by name."""
+    path = Path(__file__).parents[1] / "reliability" / "hash_embedder.py"
+    spec = importlib.util.spec_from_file_location("ingest_hash_embedder", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+HashEmbedder = _load_hash_embedder().HashEmbedder
 
 
 def tiny_config():
