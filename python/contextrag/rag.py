@@ -7,8 +7,16 @@
     many = rag.retrieve_many(["q1", "q2"], k=12) # batched: one embedding call, one spreading hop
     ans = rag.answer("question", llm=client)     # contextrag.query.answer
 
-``docs``: an iterable of str or dict(id, text, title=..., metadata=...); a document id is any
-non-empty string. With a ``path`` every change is saved atomically before the call returns (a failed
+``docs``: an iterable of str or dict(id, text, title=..., metadata=..., segments=...); a document id
+is any non-empty string. Or files: a folder or file path (str or os.PathLike), or a list of
+os.PathLike, read by contextrag.ingest (PDF, HTML, Markdown, DOCX, text, JSON/JSONL; unreadable files
+skipped with a warning, or a ValueError with ``strict=True``):
+
+    rag = ContextRAG.build("reports/", path="idx")      # ids: paths relative to reports/
+    rag.add([Path("reports/q3.pdf")], replace=True)    # upsert: ids are file names here
+    report = rag.sync_folder("reports/")               # added / changed / deleted, by content hash
+
+With a ``path`` every change is saved atomically before the call returns (a failed
 save leaves the previous index on disk).
 The in-memory index is ``rag.index`` (contextrag.index.core.Index; its fields are documented there).
 
@@ -100,6 +108,27 @@ def _checked_embedder(emb):
     return _CheckedEmbedder(emb)
 
 
+def _is_paths(docs) -> bool:
+    """Whether ``docs`` names files (a path, or a list of os.PathLike) rather than documents."""
+    if isinstance(docs, (str, os.PathLike)):
+        return True
+    if isinstance(docs, (list, tuple)) and docs and any(isinstance(d, os.PathLike) for d in docs):
+        if not all(isinstance(d, (os.PathLike, str)) for d in docs) or \
+                not all(isinstance(d, os.PathLike) for d in docs):
+            raise TypeError("docs mixes paths and documents: give a list of os.PathLike paths (files to "
+                            "read) or a list of str/dict documents, not both")
+        return True
+    return False
+
+
+def _documents(docs, strict: bool):
+    """``docs`` as documents: files read through contextrag.ingest, anything else as given."""
+    if _is_paths(docs):
+        from .ingest import read_documents
+        return read_documents(docs, strict=strict).docs
+    return docs
+
+
 def _snapshot_of(index) -> str | None:
     p = (getattr(index, "info", None) or {}).get("path")
     return Path(p).name if p else None
@@ -126,8 +155,11 @@ class ContextRAG:
     # ---- construction
     @classmethod
     def build(cls, docs, path=None, config=None, llm=None, *, embedder=None, executor: str = "local",
-              ray_address: str | None = None) -> "ContextRAG":
+              ray_address: str | None = None, strict: bool = False) -> "ContextRAG":
         """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``.
+
+        ``docs``: documents, or files to read (a folder, a file, a list of paths; see the module
+        docstring); ``strict``: an unreadable file is a ValueError instead of a skip with a warning.
 
         ``executor='ray'`` embeds with Ray Data and runs stages 2-3 on shard actors of the Ray cluster
         at ``ray_address`` (a local one when None): same index, same format (contextrag.distributed).
@@ -141,7 +173,7 @@ class ContextRAG:
         llm = _check_llm(llm)
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-        docs = normalize_docs(docs)
+        docs = normalize_docs(_documents(docs, strict))
         if not docs:
             raise ValueError("docs is empty: give at least one document")
         if path is not None:
@@ -217,10 +249,15 @@ class ContextRAG:
                 lexical_state(view, families)
 
     # ---- updates
-    def add(self, docs) -> dict:
-        """Add documents without a full rebuild (new chunks assigned to the existing codebooks)."""
-        from .index.build import add_docs
+    def add(self, docs, *, replace: bool = False, strict: bool = False) -> dict:
+        """Add documents without a full rebuild (new chunks assigned to the existing codebooks).
+
+        ``docs``: documents or files (see the module docstring). An id already in the index is a
+        ValueError, or with ``replace=True`` an upsert: the old document is deleted and the new one
+        added in the same write (one new snapshot)."""
         from .index.chunking import normalize_docs
+        from .index.update import replace_docs
+        docs = _documents(docs, strict)
         docs = list(docs) if docs is not None and not isinstance(docs, (str, bytes, dict)) else docs
         if not normalize_docs(docs):          # reject bad input before taking the lock
             raise ValueError("docs is empty: give at least one document")
@@ -229,8 +266,31 @@ class ContextRAG:
             start = len(ix.docs)
             while any(f"doc{start + i}" in ix.docs for i in range(8)):
                 start += 8   # generated ids ("doc<k>" for plain strings) must not collide after deletes
-            return add_docs(ix, normalize_docs(docs, start=start))
+            new = normalize_docs(docs, start=start)
+            there = [d.doc_id for d in new if d.doc_id in ix.docs]
+            if there and not replace:
+                raise ValueError(f"docs: ids already in the index: {there[:5]}; add(..., replace=True) "
+                                 "replaces them (the CLI's add does so unless --no-replace)")
+            return replace_docs(ix, new, there, llm=self.llm)
         return self._write(change)
+
+    def sync_folder(self, folder, *, strict: bool = False, dry_run: bool = False) -> dict:
+        """Make the index's file documents match ``folder``: add new files, re-read changed ones
+        (their bytes' sha256 differs), delete documents whose file is gone. Ids are paths relative to
+        ``folder``. Documents that did not come from a file (no ``sha256``, or an id other than their
+        ``source``) are left alone. Nothing changed: nothing is written (no new snapshot).
+
+        Returns {"added", "changed", "deleted": [ids], "unchanged": n, "skipped": [(id, reason)],
+        "ignored": n, "written": bool} (contextrag.index.update.plan_folder)."""
+        from .index.update import apply_plan, plan_folder
+        self.sync()                                  # compare with the index on disk, not a stale copy
+        plan = plan_folder(self.index, folder, strict=strict)
+        report = plan.report()
+        if dry_run or not plan.n_changes:
+            return report
+        self._write(lambda ix: apply_plan(ix, plan, llm=self.llm))
+        report["written"] = True
+        return report
 
     def delete(self, doc_ids) -> dict:
         """Remove documents (their chunks, context rows, node memberships, item texts, BM25 entries)."""

@@ -59,17 +59,18 @@ def looks_binary(data: bytes) -> bool:
     return data.startswith(_MAGIC) or b"\x00" in data[:_SNIFF]
 
 
-def decode(data: bytes, what: str) -> str | None:
-    """``data`` as text, or None with a warning (binary, or an encoding that cannot be told)."""
+def sniff(data: bytes) -> tuple[str | None, str]:
+    """(text, note) for ``data``: (None, why it was skipped), or (text, "") / (text, "not UTF-8; decoded
+    as X"). Warns about nothing: :func:`decode` and the ingest readers say it their way."""
     if looks_binary(data):
-        warnings.warn(f"{what}: skipped, it is a binary file", TextFileWarning, stacklevel=3)
-        return None
+        return None, "skipped, it is a binary file"
     for bom, enc in _BOMS:
         if data.startswith(bom):
             try:
-                return data.decode(enc)
+                return data.decode(enc), ""
             except UnicodeDecodeError:
                 break
+    note = ""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -78,20 +79,23 @@ def decode(data: bytes, what: str) -> str | None:
         try:
             from charset_normalizer import from_bytes
         except ImportError:
-            warnings.warn(f"{what}: skipped, it is not UTF-8 and charset-normalizer is not installed "
-                          "(pip install 'contextrag[index]')", TextFileWarning, stacklevel=3)
-            return None
+            return None, ("skipped, it is not UTF-8 and charset-normalizer is not installed "
+                          "(pip install 'contextrag[index]')")
         best = _best_match(from_bytes(data))
         if best is None:
-            warnings.warn(f"{what}: skipped, it is not UTF-8 and its encoding cannot be detected",
-                          TextFileWarning, stacklevel=3)
-            return None
+            return None, "skipped, it is not UTF-8 and its encoding cannot be detected"
         text = str(best)
-        warnings.warn(f"{what}: not UTF-8; decoded as {best.encoding}", TextFileWarning, stacklevel=3)
+        note = f"not UTF-8; decoded as {best.encoding}"
     if _control_share(text) > _MAX_CONTROL:
-        warnings.warn(f"{what}: skipped, it holds binary data (control characters)", TextFileWarning,
-                      stacklevel=3)
-        return None
+        return None, "skipped, it holds binary data (control characters)"
+    return text, note
+
+
+def decode(data: bytes, what: str) -> str | None:
+    """``data`` as text, or None with a warning (binary, or an encoding that cannot be told)."""
+    text, note = sniff(data)
+    if note:
+        warnings.warn(f"{what}: {note}", TextFileWarning, stacklevel=3)
     return text
 
 

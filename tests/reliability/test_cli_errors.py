@@ -58,7 +58,7 @@ def test_corpus_folder_with_binary_latin1_empty_and_utf16_files(tmp_path, paragr
     warn = [ln for ln in err.splitlines() if ln.startswith("contextrag: warning: ")]
     assert any("picture.txt: skipped, it is a binary file" in w for w in warn)
     assert any("cafe.txt: not UTF-8; decoded as" in w for w in warn)
-    assert any("empty.md is empty; skipped" in w for w in warn)
+    assert any("empty.md: skipped, it is empty" in w for w in warn)
     assert "Traceback" not in err and "warnings.warn" not in err and ".py:" not in err
     ix = store.load(out, embedder=HashEmbedder())
     assert "picture.txt" not in ix.docs and "empty.md" not in ix.docs

@@ -1,11 +1,11 @@
 """`contextrag demo [FOLDER]`: the main job on the embedded defaults, offline.
 
 Indexes a corpus — the repository's own README.md and docs/*.md by default, or a folder of your
-.txt/.md files (or a .json/.jsonl corpus) — with the embedded MiniLM embedder, then answers a question
-(``--question``, or a built-in one) with the embedded GGUF model (run by ``transformers`` on the CPU,
-the ``local`` extra) and prints the answer, its sources and the cost of the query. Without the
-``local`` extra it still indexes and retrieves, and says how to install the model. The index is kept
-in ``--out`` and reused while the corpus is unchanged.
+documents (PDF, HTML, Markdown, DOCX, text; or a .json/.jsonl corpus) — with the embedded MiniLM
+embedder, then answers a question (``--question``, or a built-in one) with the embedded GGUF model
+(run by ``transformers`` on the CPU, the ``local`` extra) and prints the answer, its sources and the
+cost of the query. Without the ``local`` extra it still indexes and retrieves, and says how to install
+the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
 
     contextrag demo                                   # this repository's docs, the built-in question
     contextrag demo my_notes/ --question "Who wrote the design memo?"
@@ -26,8 +26,8 @@ DEFAULT_QUESTION = "How is the BM25 score normalised in the hybrid retrieval sco
 
 def add_arguments(p):
     p.add_argument("corpus", nargs="?", default=None,
-                   help="a folder of .txt/.md files, a .jsonl or a .json corpus (default: this repository's "
-                        "README.md and docs/)")
+                   help="a folder of documents (PDF, HTML, Markdown, DOCX, text), a .jsonl or a .json corpus "
+                        "(default: this repository's README.md and docs/)")
     p.add_argument("-q", "--question", default=DEFAULT_QUESTION, help=f"the question (default: {DEFAULT_QUESTION!r})")
     p.add_argument("--out", default=None, help="index directory (default: ~/.cache/contextrag/demo/<corpus hash>)")
     p.add_argument("--llm", default="local", help="'local' (embedded GGUF, default), 'http://host:port/v1#MODEL', "
@@ -53,10 +53,11 @@ def shipped_corpus() -> list[dict]:
     root = repo_docs()
     if root is None:
         raise FileNotFoundError("the repository's docs are not next to this installation; "
-                                "pass a folder of .txt/.md files: contextrag demo FOLDER")
+                                "pass a folder of documents: contextrag demo FOLDER")
+    from contextrag.ingest import read_documents
     files = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
-    return [{"id": f.relative_to(root).as_posix(), "title": f.stem.replace("_", " "), "text": f.read_text(errors="replace")}
-            for f in files if f.is_file() and f.read_text(errors="replace").strip()]
+    # read as Markdown, as a user's folder would be: headings as sections, badges and URLs dropped
+    return read_documents([f for f in files if f.is_file()], root=root).docs
 
 
 def corpus_docs(path) -> list[dict]:

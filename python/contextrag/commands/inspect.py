@@ -1,4 +1,6 @@
-"""`contextrag inspect DIR`: an index's statistics and a picture of its concept graph (PNG or HTML)."""
+"""`contextrag inspect DIR [--out graph.png]`: an index's statistics and, when asked for, a picture of
+its concept graph (PNG or HTML) written where ``--out`` says. Nothing is written into the index
+directory: a picture there would go stale at the next rebuild or sync."""
 from __future__ import annotations
 
 import json
@@ -7,9 +9,9 @@ from pathlib import Path
 
 def add_arguments(p):
     p.add_argument("index", help="index directory")
-    p.add_argument("--plot", help="write the concept graph picture here (.png or .html); "
-                   "default DIR/graph.png")
-    p.add_argument("--no-plot", action="store_true", help="statistics only")
+    p.add_argument("--out", "--plot", dest="plot", metavar="PATH",
+                   help="write the concept graph picture to PATH (.png or .html); without it, statistics only")
+    p.add_argument("--no-plot", action="store_true", help="statistics only (the default without --out)")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
 
@@ -39,9 +41,13 @@ def run(args) -> int:
         print(f"LLM cost: {st['llm_cost'].get('total')}; graph tokens {st['graph_llm_tokens']}; "
               f"summaries: {st['summaries']}")
         print(f"drift: {st['drift']}")
-    if not args.no_plot:
-        out = Path(args.plot) if args.plot else Path(args.index) / "graph.png"
+    if args.plot and not args.no_plot:
+        out = Path(args.plot)
+        if out.suffix.lower() not in (".png", ".html"):
+            raise ValueError(f"--out {args.plot}: the picture is written as .png or .html")
         from contextrag.index.picture import draw
         draw(ix, out)
         print(f"concept graph picture: {out}")
+    elif not args.json and not args.no_plot:
+        print("(--out graph.png or graph.html writes a picture of the concept graph)")
     return 0

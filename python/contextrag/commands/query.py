@@ -14,6 +14,8 @@ def add_arguments(p):
     p.add_argument("-k", type=int, default=12, help="passages to retrieve / answer from (default 12)")
     p.add_argument("--doc", action="append", dest="doc_ids", metavar="DOC_ID",
                    help="only search these documents (repeatable; §4.6 doc_id filter)")
+    p.add_argument("--filter", metavar="JSON", help="only documents whose metadata match, e.g. "
+                   "'{\"year\": {\"$gte\": 2020}, \"format\": \"pdf\"}' (contextrag.query.filters)")
     p.add_argument("--llm", default=None, help="LLM: 'local' (embedded GGUF, the default), "
                    "'http://host:port/v1#MODEL', 'vllm:MODEL', or 'none' (= --no-llm)")
     p.add_argument("--no-llm", action="store_true", help="retrieval only: no rewrites, rerank or answer")
@@ -59,6 +61,9 @@ def run(args) -> int:
         raise ValueError(f"-k must be >= 1, got {args.k}")
     t0 = time.perf_counter()
     rag = ContextRAG.load(args.index)
+    if args.filter is not None:
+        from contextrag.query.filters import doc_ids_for, parse_filter
+        args.doc_ids = doc_ids_for(rag.index, args.doc_ids, parse_filter(args.filter, "--filter"))
     spec = "none" if args.no_llm else args.llm
     client = None
     note = None

@@ -194,6 +194,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
     embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
     from ..index.build import _Timer, embed_inputs, finish_items, make_chunker
     from ..index.context import FamilyResult, FuzzyContext, _block_from
+    from ..index.chunking import doc_entry
     from ..index.core import Index
     from ..llm.ledger import CostLedger
     from .cluster import RayCluster, ShardSet
@@ -230,7 +231,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
             shutil.rmtree(wd, ignore_errors=True)
     for k, v in arrays["timings"].items():
         timings[f"ray_{k}"] = v
-    ix = Index(config=config, docs={d.doc_id: {"title": d.title, "metadata": d.metadata} for d in docs},
+    ix = Index(config=config, docs={d.doc_id: doc_entry(d) for d in docs},
                chunk_ids=[c.chunk_id for c in chunks], chunk_doc_ids=doc_ids,
                chunk_titles=[c.title for c in chunks], chunk_texts=[c.text for c in chunks],
                chunk_positions=positions,

@@ -10,7 +10,7 @@ import scipy.sparse as sp
 
 from ..llm.ledger import CostLedger
 from . import summaries as summ
-from .chunking import Chunker, Document
+from .chunking import Chunker, Document, doc_entry
 from .. import ops
 from .context import FAMILIES, ChunkView, build_context, extend_context
 from .core import CHUNK, ITEM_KINDS, JOIN_ITEM, MEET_ITEM, SUMMARY, Index
@@ -160,20 +160,20 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
         return []
     if llm is None:
         ix.info["summaries"] = f"skipped: no LLM configured (Config.n_summaries = {n} requested)"
-        log.warning("contextrag: building without cluster summaries: no LLM configured")
+        # no LLM was given: nothing to warn about (the build's info and `contextrag index` say it)
+        log.debug("building without cluster summaries: no LLM given")
         return []
     I = ix.context.dense()
     nodes = summ.select_concepts(ix.graph, ix.context.attr_group, n)
     k = int(getattr(ix.config, "summary_chunks", 8))
     out, texts, failed = [], [], []
-    for v in nodes:
-        src = summ.central_chunks(ix.graph, I, v, k)
-        if not len(src):
-            continue
-        try:
-            text = summ.summarize(llm, [_render(ix, [c]) for c in src], ix.ledger)
-        except Exception as e:  # a flaky server must not throw away the embeddings and the graph
-            failed.append(f"node {v}: {type(e).__name__}: {e}"[:300])
+    jobs = [(v, src) for v, src in ((v, summ.central_chunks(ix.graph, I, v, k)) for v in nodes) if len(src)]
+    # concurrently, within the client's concurrency limit; a flaky server must not throw away the
+    # embeddings and the graph, so a failed call is counted and the build goes on
+    results = summ.summarize_many(llm, [[_render(ix, [c]) for c in src] for _, src in jobs], ix.ledger)
+    for (v, src), text in zip(jobs, results):
+        if isinstance(text, Exception):
+            failed.append(f"node {v}: {type(text).__name__}: {text}"[:300])
             continue
         if text:
             out.append({"node": v, "text": text, "sources": np.sort(src)})
@@ -233,7 +233,7 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
         chunks, E = precomputed
     if not chunks:
         raise ValueError("docs produced no chunks")
-    ix = Index(config=config, docs={d.doc_id: {"title": d.title, "metadata": d.metadata} for d in docs},
+    ix = Index(config=config, docs={d.doc_id: doc_entry(d) for d in docs},
                chunk_ids=[c.chunk_id for c in chunks], chunk_doc_ids=[c.doc_id for c in chunks],
                chunk_titles=[c.title for c in chunks], chunk_texts=[c.text for c in chunks],
                chunk_positions=np.asarray([c.position for c in chunks], np.int32),
@@ -341,7 +341,7 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     s_items = summary_items_of(ix)
     chunk_E = np.concatenate([ix.chunk_embeddings, E_new], axis=0)
     for d in docs:
-        ix.docs[d.doc_id] = {"title": d.title, "metadata": d.metadata}
+        ix.docs[d.doc_id] = doc_entry(d)
     ix.chunk_ids += [c.chunk_id for c in chunks]
     ix.chunk_doc_ids += [c.doc_id for c in chunks]
     ix.chunk_titles += [c.title for c in chunks]

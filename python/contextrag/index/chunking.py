@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .segments import check_segments
+
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
@@ -22,6 +24,16 @@ class Document:
     text: str
     title: str = ""
     metadata: dict = field(default_factory=dict)
+    segments: dict = field(default_factory=dict)   # pages/sections: contextrag.index.segments
+
+
+def doc_entry(doc: Document) -> dict:
+    """The index's record of a document (``Index.docs[doc_id]``): title, metadata, and its segments
+    when it has any."""
+    entry = {"title": doc.title, "metadata": doc.metadata}
+    if doc.segments:
+        entry["segments"] = doc.segments
+    return entry
 
 
 @dataclass
@@ -53,7 +65,8 @@ def split_chunk_id(cid: str) -> tuple[str, int]:
 
 
 def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 0) -> list[Document]:
-    """Accept str or dict(id, text, title=..., metadata=...) items; reject anything else naming ``docs``.
+    """Accept str or dict(id, text, title=..., metadata=..., segments=...) items; reject anything else
+    naming ``docs``. ``segments``: pages/sections of the text (contextrag.index.segments).
 
     Strings get ids ``{id_prefix}{i}``. Duplicate ids and empty texts are rejected: a duplicate
     would make ``delete(doc_ids)`` ambiguous, an empty text yields no chunk to retrieve.
@@ -84,7 +97,8 @@ def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 
             meta = d.get("metadata") or {}
             if not isinstance(meta, dict):
                 raise TypeError(f"docs[{i}]['metadata'] must be a dict, got {type(meta).__name__}")
-            doc = Document(str(did), text, title, dict(meta))
+            segs = check_segments(d.get("segments"), len(text), f"docs[{i}]['segments']")
+            doc = Document(str(did), text, title, dict(meta), segs)
         else:
             raise TypeError(f"docs[{i}] must be a str or a dict(id, text, ...), got {type(d).__name__}")
         if not doc.text.strip():

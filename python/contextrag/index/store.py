@@ -210,10 +210,15 @@ def _write_sqlite(ix, p: Path) -> None:
             CREATE TABLE families(idx INTEGER PRIMARY KEY, name TEXT NOT NULL, weight REAL NOT NULL,
                                   attr_names TEXT NOT NULL, info TEXT NOT NULL, state_keys TEXT NOT NULL);
             CREATE TABLE kv(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+            CREATE TABLE doc_segments(doc_id TEXT PRIMARY KEY, segments TEXT NOT NULL);
         """)
         con.executemany("INSERT INTO docs VALUES (?,?,?,?)",
                         [(i, d, v["title"], json.dumps(v["metadata"], default=str))
                          for i, (d, v) in enumerate(ix.docs.items())])
+        # pages/sections of a document (index/segments.py): a table of their own, which readers that
+        # predate it ignore, so the format version stays
+        con.executemany("INSERT INTO doc_segments VALUES (?,?)",
+                        [(d, json.dumps(v["segments"])) for d, v in ix.docs.items() if v.get("segments")])
         con.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)",
                         zip(range(ix.n_chunks), ix.chunk_ids, ix.chunk_doc_ids, ix.chunk_titles, ix.chunk_texts))
         n = ix.n_chunks
@@ -458,6 +463,11 @@ def _load_once(path, embedder):
     try:
         docs = {d: {"title": t, "metadata": json.loads(md)}
                 for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
+        if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='doc_segments'").fetchone():
+            for d, segs in con.execute("SELECT doc_id, segments FROM doc_segments"):
+                if d not in docs:
+                    raise ValueError(f"segments of an unknown document {d!r}")
+                docs[d]["segments"] = json.loads(segs)
         rows = con.execute("SELECT chunk_id, doc_id, title, text FROM chunks ORDER BY idx").fetchall()
         vitems = con.execute("SELECT item_id, text FROM items ORDER BY idx").fetchall()
         fams = con.execute("SELECT idx, name, weight, attr_names, info, state_keys FROM families ORDER BY idx").fetchall()

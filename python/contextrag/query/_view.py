@@ -76,6 +76,12 @@ class CorpusView:
         """Boolean (N,) mask of the items a doc_id filter allows (None: no filter)."""
         if doc_ids is None:
             return None
+        if callable(getattr(doc_ids, "item_mask_for", None)):   # a page/section filter (query/filters.py)
+            src = self.source() if callable(self.source) else None
+            m = np.asarray(doc_ids.item_mask_for(src), dtype=bool)
+            if m.shape != (self.n,):
+                raise ValueError(f"chunk selection mask has shape {m.shape}, expected ({self.n},)")
+            return m
         if isinstance(doc_ids, bytes) or not isinstance(doc_ids, str) and not hasattr(doc_ids, "__iter__"):
             raise TypeError(f"doc_ids must be a str or an iterable of str, got {type(doc_ids).__name__}")
         wanted = {doc_ids} if isinstance(doc_ids, str) else {str(d) for d in doc_ids}

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..index.segments import locate
 from .bm25 import bm25_scores
 from .dense import dense_scores
 from .fuzzy import fuzzy_scores
@@ -107,14 +108,18 @@ def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
 
 def _chunk_source(view, i: int):
     """(title, metadata, span) of item i from the index the view was built from ("", {}, None when
-    the item is virtual or the view has no such index)."""
+    the item is virtual or the view has no such index). The metadata is the document's, plus the
+    chunk's page range or section when the document has pages or sections."""
     src = getattr(view, "source", None)
     ix = src() if callable(src) else None
     if ix is None or not hasattr(ix, "chunk_spans") or i >= len(ix.chunk_ids):
         return "", {}, None
     doc = getattr(ix, "docs", {}).get(ix.chunk_doc_ids[i]) or {}
-    a, b = ix.chunk_spans[i]
-    return str(ix.chunk_titles[i] or ""), dict(doc.get("metadata") or {}), (int(a), int(b))
+    a, b = (int(x) for x in ix.chunk_spans[i])
+    meta = dict(doc.get("metadata") or {})
+    if doc.get("segments"):     # the chunk's page range / section (index/segments.py)
+        meta.update(locate(doc["segments"], a, b))
+    return str(ix.chunk_titles[i] or ""), meta, (a, b)
 
 
 def make_hits(view, idx, parts: dict) -> list[Hit]:

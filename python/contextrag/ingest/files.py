@@ -1,0 +1,236 @@
+"""Documents from files: a folder (walked recursively), single files, or a list of both.
+
+* Readers by suffix: .txt/.text/.rst (text, decoded by contextrag.textfile), .md/.markdown
+  (ingest/markdown.py), .pdf (pypdf), .html/.htm (trafilatura), .docx (python-docx); .json/.jsonl
+  given by path are corpora of records (ingest/records.py). In a folder walk other files, .json and
+  .jsonl included, and hidden files and folders (".git") are ignored (counted, not read).
+* Document ids: a folder's files get their path relative to that folder ("guide/intro.md"); a file
+  given by itself gets its name; ``root`` makes every id relative to that folder instead.
+* Each file document's metadata: ``source`` (= its id), ``sha256`` (of the file's bytes),
+  ``format`` (pdf, html, markdown, text, docx), what the reader found (``pages``, ``author``,
+  ``date``, ``year``, front-matter fields), and its pages or sections as segments
+  (contextrag.index.segments).
+* A file that cannot be read (binary, undecodable, encrypted or broken PDF, no text) is skipped
+  with one warning naming it and the reason, or is a ValueError with ``strict``; when nothing at
+  all is readable that is a ValueError saying so. A missing optional reader (pypdf, trafilatura,
+  python-docx) is an ImportError naming the module (the CLI adds: pip install 'contextrag[docs]').
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..textfile import TextFileWarning, sniff
+from .base import Extracted, Unreadable, scalar_metadata
+from .records import Fields, read_records, unique
+
+log = logging.getLogger("contextrag.ingest")
+
+KINDS = {".txt": "text", ".text": "text", ".rst": "text", ".md": "markdown", ".markdown": "markdown",
+         ".pdf": "pdf", ".html": "html", ".htm": "html", ".docx": "docx"}
+RECORD_SUFFIXES = (".json", ".jsonl")
+
+
+@dataclass(frozen=True)
+class Source:
+    path: Path
+    doc_id: str
+    kind: str
+
+
+@dataclass
+class Listing:
+    sources: list[Source] = field(default_factory=list)
+    records: list[Path] = field(default_factory=list)
+    ignored: int = 0
+
+
+@dataclass
+class Ingested:
+    docs: list[dict]
+    files: int                      # document files looked at (records files not counted)
+    skipped: list[tuple[str, str]]  # (file, reason)
+    ignored: int                    # files of other types in the folders walked
+
+    def summary(self) -> str:
+        s = f"read {_n(len(self.docs), 'document')} from {_n(self.files, 'file')}"
+        if self.skipped:
+            s += f"; {len(self.skipped)} skipped (unreadable, see the warnings)"
+        if self.ignored:
+            s += f"; {_n(self.ignored, 'file')} of other types ignored"
+        return s
+
+
+def _n(k: int, word: str) -> str:
+    return f"{k} {word}" + ("" if k == 1 else "s")
+
+
+def as_paths(paths, what: str = "paths") -> list[Path]:
+    """``paths`` (a str/PathLike, or an iterable of them) as a list of Paths."""
+    if isinstance(paths, (str, os.PathLike)):
+        return [Path(paths)]
+    if isinstance(paths, (bytes, dict)) or not hasattr(paths, "__iter__"):
+        raise TypeError(f"{what} must be a path or a list of paths, got {type(paths).__name__}")
+    out = []
+    for p in paths:
+        if not isinstance(p, (str, os.PathLike)):
+            raise TypeError(f"{what} must hold str or os.PathLike paths, got {type(p).__name__}")
+        out.append(Path(p))
+    if not out:
+        raise ValueError(f"{what} is empty: give a folder or at least one file")
+    return out
+
+
+def _walk(folder: Path):
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if not name.startswith("."):
+                yield Path(dirpath) / name
+
+
+def _rel_id(path: Path, base: Path) -> str:
+    for p, b in ((path, base), (path.absolute(), base.absolute()), (path.resolve(), base.resolve())):
+        try:
+            return p.relative_to(b).as_posix()
+        except ValueError:
+            continue
+    raise ValueError(f"{path} is not inside --root {base}")
+
+
+def list_files(paths, *, root=None) -> Listing:
+    """The document files and record corpora that ``paths`` name, with their document ids."""
+    base = None if root is None else Path(root)
+    if base is not None and not base.is_dir():
+        raise NotADirectoryError(f"root {str(base)!r} is not a folder")
+    out = Listing()
+    seen: dict[str, Path] = {}
+    for p in as_paths(paths):
+        if not p.exists():
+            raise FileNotFoundError(f"corpus {str(p)!r} does not exist")
+        if p.is_dir():
+            for f in _walk(p):
+                kind = KINDS.get(f.suffix.lower())
+                if kind is None:
+                    out.ignored += 1
+                    continue
+                out.sources.append(Source(f, _rel_id(f, base or p), kind))
+        else:
+            suffix = p.suffix.lower()
+            if suffix in RECORD_SUFFIXES:
+                out.records.append(p)
+                continue
+            kind = KINDS.get(suffix)
+            if kind is None:
+                raise ValueError(f"corpus {str(p)!r} is not a supported file: give a folder, a .json or .jsonl "
+                                 f"corpus, or files ending in {', '.join(sorted(KINDS))}")
+            out.sources.append(Source(p, _rel_id(p, base) if base is not None else p.name, kind))
+    for s in out.sources:
+        if s.doc_id in seen and seen[s.doc_id].resolve() != s.path.resolve():
+            raise ValueError(f"{seen[s.doc_id]} and {s.path} would share the document id {s.doc_id!r}; "
+                             "give their common folder (or --root) so ids keep the folder names")
+        seen[s.doc_id] = s.path
+    out.sources = list({s.doc_id: s for s in out.sources}.values())   # a file named twice is read once
+    return out
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_text(data: bytes) -> Extracted:
+    text, note = sniff(data)
+    if text is None:
+        raise Unreadable(note.removeprefix("skipped, "))
+    ex = Extracted(text)
+    if note:
+        ex.metadata["encoding_note"] = note
+    return ex
+
+
+def _read_markdown(data: bytes) -> Extracted:
+    from .markdown import markdown_to_text
+    ex = _read_text(data)
+    note = ex.metadata.get("encoding_note")
+    out = markdown_to_text(ex.text)
+    if note:
+        out.metadata["encoding_note"] = note
+    return out
+
+
+def _reader(kind: str):
+    if kind == "text":
+        return _read_text
+    if kind == "markdown":
+        return _read_markdown
+    if kind == "pdf":
+        from .pdf import read_pdf
+        return read_pdf
+    if kind == "html":
+        from .html import read_html
+
+        def html(data):
+            if b"\x00" in data[:8192]:
+                raise Unreadable("it is a binary file")
+            return read_html(data)
+        return html
+    if kind == "docx":
+        from .docx import read_docx
+        return read_docx
+    raise ValueError(f"unknown document kind {kind!r}")
+
+
+def read_source(src: Source, data: bytes | None = None) -> dict:
+    """The document (a dict for ContextRAG.build/add) of one file; Unreadable when it cannot be read."""
+    if data is None:
+        try:
+            data = src.path.read_bytes()
+        except OSError as e:
+            raise Unreadable(f"it cannot be read ({e.strerror or e})") from None
+    if not data.strip():
+        raise Unreadable("it is empty")
+    ex = _reader(src.kind)(data)
+    if not ex.text.strip():
+        raise Unreadable("it holds no text")
+    note = ex.metadata.pop("encoding_note", None)
+    if note:
+        warnings.warn(f"corpus file {src.doc_id}: {note}", TextFileWarning, stacklevel=2)
+    meta = {**scalar_metadata(ex.metadata), "source": src.doc_id, "sha256": sha256_hex(data), "format": src.kind}
+    title = " ".join((ex.title or "").split()) or src.path.stem.replace("_", " ")
+    doc = {"id": src.doc_id, "text": ex.text, "title": title, "metadata": meta}
+    if ex.segments:
+        doc["segments"] = ex.segments
+    return doc
+
+
+def read_documents(paths, *, root=None, strict: bool = False, fields: Fields = Fields()) -> Ingested:
+    """Every document that ``paths`` name (see the module docstring), in a stable order."""
+    listing = list_files(paths, root=root)
+    docs: list[dict] = []
+    skipped: list[tuple[str, str]] = []
+    for src in listing.sources:
+        try:
+            docs.append(read_source(src))
+        except Unreadable as e:
+            if strict:
+                raise ValueError(f"corpus file {src.doc_id} is unreadable: {e} (--strict; without it the "
+                                 "file would be skipped)") from None
+            skipped.append((src.doc_id, str(e)))
+            warnings.warn(f"corpus file {src.doc_id}: skipped, {e}", TextFileWarning, stacklevel=2)
+    for rec in listing.records:
+        docs.extend(read_records(rec, fields))
+    out = Ingested(docs, len(listing.sources), skipped, listing.ignored)
+    if not docs:
+        names = ", ".join(str(p) for p in as_paths(paths))[:200]
+        if skipped:
+            raise ValueError(f"nothing readable in {names}: all {len(skipped)} files were skipped "
+                             f"(first: {skipped[0][0]}: {skipped[0][1]})")
+        raise ValueError(f"nothing readable in {names}: no files of a supported type "
+                         f"({', '.join(sorted(KINDS))}, or .json/.jsonl given by path)")
+    unique(docs, "corpus")
+    log.info(out.summary())
+    return out

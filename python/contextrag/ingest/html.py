@@ -1,0 +1,40 @@
+"""HTML through trafilatura: the main text of the page (navigation, footers and ads dropped), kept as
+Markdown so its headings become ``section`` segments (read back by ingest/markdown.py), plus the
+title, author and date trafilatura finds. A page trafilatura finds no main text in falls back to
+all of its visible text."""
+from __future__ import annotations
+
+import logging
+
+from .base import Extracted, Unreadable, scalar_metadata
+from .markdown import markdown_to_text
+
+
+def read_html(data: bytes) -> Extracted:
+    import trafilatura
+
+    quiet = logging.getLogger("trafilatura")
+    level = quiet.level
+    quiet.setLevel(logging.CRITICAL)
+    try:
+        try:
+            md = trafilatura.extract(data, output_format="markdown", include_links=False,
+                                     include_images=False, include_tables=True, include_formatting=True,
+                                     include_comments=False, favor_recall=True)
+            meta = trafilatura.extract_metadata(data, extensive=False)
+        except Exception as e:   # noqa: BLE001 - lxml raises many types for broken markup
+            raise Unreadable(f"it is not readable HTML ({type(e).__name__}: {e})"[:200]) from None
+        if not (md and md.strip()):
+            md = trafilatura.html2txt(data) or ""
+    finally:
+        quiet.setLevel(level)
+    ex = markdown_to_text(md)
+    info = {}
+    if meta is not None:
+        m = meta.as_dict()
+        info = {k: m.get(k) for k in ("author", "date", "sitename", "url") if m.get(k)}
+        title = m.get("title")
+        if title:
+            ex.title = title
+    ex.metadata = scalar_metadata({**ex.metadata, **info})
+    return ex
