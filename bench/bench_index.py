@@ -8,7 +8,8 @@ ultradomain: chunk (embedder tokenizer, 200/40) + embed (MiniLM) + RQ-KMeans 96/
 concept graph + items + BM25 + save, with the paper's defaults and no LLM: seconds per stage,
 graph-construction LLM tokens (must be 0), index size on disk, per-level occupancy (Table 4).
 synthetic: stages 2-3 only (RQ-KMeans, FCM context, concept graph with co-occurrence windows) on
-n clustered unit vectors in 10-chunk documents: seconds per stage and the process's peak RSS.
+n clustered unit vectors in 10-chunk documents: seconds per stage and the process's peak RSS, and
+the RQ stage timed on its own first (``rq_kmeans_alone``: the call build_context then repeats).
 The machine is shared: load averages before and after are recorded.
 """
 from __future__ import annotations
