@@ -43,6 +43,8 @@ demo: install-demo
 test: install-test
 	$(PY) -m pytest -q --durations=15 tests
 
+# The kernel microbenchmarks (bench/test_bench_<family>.py, pytest-benchmark): JSON in
+# bench/results/microbench_<isa>.json and a peer/ours ratio table. ARGS: --op NAME, --backend B, --quick.
 bench: install-test
 	$(PIP) install -q -e ".[bench]" --no-build-isolation
-	$(PY) -m pytest bench/ --benchmark-json=bench/results/cpu_pytest_benchmark.json -q
+	$(PY) -m contextrag.cli bench $(ARGS)

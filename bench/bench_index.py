@@ -8,7 +8,8 @@ ultradomain: chunk (embedder tokenizer, 200/40) + embed (MiniLM) + RQ-KMeans 96/
 concept graph + items + BM25 + save, with the paper's defaults and no LLM: seconds per stage,
 graph-construction LLM tokens (must be 0), index size on disk, per-level occupancy (Table 4).
 synthetic: stages 2-3 only (RQ-KMeans, FCM context, concept graph with co-occurrence windows) on
-n clustered unit vectors in 10-chunk documents: seconds per stage and the process's peak RSS.
+n clustered unit vectors in 10-chunk documents: seconds per stage and the process's peak RSS, and
+the RQ stage timed on its own first (``rq_kmeans_alone``: the call build_context then repeats).
 The machine is shared: load averages before and after are recorded.
 """
 from __future__ import annotations
@@ -54,7 +55,9 @@ def machine() -> dict:
             "cores": os.cpu_count(), "mem_bytes": mem, "torch": torch.__version__,
             "torch_threads": torch.get_num_threads(), "contextrag": contextrag.__version__,
             "backends": {k: v["available"] for k, v in contextrag.ops.backends().items()},
-            "git_commit": commit, "loadavg_start": os.getloadavg()}
+            "git_commit": commit, "loadavg_start": os.getloadavg(),
+            "contextrag_cpu_isa": contextrag.ops._backend.native().cpu_isa() if contextrag.ops._backend.native() else None,
+            "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA")}
 
 
 def peak_rss() -> int:
@@ -148,6 +151,15 @@ def synthetic(args) -> Path:
     out["seconds_generate"] = time.perf_counter() - t
     out["rss_after_generate_bytes"] = peak_rss()
     stages, cpu = {}, {}
+    # the RQ stage on its own (the same call build_context makes first), for the RQ figure alone
+    from contextrag import ops
+    t, c = time.perf_counter(), cpu_seconds()
+    rq = ops.rq_kmeans(X, tuple(cfg.rq_sizes), n_iter=cfg.rq_iters, seed=cfg.seed,
+                       max_points_per_centroid=cfg.rq_max_points_per_centroid)
+    out["rq_kmeans_alone"] = {"seconds": time.perf_counter() - t, "cpu_seconds": cpu_seconds() - c,
+                              "residual_inertia_per_level": rq.inertia}
+    print(f"rq_kmeans alone: {out['rq_kmeans_alone']}", flush=True)
+    del rq
     t, c = time.perf_counter(), cpu_seconds()
     ctx = build_context(view, X, cfg)
     stages["stage2_rq_kmeans_and_fcm_context"] = time.perf_counter() - t

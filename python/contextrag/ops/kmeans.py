@@ -222,8 +222,11 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
 
     ``init``: 'k-means++' (default: greedy k-means++ on a seeded subsample of 64 points per
     centre), 'random' (k distinct points, as FAISS), or a (k, d) array of initial centroids.
-    ``max_points_per_centroid``: train on a seeded subsample of at most k·cap points, then run one
-    full assignment pass (FAISS's default is 256). Empty clusters take half of the largest one.
+    ``max_points_per_centroid``: None (default) trains on every point, as scikit-learn does; a cap
+    trains on a seeded subsample of at most k·cap points, then runs one assignment pass over all of
+    X so labels and inertia cover every row (FAISS's default is 256; the index build passes
+    ``Config.rq_max_points_per_centroid`` = 256; why the op's default differs: docs/KERNELS.md).
+    Empty clusters take half of the largest one.
     Stops when inertia decreases by less than ``tol`` (relative).
     ``options``: an ``ops.LloydOptions`` (bounded or plain CPU loop, bf16 screening, statistics).
     """
@@ -290,7 +293,7 @@ def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, see
     """Residual-quantization k-means (eq. 10-12): level ℓ clusters the residual r(ℓ) = x − Σ_{j<ℓ} c(j).
 
     Sizes larger than the number of points are clamped with a warning. ``init`` may be a list of
-    per-level (k_ℓ, d) arrays. Returns RQResult(codebooks, codes, sizes, inertia per level).
+    per-level (k_ℓ, d) arrays. ``max_points_per_centroid``: as in :func:`kmeans_fit`, per level. Returns RQResult(codebooks, codes, sizes, inertia per level).
     """
     tX, kind = _check_X(X)
     n = tX.shape[0]
