@@ -361,7 +361,7 @@ class LexicalContext:
 # ---- index families: built with the index, stored in its snapshot -----------------------------
 
 def lexical_families(titles, texts, names, *, tokens=None, workers: int | None = None,
-                     block: int = BLOCK, mp_context=None) -> LexicalContext:
+                     block: int = BLOCK, mp_context=None, map_fn=None) -> LexicalContext:
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
     Map (per block, in this process or a worker process): tokenise each chunk once and find its title
@@ -370,7 +370,8 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     to :func:`title_family` and :func:`term_family` (tested). ``workers``: processes for the map
     (None: up to 2 per CPU pair when there are at least 4 blocks, else in this process; 1: never).
     ``tokens``: the BM25 tokenisation (``Tokenized`` with ``ids`` and ``vocab``) of a list whose
-    first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it."""
+    first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it.
+    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards)."""
     titles = [t or "" for t in titles]
     texts = list(texts)
     if len(titles) != len(texts):
@@ -381,8 +382,8 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     if not isinstance(block, int) or block < 1:
         raise ValueError(f"block must be an int >= 1, got {block!r}")
     want = tuple(x for x in ("title", "term") if x in names and not (x == "term" and tokens is not None))
-    fams = map_reduce_families(titles, texts, want, workers=workers, block=block, mp_context=mp_context) \
-        if want else {}
+    fams = map_reduce_families(titles, texts, want, workers=workers, block=block, mp_context=mp_context,
+                               map_fn=map_fn) if want else {}
     for name in names:
         if name == "term" and tokens is not None:
             fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts))
