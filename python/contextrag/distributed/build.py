@@ -248,12 +248,12 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
             metas = [{"doc_ids": doc_ids[s.start:s.stop], "positions": positions[s.start:s.stop]} for s in specs]
             with ShardSet(specs, n, os.path.join(wd, "state"), metas=metas) as shards:
                 arrays = build_index_arrays(shards, config, reduce=reduce)
-            with _Timer(timings, "ray_lexical"):
-                lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
-                                     lexical_family_names(config), ns)
                 # the index format keeps every chunk embedding: the final write is the one place
                 # that reads the shards' rows back (a sharded index format would not, see SCALING.md)
                 E = np.concatenate(shards.get(shards.map("embeddings")))
+            with _Timer(timings, "ray_lexical"):
+                lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
+                                     lexical_family_names(config), ns)
     finally:
         if own_dir:
             shutil.rmtree(wd, ignore_errors=True)

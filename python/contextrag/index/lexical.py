@@ -157,7 +157,7 @@ def _family_from_sets(name, sets, own=None, max_n=1, min_df=1):
 TITLE_MAX_TOKENS = 10   # longest title (in tokens) matched as a mention; longer ones only tag their own chunk
 
 
-BLOCK = 16384          # chunks per block: bounds the transient Python token lists at any corpus size
+BLOCK = 8192           # chunks per block: bounds the transient Python token lists (about 0.2 GB) at any corpus size
 
 
 def _mention_automaton(names):
@@ -413,6 +413,18 @@ def title_columns(titles, max_n: int = TITLE_MAX_TOKENS):
     return names, own_col, n_max
 
 
+def _drain(parts: list, dtype) -> np.ndarray:
+    """Concatenate ``parts`` while emptying the list, so at most one part exists twice at a time."""
+    out = np.empty(sum(p.size for p in parts), dtype)
+    o = 0
+    parts.reverse()
+    while parts:
+        p = parts.pop()
+        out[o:o + p.size] = p
+        o += p.size
+    return out
+
+
 class FamilyReducer:
     """Reduce side of the map: collects one family's per-block pairs (rows sorted per block, blocks in
     order) and assembles the CSR family: document frequencies by ``bincount``, degrees w(a) from them.
@@ -438,8 +450,7 @@ class FamilyReducer:
     def family(self) -> Family:
         names = list(self._index) if self._index is not None else self.vocab
         V, n = len(names), self.n
-        indices = np.concatenate(self.cols) if self.cols else np.zeros(0, np.int32)
-        self.cols = []
+        indices = _drain(self.cols, np.int32)
         indptr = np.zeros(n + 1, np.int64)
         if self.counts:
             np.cumsum(np.concatenate(self.counts), out=indptr[1:])
@@ -454,7 +465,7 @@ class FamilyReducer:
         w = idf_weight(df, n)
         data = w.astype(np.float32)[indices]
         if self.own:
-            data[np.concatenate(self.own)] = 1.0
+            data[_drain(self.own, bool)] = 1.0
         I = sp.csr_matrix((data, indices, indptr), shape=(n, keep.size))
         I.has_sorted_indices = False
         I.sort_indices()
