@@ -157,8 +157,15 @@ def first_query(index_dir: str) -> dict:
             "lexical_families_stored": list(rag.index.lexical.families)}
 
 
+def loadavg() -> list:
+    import os
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def main():
-    from bench_cpu_common import RESULTS, loadavg, machine
+    # bench_cpu_common imports torch (0.3 GB resident): only after the lexical build, whose peak
+    # memory this script reports
+    RESULTS = Path(__file__).resolve().parent / "results"
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
@@ -167,10 +174,11 @@ def main():
     args = ap.parse_args()
     path = RESULTS / "spread_scale.json"
     res = json.loads(path.read_text()) if path.exists() else {}
-    res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
     if args.chunks:
         l0 = loadavg()
         res["lexical"] = {**lexical_scale(args.chunks, args.workers), "load_average_start": l0, "load_average_end": loadavg()}
+    from bench_cpu_common import machine
+    res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
     if args.prepare_hotpot:
         l0 = loadavg()
         res["hotpot_first_query_preparation"] = {**prepare_hotpot(), "load_average_start": l0,
