@@ -12,6 +12,7 @@ worker processes of :func:`contextrag.index.lexical.lexical_families` start quic
 """
 from __future__ import annotations
 
+import functools
 import re
 from itertools import chain, compress, filterfalse
 
@@ -32,6 +33,7 @@ including many may might must since though thus us well whose within without yet
 """.split())
 
 
+@functools.lru_cache(maxsize=1)
 def bm25_stopwords() -> frozenset:
     """The stopwords of the BM25 index (bm25s's English list, ``core.BM25_STOPWORDS = "en"``)."""
     from bm25s.stopwords import STOPWORDS_EN
@@ -146,11 +148,8 @@ def bm25_tokenize(texts, block: int = 16384):
 
 def query_tokens(text: str) -> list:
     """``bm25s.tokenize([text], stopwords="en", return_ids=False)[0]``: a question's BM25 tokens."""
-    stop = _BM25_STOP or _BM25_STOP.update(bm25_stopwords()) or _BM25_STOP
+    stop = bm25_stopwords()
     return [t for t in WORD.findall(text.lower()) if len(t) > 1 and t not in stop]
-
-
-_BM25_STOP: set = set()
 
 
 # ---- title mentions ----------------------------------------------------------------------------
