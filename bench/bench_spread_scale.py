@@ -1,9 +1,10 @@
 """Scale of the lexical spreading context, and the first query after loading an index.
 
-1. ``lexical``: the title and term families over an N-chunk recombined corpus (bench/spread_corpus.py):
-   wall and CPU seconds per family (both single-threaded; on a shared machine the CPU seconds are the
-   work, the wall time includes waiting for other tenants) and the process's peak resident memory
-   before and after (the corpus texts themselves are part of the "before").
+1. ``lexical``: the title and term families over an N-chunk recombined corpus (bench/spread_corpus.py),
+   built by map/reduce with ``--workers`` map processes: wall seconds, CPU seconds of the driver and
+   of the workers (on a shared machine the CPU seconds are the work, the wall time includes waiting
+   for other tenants), peak resident memory of the driver (the corpus texts are part of it) and of
+   each worker; their sum bounds the build's memory.
 2. ``--index DIR``: load a saved index (e.g. the HotpotQA-500 index the eval harness cached), load the
    embedder with one warm-up question, then time the first retrieval (which prepares the stored lexical
    families for spreading) and the following ones. Nothing is rebuilt: the stored families are used.
@@ -25,35 +26,76 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_cpu_common import RESULTS, loadavg, machine  # noqa: E402
+# bench_cpu_common (torch) is imported in main() only: the spawned map workers import this module.
 
 
 def peak_rss_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 ** 2
 
 
-def lexical_scale(n: int) -> dict:
+class ChildPeaks:
+    """Samples the peak resident memory (VmHWM) of this process's children every 0.2 s. (The
+    children's ru_maxrss is no use here: a spawned worker's is the parent's size at the fork before
+    its exec, shared pages it never touches after.)"""
+
+    def __init__(self):
+        import os
+        import threading
+        self.pid, self.peaks, self._stop = os.getpid(), {}, threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+
+    def _run(self):
+        import os
+        while not self._stop.is_set():
+            for d in os.listdir("/proc"):
+                if not d.isdigit():
+                    continue
+                try:
+                    st = open(f"/proc/{d}/status").read()
+                except OSError:
+                    continue
+                f = dict(line.split(":", 1) for line in st.splitlines() if ":" in line)
+                if int(f.get("PPid", "0").strip() or 0) == self.pid and "VmHWM" in f:
+                    kb = int(f["VmHWM"].split()[0])
+                    self.peaks[d] = max(self.peaks.get(d, 0), kb)
+            self._stop.wait(0.2)
+
+    def stop(self) -> list:
+        self._stop.set()
+        self._t.join()
+        return sorted((kb / 1024 ** 2 for kb in self.peaks.values()), reverse=True)
+
+
+def lexical_scale(n: int, workers: int) -> dict:
+    """The title and term families by map/reduce (``lexical_families``): the map in ``workers``
+    spawned processes (spawned, not forked, so a worker's memory is its own and not the corpus's
+    shared pages), the reduce here. Wall and CPU seconds of this process and of the workers."""
     from spread_corpus import make_corpus
 
     from contextrag.index import lexical
     t0 = time.perf_counter()
     titles, texts = make_corpus(n)
     out = {"chunks": n, "corpus_s": time.perf_counter() - t0,
-           "corpus_chars": int(sum(len(x) for x in texts)), "peak_rss_gb_after_corpus": peak_rss_gb()}
-    fams = {}
-    for name in ("title", "term"):
-        t, c = time.perf_counter(), time.process_time()
-        fams[name] = lexical.BUILDERS[name](titles, texts)
-        out[f"{name}_s"] = time.perf_counter() - t
-        out[f"{name}_cpu_s"] = time.process_time() - c
-        f = fams[name]
+           "corpus_chars": int(sum(len(x) for x in texts)), "peak_rss_gb_after_corpus": peak_rss_gb(),
+           "workers": workers, "block": lexical.BLOCK}
+    t, c = time.perf_counter(), time.process_time()
+    ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peaks = ChildPeaks()
+    ctx = lexical.lexical_families(titles, texts, ["title", "term"], workers=workers, mp_context="spawn")
+    child_gb = peaks.stop()
+    ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out["lexical_s"] = time.perf_counter() - t
+    out["lexical_cpu_s_driver"] = time.process_time() - c
+    out["lexical_cpu_s_workers"] = (ch1.ru_utime + ch1.ru_stime) - (ch0.ru_utime + ch0.ru_stime)
+    out["lexical_cpu_s"] = out["lexical_cpu_s_driver"] + out["lexical_cpu_s_workers"]
+    for name, f in ctx.families.items():
         out[f"{name}_attributes"] = len(f.vocab)
         out[f"{name}_nnz"] = int(f.incidence.nnz)
         out[f"{name}_linking_attributes"] = int((f.df >= 2).sum())
-    out["lexical_s"] = out["title_s"] + out["term_s"]
-    out["lexical_cpu_s"] = out["title_cpu_s"] + out["term_cpu_s"]
-    out["peak_rss_gb_after_lexical"] = peak_rss_gb()
-    ctx = lexical.LexicalContext(fams)
+    out["peak_rss_gb_driver"] = peak_rss_gb()
+    out["peak_rss_gb_workers"] = child_gb[:workers]
+    out["peak_rss_gb_bound"] = out["peak_rss_gb_driver"] + sum(child_gb[:workers])
     arrs = lexical.lexical_arrays(ctx)
     out["stored_bytes"] = int(sum(a.nbytes for a in arrs.values()))
     t = time.perf_counter()
@@ -115,18 +157,28 @@ def first_query(index_dir: str) -> dict:
             "lexical_families_stored": list(rag.index.lexical.families)}
 
 
+def loadavg() -> list:
+    import os
+    return [round(x, 2) for x in os.getloadavg()]
+
+
 def main():
+    # bench_cpu_common imports torch (0.3 GB resident): only after the lexical build, whose peak
+    # memory this script reports
+    RESULTS = Path(__file__).resolve().parent / "results"
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=0)
+    ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--index")
     ap.add_argument("--prepare-hotpot", action="store_true")
     args = ap.parse_args()
     path = RESULTS / "spread_scale.json"
     res = json.loads(path.read_text()) if path.exists() else {}
-    res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
     if args.chunks:
         l0 = loadavg()
-        res["lexical"] = {**lexical_scale(args.chunks), "load_average_start": l0, "load_average_end": loadavg()}
+        res["lexical"] = {**lexical_scale(args.chunks, args.workers), "load_average_start": l0, "load_average_end": loadavg()}
+    from bench_cpu_common import machine
+    res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
     if args.prepare_hotpot:
         l0 = loadavg()
         res["hotpot_first_query_preparation"] = {**prepare_hotpot(), "load_average_start": l0,

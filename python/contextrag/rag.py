@@ -191,10 +191,27 @@ class ContextRAG:
         return rag
 
     @classmethod
-    def load(cls, path, *, llm=None, embedder=None, lock_timeout: float | None = None) -> "ContextRAG":
+    def load(cls, path, *, llm=None, embedder=None, lock_timeout: float | None = None,
+             prepare: bool = True) -> "ContextRAG":
+        """Open a saved index. ``prepare`` (default): also ready the query stage (:meth:`prepare`), so
+        the first query runs as fast as the next ones; False for tools that only read the index."""
         from .index.store import load
-        return cls(load(path, embedder=_checked_embedder(embedder)), path, _check_llm(llm),
-                   lock_timeout=lock_timeout)
+        rag = cls(load(path, embedder=_checked_embedder(embedder)), path, _check_llm(llm),
+                  lock_timeout=lock_timeout)
+        return rag.prepare() if prepare else rag
+
+    def prepare(self) -> "ContextRAG":
+        """Build now what the first query would otherwise build: the query modules, the corpus view
+        (item kinds and documents, the concept nodes' extents, the router) and the spreading state of
+        the index's ``Config`` (its stored lexical families prepared for ``ops.spread_hop``). Each is
+        built once per index object and reused by every query; returns self."""
+        from .query import _view, spread
+        view = _view.view_of(self.index)
+        cfg = self.index.config
+        fams = getattr(cfg, "spread_families", None) or {}
+        if getattr(cfg, "w_spread", 0) > 0 and any(w > 0 for w in fams.values()):
+            spread.lexical_state(view, fams)
+        return self
 
     def save(self, path=None) -> None:
         """Write this object's index to ``path`` (default: its own), replacing what is there."""

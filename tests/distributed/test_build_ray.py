@@ -54,11 +54,29 @@ def test_ray_build_equals_single_machine_build(ray_cluster, paragraphs, embedder
     m, k = g.edge_kind == COOC, h.edge_kind == COOC
     assert sorted(zip(g.edge_src[m], g.edge_dst[m])) == sorted(zip(h.edge_src[k], h.edge_dst[k]))
     assert ix.item_ids == ref.item_ids
-    # the lexical spreading families (built by the driver after the shard stages) are the same
+    # the lexical spreading families (map on Ray tasks, reduce in the driver) are the same
+    assert "ray_lexical" in rag.index.timings       # built on the Ray tasks, not after them
     assert list(ix.lexical.families) == list(ref.lexical.families)
     for name, f in ref.lexical.families.items():
         assert ix.lexical.families[name].vocab == f.vocab
+        assert np.array_equal(ix.lexical.families[name].df, f.df)
         assert (ix.lexical.families[name].incidence != f.incidence).nnz == 0
     # and it answers like the single-machine index
     q = docs[3]["title"]
     assert [h.id for h in rag.retrieve(q, k=3)] == [h.id for h in ContextRAG(ref).retrieve(q, k=3)]
+
+
+def test_lexical_map_on_ray_equals_single_process(ray_cluster, paragraphs):
+    """Three map tasks over runs of blocks, reduce in the driver: the arrays of the one-process build."""
+    from contextrag.distributed.build import lexical_on_ray
+    from contextrag.index.lexical import lexical_families
+    docs = paragraphs[:40]
+    titles, texts = [d["title"] for d in docs], [d["text"] for d in docs]
+    got = lexical_on_ray(titles, texts, ["title", "term"], 3)
+    ref = lexical_families(titles, texts, ["title", "term"], workers=1)
+    for name, f in ref.families.items():
+        g = got.families[name]
+        assert g.attributes == f.attributes and np.array_equal(g.df, f.df)
+        for part in ("indptr", "indices", "data"):
+            assert np.array_equal(getattr(g.incidence, part), getattr(f.incidence, part))
+    assert ref.families["title"].incidence.nnz >= len(docs)

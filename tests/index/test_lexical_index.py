@@ -137,3 +137,20 @@ def test_retrieve_many_equals_retrieve(base):
     assert base.retrieve_many([], k=3) == []
     with pytest.raises(TypeError, match="questions must be a list"):
         base.retrieve_many("one question")
+
+
+def test_load_prepares_the_query_stage(base_dir, embedder, monkeypatch):
+    """ContextRAG.load builds the corpus view and the spreading state: the first query builds neither."""
+    from contextrag import ContextRAG
+    from contextrag.query import _view, spread
+    rag = ContextRAG.load(base_dir, embedder=embedder)
+
+    def boom(*a, **k):
+        raise AssertionError("the first query built query-stage state")
+    monkeypatch.setattr(_view, "_build_view", boom)
+    monkeypatch.setattr(spread, "_build_state", boom)
+    hits = rag.retrieve("Which film was directed by the director of Tokyo Story?", k=5)
+    assert len(hits) == 5 and any(h.parts.get("spread", 0) > 0 for h in hits)
+    lazy = ContextRAG.load(base_dir, embedder=embedder, prepare=False)
+    with pytest.raises(AssertionError, match="built query-stage state"):
+        lazy.retrieve("Which film was directed by the director of Tokyo Story?", k=5)

@@ -188,11 +188,37 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     return out
 
 
+def lexical_on_ray(titles, texts, names, n_tasks: int):
+    """The lexical families with the map on Ray tasks and the reduce in the driver: each task takes a
+    run of consecutive blocks (a shard of the chunks), builds the title matcher once, tokenises and
+    matches its blocks (``lexical_map.map_block``); the driver merges the term vocabularies in block
+    order, counts the document frequencies and assembles the CSR incidence
+    (``lexical.map_reduce_families``). The same families as the single-process build (tested)."""
+    import ray
+
+    from ..index import lexical
+    from ..index import lexical_map as lm
+
+    @ray.remote
+    def _map(jobs, names, max_n):
+        matcher = lm.Matcher(names, max_n) if names is not None else None
+        return [lm.map_block(*j, matcher=matcher) for j in jobs]
+
+    def map_fn(jobs, names, max_n):
+        ref = ray.put(names)
+        cut = np.linspace(0, len(jobs), max(1, min(n_tasks, len(jobs))) + 1).astype(int)
+        parts = [_map.remote(jobs[a:b], ref, max_n) for a, b in zip(cut[:-1], cut[1:]) if b > a]
+        return [r for part in ray.get(parts) for r in part]
+
+    block = max(1, min(lexical.BLOCK, -(-len(texts) // max(n_tasks, 1))))   # at least one block per task
+    return lexical.lexical_families(titles, texts, names, block=block, map_fn=map_fn)
+
+
 def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = None, n_shards: int | None = None,
                     work_dir: str | None = None, num_cpus: int | None = None, reduce: str = "ordered"):
     """``ContextRAG.build(..., executor='ray')``: the index of ``index.build.build_index`` with chunk
     embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
-    from ..index.build import _Timer, embed_inputs, finish_items, make_chunker
+    from ..index.build import _Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
     from ..index.context import FamilyResult, FuzzyContext, _block_from
     from ..index.chunking import doc_entry
     from ..index.core import Index
@@ -226,6 +252,9 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                 # the index format keeps every chunk embedding: the final write is the one place
                 # that reads the shards' rows back (a sharded index format would not, see SCALING.md)
                 E = np.concatenate(shards.get(shards.map("embeddings")))
+            with _Timer(timings, "ray_lexical"):
+                lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
+                                     lexical_family_names(config), ns)
     finally:
         if own_dir:
             shutil.rmtree(wd, ignore_errors=True)
@@ -253,5 +282,5 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
     ix.graph = arrays["graph"]
     ix.attr_centroids = arrays["attr_centroids"]
     ix._extents = None
-    finish_items(ix, llm, E)
+    finish_items(ix, llm, E, lexical=lex)
     return ix

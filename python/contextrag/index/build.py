@@ -195,19 +195,23 @@ def build_bm25(ix: Index):
     """The BM25 index over every item; returns its tokenisation (reused by the lexical "term" family)."""
     import bm25s
 
-    from .core import BM25_STOPWORDS
+    from .core import bm25_tokenize_ids
     retriever = bm25s.BM25()
-    tokens = bm25s.tokenize(ix.search_texts(), stopwords=BM25_STOPWORDS, show_progress=False)
+    tokens = bm25_tokenize_ids(ix.search_texts())    # = bm25s.tokenize(..., stopwords="en"), faster
     retriever.index(tokens, show_progress=False)
     ix.bm25 = retriever
     return tokens
 
 
-def build_lexical(ix: Index, tokens=None) -> None:
+def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     """The lexical families of ``Config.spread_families`` (title, term by default) over the chunks,
     stored with the index and read by query-time spreading. ``tokens``: the BM25 tokenisation of
-    ``ix.search_texts()`` (chunks first), reused for the "term" family."""
+    ``ix.search_texts()`` (chunks first), reused for the "term" family. ``prebuilt``: families
+    already built over these chunks (a ``LexicalContext``), taken as they are."""
     from .lexical import lexical_families
+    if prebuilt is not None:
+        ix.lexical = prebuilt
+        return
     ix.lexical = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
                                   tokens=tokens)
 
@@ -247,8 +251,9 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
     return ix
 
 
-def finish_items(ix: Index, llm, E: np.ndarray) -> None:
-    """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25."""
+def finish_items(ix: Index, llm, E: np.ndarray, lexical=None) -> None:
+    """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25.
+    ``lexical``: the lexical families when already built (by the Ray build's map on the shards)."""
     with _Timer(ix.timings, "summaries"):
         s_items = make_summaries(ix, llm, E)
     with _Timer(ix.timings, "items"):
@@ -256,7 +261,7 @@ def finish_items(ix: Index, llm, E: np.ndarray) -> None:
     with _Timer(ix.timings, "bm25"):
         tokens = build_bm25(ix)
     with _Timer(ix.timings, "lexical"):
-        build_lexical(ix, tokens)
+        build_lexical(ix, tokens, prebuilt=lexical)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray) -> None:

@@ -54,17 +54,18 @@ BM25_STOPWORDS = "en"
 
 
 def bm25_tokenize(texts: list[str]) -> list[list[str]]:
-    """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords)."""
-    import bm25s
-    return bm25s.tokenize(list(texts), stopwords=BM25_STOPWORDS, return_ids=False, show_progress=False)
+    """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords):
+    bm25s.tokenize(texts, stopwords="en", return_ids=False), token for token."""
+    from .lexical_map import query_tokens
+    return [query_tokens(t) for t in texts]
 
 
 def bm25_tokenize_ids(texts: list[str]):
-    """(token ids per text, vocabulary) of the BM25 tokenizer: what the BM25 index and the lexical
-    "term" family are both built from (one tokenisation pass)."""
-    import bm25s
-    tok = bm25s.tokenize(list(texts), stopwords=BM25_STOPWORDS, show_progress=False)
-    return tok.ids, tok.vocab
+    """bm25s.tokenize(texts, stopwords="en")'s ``Tokenized`` (token ids per text, vocabulary), computed
+    with C-level loops (``lexical_map.bm25_tokenize``, tested equal): what the BM25 index and the
+    lexical "term" family are both built from (one tokenisation pass)."""
+    from .lexical_map import bm25_tokenize
+    return bm25_tokenize(list(texts))
 
 
 @dataclass

@@ -19,43 +19,25 @@ for query matching. Each family is a CSR matrix (chunks x attributes).
 from __future__ import annotations
 
 import math
+import os
 import re
+from itertools import chain, filterfalse
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
+from .lexical_map import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
+
 FAMILIES = ("title", "phrase", "term")
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_PAREN = re.compile(r"\s*\([^()]*\)\s*$")
 # A capitalised word: an upper-case letter then word characters, apostrophes, hyphens, dots (initials).
 _CAPW = r"(?:[A-Z\u00C0-\u00DE][\w'\u2019\-]*\.?)"
 _CONN = r"(?:of|the|de|da|del|della|di|du|des|la|le|van|von|der|den|and|&|for|y|al|bin|el|upon|on)"
 _PHRASE = re.compile(rf"{_CAPW}(?:\s+(?:{_CONN}\s+)*{_CAPW})*")
 _QUOTED = re.compile(r"[\"\u201C]([^\"\u201D]{2,80})[\"\u201D]")
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})\b")
-
-STOPWORDS = frozenset("""
-a about above after again against all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me more
-most my myself no nor not now of off on once only or other our ours ourselves out over own same she
-should so some such than that the their theirs them themselves then there these they this those
-through to too under until up very was we were what when where which while who whom why will with
-would you your yours yourself yourselves one two three first second new known became become later
-including many may might must since though thus us well whose within without yet however among
-""".split())
-
-
-def normalise(text: str) -> str:
-    """Lower-case word tokens joined by single spaces."""
-    return " ".join(_WORD.findall(text.lower()))
-
-
-def normalise_title(title: str) -> str:
-    """A title as an entity name: disambiguation in trailing parentheses dropped, normalised."""
-    return normalise(_PAREN.sub("", title or ""))
+_WORD = WORD
 
 
 def entity_phrases(text: str) -> set[str]:
@@ -175,7 +157,7 @@ def _family_from_sets(name, sets, own=None, max_n=1, min_df=1):
 TITLE_MAX_TOKENS = 10   # longest title (in tokens) matched as a mention; longer ones only tag their own chunk
 
 
-BLOCK = 16384          # chunks per block: bounds the transient Python token lists at any corpus size
+BLOCK = 8192           # chunks per block: bounds the transient Python token lists (about 0.2 GB) at any corpus size
 
 
 def _mention_automaton(names):
@@ -274,7 +256,7 @@ class TermPairs:
         lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         if not lens.sum():
             return
-        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lens.sum()))
+        flat = np.fromiter(chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
         V = max(len(inv), 1)
         key = np.repeat(np.arange(len(ids), dtype=np.int64), lens) * V + flat
         key = np.unique(key[ok[flat]])          # sorted by (row, local id): unique, grouped by row
@@ -302,13 +284,30 @@ def term_family(titles, texts, block: int = BLOCK) -> Family:
     return acc.family(len(texts))
 
 
-def term_family_from_tokens(ids, vocab: dict, n: int) -> Family:
+def term_family_from_tokens(ids, vocab: dict, n: int, block: int = BLOCK) -> Family:
     """The term family from the BM25 index's own tokenisation of the chunks (``ids[:n]``, ``vocab``):
     lower-case \\w\\w+ tokens minus the BM25 stopwords, and minus :data:`STOPWORDS` here, so the family
-    is "word tokens of 2+ characters minus STOPWORDS", the same as :func:`term_family` builds."""
-    acc = TermPairs()
-    acc.add(ids[:n], vocab, 0)
-    return acc.family(n)
+    is "word tokens of 2+ characters minus STOPWORDS", the same as :func:`term_family` builds.
+    Columns in the vocabulary's order (first occurrence), block by block with NumPy."""
+    inv = [""] * len(vocab)
+    for t, j in vocab.items():
+        inv[j] = t
+    ok = np.fromiter(map(len, inv), np.int64, len(inv)) > 1
+    for w in STOPWORDS:
+        j = vocab.get(w)
+        if j is not None:
+            ok[j] = False
+    col = (np.cumsum(ok) - 1).astype(np.int32)
+    red = FamilyReducer("term", n, names=[t for t, k in zip(inv, ok) if k])
+    V = max(len(inv), 1)
+    for s in range(0, n, block):
+        part = ids[s:min(s + block, n)]
+        lens = np.fromiter(map(len, part), np.int64, len(part))
+        flat = np.fromiter(chain.from_iterable(part), np.int64, int(lens.sum()))
+        key = np.repeat(np.arange(len(part), dtype=np.int64), lens) * V + flat
+        key = sorted_unique(key[ok[flat]])
+        red.add(s, len(part), (s + key // V).astype(np.int32), col[key % V])
+    return red.family()
 
 
 BUILDERS = {"title": title_family, "phrase": phrase_family, "term": term_family}
@@ -361,21 +360,159 @@ class LexicalContext:
 
 # ---- index families: built with the index, stored in its snapshot -----------------------------
 
-def lexical_families(titles, texts, names, *, tokens=None) -> LexicalContext:
-    """The families ``names`` over the chunks. ``tokens``: the BM25 tokenisation (``Tokenized`` with
-    ``ids`` and ``vocab``) of a list whose first ``len(texts)`` entries are "title\\ntext" of the
-    chunks: the "term" family then reuses it instead of tokenising again."""
+def lexical_families(titles, texts, names, *, tokens=None, workers: int | None = None,
+                     block: int = BLOCK, mp_context=None, map_fn=None) -> LexicalContext:
+    """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
+
+    Map (per block, in this process or a worker process): tokenise each chunk once and find its title
+    mentions and term pairs (:mod:`.lexical_map`). Reduce (here): the global term vocabulary in order
+    of first occurrence, the document frequencies and the CSR incidence, assembled with NumPy. Equal
+    to :func:`title_family` and :func:`term_family` (tested). ``workers``: processes for the map
+    (None: up to 2 per CPU pair when there are at least 4 blocks, else in this process; 1: never).
+    ``tokens``: the BM25 tokenisation (``Tokenized`` with ``ids`` and ``vocab``) of a list whose
+    first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it.
+    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards)."""
     titles = [t or "" for t in titles]
     texts = list(texts)
-    fams = {}
+    if len(titles) != len(texts):
+        raise ValueError(f"titles has {len(titles)} entries, texts has {len(texts)}")
     for name in names:
         if name not in BUILDERS:
             raise ValueError(f"unknown lexical family {name!r} (have {sorted(BUILDERS)})")
+    if not isinstance(block, int) or block < 1:
+        raise ValueError(f"block must be an int >= 1, got {block!r}")
+    want = tuple(x for x in ("title", "term") if x in names and not (x == "term" and tokens is not None))
+    fams = map_reduce_families(titles, texts, want, workers=workers, block=block, mp_context=mp_context,
+                               map_fn=map_fn) if want else {}
+    for name in names:
         if name == "term" and tokens is not None:
             fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts))
-        else:
-            fams[name] = BUILDERS[name](titles, texts)
-    return LexicalContext(fams)
+        elif name == "phrase":
+            fams[name] = phrase_family(titles, texts)
+    return LexicalContext({name: fams[name] for name in names})
+
+
+def map_workers(workers: int | None, n_blocks: int) -> int:
+    """Processes for the map: ``workers`` if given, else min(2, CPUs) from 4 blocks on (a process
+    costs about a second to start; below that the map runs here)."""
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1 or None, got {workers!r}")
+        return min(workers, max(n_blocks, 1))
+    return min(2, os.cpu_count() or 1) if n_blocks >= 4 else 1
+
+
+def title_columns(titles, max_n: int = TITLE_MAX_TOKENS):
+    """(sorted title names, own column per chunk (−1 for none), longest name matched in tokens)."""
+    cache: dict = {}
+    own = [cache[t] if t in cache else cache.setdefault(t, normalise_title(t)) for t in titles]
+    names = sorted({t for t in cache.values() if t and t not in STOPWORDS and len(t) > 1})
+    col = dict(zip(names, range(len(names))))
+    own_col = np.fromiter(map(col.get, own, [-1] * len(own)), np.int64, len(own))
+    n_max = min(max([len(t.split()) for t in names] + [1]), max_n)
+    return names, own_col, n_max
+
+
+def _drain(parts: list, dtype) -> np.ndarray:
+    """Concatenate ``parts`` while emptying the list, so at most one part exists twice at a time."""
+    out = np.empty(sum(p.size for p in parts), dtype)
+    o = 0
+    parts.reverse()
+    while parts:
+        p = parts.pop()
+        out[o:o + p.size] = p
+        o += p.size
+    return out
+
+
+class FamilyReducer:
+    """Reduce side of the map: collects one family's per-block pairs (rows sorted per block, blocks in
+    order) and assembles the CSR family: document frequencies by ``bincount``, degrees w(a) from them.
+    ``names=None``: the block attributes are merged into one vocabulary in order of first occurrence."""
+
+    def __init__(self, name: str, n: int, names=None, own_col=None, max_n: int = 1):
+        self.name, self.n, self.max_n, self.own_col = name, n, max_n, own_col
+        self.vocab = None if names is None else names
+        self._index = {} if names is None else None
+        self.counts, self.cols, self.own = [], [], []
+
+    def add(self, row0: int, n_rows: int, rows, cols, attributes=None) -> None:
+        if self._index is not None:            # block-local attribute columns -> global columns
+            g = self._index
+            new = list(filterfalse(g.__contains__, attributes))
+            g.update(zip(new, range(len(g), len(g) + len(new))))
+            cols = np.fromiter(map(g.__getitem__, attributes), np.int32, len(attributes))[cols]
+        self.counts.append(np.bincount(rows - row0, minlength=n_rows))
+        self.cols.append(np.asarray(cols, np.int32))
+        if self.own_col is not None:
+            self.own.append(self.own_col[rows] == cols)
+
+    def family(self) -> Family:
+        names = list(self._index) if self._index is not None else self.vocab
+        V, n = len(names), self.n
+        indices = _drain(self.cols, np.int32)
+        indptr = np.zeros(n + 1, np.int64)
+        if self.counts:
+            np.cumsum(np.concatenate(self.counts), out=indptr[1:])
+        df = np.bincount(indices, minlength=V).astype(np.int64)
+        keep = np.flatnonzero(df > 0)
+        if keep.size < V:                      # titles nobody mentions and no chunk holds
+            remap = np.full(V, -1, np.int32)
+            remap[keep] = np.arange(keep.size, dtype=np.int32)
+            indices = remap[indices]
+            df = df[keep]
+            names = [names[j] for j in keep]
+        w = idf_weight(df, n)
+        data = w.astype(np.float32)[indices]
+        if self.own:
+            data[_drain(self.own, bool)] = 1.0
+        I = sp.csr_matrix((data, indices, indptr), shape=(n, keep.size))
+        I.has_sorted_indices = False
+        I.sort_indices()
+        return Family(name=self.name, vocab=dict(zip(names, range(len(names)))), df=df,
+                      weight=w.astype(np.float32), incidence=I, max_n=self.max_n)
+
+
+def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK, mp_context=None,
+                        map_fn=None) -> dict:
+    """The "title" and/or "term" families (``want``) by map/reduce over blocks of chunks.
+    ``map_fn(jobs, names, max_n)``, optional, runs the map elsewhere (e.g. on Ray tasks): it gets the
+    jobs (argument tuples of :func:`.lexical_map.map_block`) and the title matcher's inputs, and
+    returns the block results in order."""
+    from . import lexical_map as lm
+    n = len(texts)
+    names = own_col = None
+    n_max = 1
+    red = {}
+    if "title" in want:
+        names, own_col, n_max = title_columns(titles)
+        red["title"] = FamilyReducer("title", n, names=names, own_col=own_col, max_n=n_max)
+    if "term" in want:
+        red["term"] = FamilyReducer("term", n)
+    jobs = [(s, titles[s:s + block], texts[s:s + block],
+             own_col[s:s + block] if own_col is not None else None, tuple(want)) for s in range(0, n, block)]
+
+    def reduce(results):
+        for (row0, _, tx, _, _), r in zip(jobs, results):
+            if "term" in r:
+                attrs, rows, cols = r["term"]
+                red["term"].add(row0, len(tx), rows, cols, attrs)
+            if "title" in r:
+                red["title"].add(row0, len(tx), *r["title"])
+
+    if map_fn is not None:
+        reduce(map_fn(jobs, names, TITLE_MAX_TOKENS))
+    elif map_workers(workers, len(jobs)) <= 1:
+        matcher = lm.Matcher(names, TITLE_MAX_TOKENS) if names is not None else None
+        reduce(lm.map_block(*j, matcher=matcher) for j in jobs)
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+        ctx = mp.get_context(mp_context) if isinstance(mp_context, str) or mp_context is None else mp_context
+        with ProcessPoolExecutor(map_workers(workers, len(jobs)), mp_context=ctx, initializer=lm.init_worker,
+                                 initargs=(names, TITLE_MAX_TOKENS)) as ex:
+            reduce(ex.map(lm.map_block, *zip(*jobs)))
+    return {k: r.family() for k, r in red.items()}
 
 
 def _utf8(names) -> np.ndarray:
