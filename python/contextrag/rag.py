@@ -144,6 +144,16 @@ def _copy_index(ix):
     return copy.deepcopy(ix, memo)
 
 
+def _prepare_queries(ix) -> None:
+    """The corpus view and the spreading state of ``ix``'s Config, built once per index object."""
+    from .query import _view, spread
+    view = _view.view_of(ix)
+    cfg = getattr(ix, "config", None)
+    fams = getattr(cfg, "spread_families", None) or {}
+    if getattr(cfg, "w_spread", 0) > 0 and any(w > 0 for w in fams.values()):
+        spread.lexical_state(view, fams)
+
+
 class ContextRAG:
     def __init__(self, index, path=None, llm=None, *, lock_timeout: float | None = None):
         self.index = index
@@ -205,12 +215,8 @@ class ContextRAG:
         (item kinds and documents, the concept nodes' extents, the router) and the spreading state of
         the index's ``Config`` (its stored lexical families prepared for ``ops.spread_hop``). Each is
         built once per index object and reused by every query; returns self."""
-        from .query import _view, spread
-        view = _view.view_of(self.index)
-        cfg = self.index.config
-        fams = getattr(cfg, "spread_families", None) or {}
-        if getattr(cfg, "w_spread", 0) > 0 and any(w > 0 for w in fams.values()):
-            spread.lexical_state(view, fams)
+        _prepare_queries(self.index)
+        self._queried = True     # later writes prepare the index they swap in
         return self
 
     def save(self, path=None) -> None:
@@ -258,12 +264,7 @@ class ContextRAG:
         first queries on it do not wait for them (seconds on a large index, on cores the querying
         threads share)."""
         if getattr(self, "_queried", False):
-            from .query._view import view_of
-            from .query.spread import lexical_state
-            view = view_of(ix)
-            families = getattr(getattr(ix, "config", None), "spread_families", None) or {}
-            if families:
-                lexical_state(view, families)
+            _prepare_queries(ix)
 
     # ---- updates
     def add(self, docs, *, replace: bool = False, strict: bool = False) -> dict:

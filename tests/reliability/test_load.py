@@ -63,7 +63,7 @@ def test_threads_arriving_together_build_the_query_state_once(tiny, questions, m
         return wrapped
     monkeypatch.setattr(_view, "_build_view", count("view", real_view))
     monkeypatch.setattr(spread, "_build_state", count("lexical", real_state))
-    rag = ContextRAG.load(tiny, embedder=HashEmbedder())
+    rag = ContextRAG.load(tiny, embedder=HashEmbedder(), prepare=False)   # the first queries build it
     assert rag.index.config.spread_families, "the test needs an index with lexical families"
     go = threading.Barrier(8)
     errors = []

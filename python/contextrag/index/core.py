@@ -39,6 +39,7 @@ calls), timings (seconds per stage), info (build diagnostics: summaries status, 
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +52,7 @@ from .graph import ConceptGraph
 CHUNK, SUMMARY, JOIN_ITEM, MEET_ITEM = 0, 1, 2, 3
 ITEM_KINDS = ("chunk", "summary", "join", "meet")
 BM25_STOPWORDS = "en"
+_EXTENTS_LOCK = threading.Lock()
 
 
 def bm25_tokenize(texts: list[str]) -> list[list[str]]:
@@ -128,7 +130,9 @@ class Index:
     def node_extents(self) -> np.ndarray:
         """(V, n) fuzzy extents of all concept nodes (cached until the index changes)."""
         if self._extents is None:
-            self._extents = self.graph.extents(self.context.dense())
+            with _EXTENTS_LOCK:    # threads arriving together compute them once (the query view keys on them)
+                if self._extents is None:
+                    self._extents = self.graph.extents(self.context.dense())
         return self._extents
 
     def invalidate(self) -> None:
