@@ -58,10 +58,13 @@ def test_onnx_tokenizer_offsets_equal_transformers(hotpot_paragraphs):
     from contextrag.index.onnx_embed import TokenizerSpans
     path = resolve_model("all-MiniLM-L6-v2")
     ours, theirs = TokenizerSpans(os.path.join(path, "tokenizer.json")), AutoTokenizer.from_pretrained(path)
-    for p in hotpot_paragraphs[:20] + [{"text": LONG}]:
-        kw = dict(add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
-        assert list(map(tuple, ours(p["text"], **kw)["offset_mapping"])) == \
-            list(map(tuple, theirs(p["text"], **kw)["offset_mapping"]))
+    texts = [p["text"] for p in hotpot_paragraphs[:20]] + [LONG]
+    kw = dict(add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    want = [list(map(tuple, theirs(t, **kw)["offset_mapping"])) for t in texts]
+    assert [list(map(tuple, ours(t, **kw)["offset_mapping"])) for t in texts] == want
+    ours.prefetch(texts)                     # the build's batch tokenisation: same offsets
+    assert [list(map(tuple, ours(t, **kw)["offset_mapping"])) for t in texts] == want
+    assert ours._ahead == {}
 
 
 def test_static_encoder_shape_and_determinism(tmp_path):

@@ -275,6 +275,8 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                 embedder.load()
             chunker = make_chunker(config, embedder)
         with stage("chunk", total=len(docs), unit="doc") as tick:
+            if callable(getattr(chunker.tokenizer, "prefetch", None)):
+                chunker.tokenizer.prefetch([d.text for d in docs])   # one batch, in Rust threads
             chunks = []
             for d in docs:
                 chunks.extend(chunker.split(d))

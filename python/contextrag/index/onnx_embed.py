@@ -38,10 +38,18 @@ class TokenizerSpans:
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_truncation()
         self._tok.no_padding()
+        self._ahead: dict = {}
+
+    def prefetch(self, texts: list[str]) -> None:
+        """Tokenise ``texts`` in one batch (Rust threads, outside the GIL); the next call for each of
+        them (without special tokens) takes its result instead of tokenising again."""
+        self._ahead = dict(zip(texts, self._tok.encode_batch(list(texts), add_special_tokens=False)))
 
     def __call__(self, text: str, add_special_tokens: bool = True, return_offsets_mapping: bool = False,
                  truncation: bool = False, verbose: bool = False, **_):
-        enc = self._tok.encode(text, add_special_tokens=add_special_tokens)
+        enc = None if add_special_tokens else self._ahead.pop(text, None)
+        if enc is None:
+            enc = self._tok.encode(text, add_special_tokens=add_special_tokens)
         out = {"input_ids": enc.ids}
         if return_offsets_mapping:
             out["offset_mapping"] = enc.offsets
