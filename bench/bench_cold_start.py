@@ -28,12 +28,18 @@ from bench_index import machine, write  # noqa: E402
 QUESTION = "Which magazine was started first, Arthur's Magazine or First for Women?"
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str]) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the child, all threads): on a shared machine the CPU time is the
+    figure the neighbours disturb least."""
+    import resource
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} failed: {out.stderr[-1500:]}")
-    return time.perf_counter() - t
+    w = time.perf_counter() - t
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return w, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
 def top_imports(index: str, n: int = 12) -> dict:
@@ -63,9 +69,14 @@ def main(argv=None) -> int:
     out = {"benchmark": "cold_start_query", "machine": machine(), "index": Path(args.index).name,
            "question": QUESTION, "runs": {}}
     for name, cmd in (("cli", cli), ("torch", forced)):
-        times = [wall(cmd) for _ in range(args.repeats)]
-        out["runs"][name] = {"seconds": [round(t, 3) for t in times], "best": round(min(times), 3),
-                             "loadavg": os.getloadavg()}
+        try:
+            runs = [wall(cmd) for _ in range(args.repeats)]
+        except RuntimeError as e:     # e.g. torch's 384-d vectors on an index of the static model
+            out["runs"][name] = {"error": str(e).strip().splitlines()[-1][-300:]}
+            continue
+        out["runs"][name] = {"seconds": [round(w, 3) for w, _ in runs], "best": round(min(w for w, _ in runs), 3),
+                             "cpu_seconds": [round(c, 3) for _, c in runs], "loadavg": os.getloadavg(),
+                             "niceness": os.nice(0)}
         print(name, out["runs"][name], flush=True)
     out["cli_top_level_imports_seconds"] = top_imports(args.index)
     write("cold_start.json", out)
