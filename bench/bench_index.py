@@ -3,6 +3,8 @@
 
     python bench/bench_index.py ultradomain   # index_ultradomain.json: UltraDomain Mix end to end
     python bench/bench_index.py synthetic     # index_synthetic_1m.json: stages 2-3 on 1M×384 synthetic
+    python bench/bench_index.py throughput    # index_throughput.json: HotpotQA-500's corpus and a
+                                              # 100k-chunk corpus, raw text to saved index, per stage
 
 ultradomain: chunk (embedder tokenizer, 200/40) + embed (MiniLM) + RQ-KMeans 96/24/12 + FCM context +
 concept graph + items + BM25 + save, with the paper's defaults and no LLM: seconds per stage,
@@ -185,14 +187,70 @@ def synthetic(args) -> Path:
     return write(f"index_synthetic_{n // 1000}k.json" if n < 1_000_000 else "index_synthetic_1m.json", out)
 
 
+def _build_rate(docs: list[dict], config, keep: str | None = None) -> dict:
+    """One end-to-end build (raw text -> saved index) with its seconds and chunks/s per stage."""
+    from contextrag import ContextRAG
+    tmp = Path(tempfile.mkdtemp(prefix="ctxrag-bench-"))
+    try:
+        la, t, c = os.getloadavg(), time.perf_counter(), cpu_seconds()
+        rag = ContextRAG.build(docs, path=tmp / "idx", config=config, llm=None, progress=False)
+        total, cpu = time.perf_counter() - t, cpu_seconds() - c
+        ix = rag.index
+        n = ix.n_chunks
+        stages = {k: round(v, 3) for k, v in ix.timings.items()}
+        row = {"documents": len(docs), "chunks": n, "embedder": ix.info.get("embedder"),
+               "seconds_total": round(total, 3), "cpu_seconds_total": round(cpu, 3),
+               "chunks_per_s_total": round(n / total, 2), "seconds_per_stage": stages,
+               "chunks_per_s_per_stage": {k: round(n / v, 1) for k, v in stages.items() if v > 0},
+               "loadavg_before": la, "loadavg_after": os.getloadavg(), "peak_rss_bytes": peak_rss()}
+        if keep:
+            shutil.rmtree(keep, ignore_errors=True)
+            shutil.copytree(tmp / "idx", keep)
+        return row
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def throughput(args) -> Path:
+    """HotpotQA-500's corpus with each CPU embedder (the default first), and a 100k-chunk corpus
+    recombined from the shared data's sentences (bench/spread_corpus.py) with the static embedder
+    (and the default one with --big-default: hours on 2 cores)."""
+    from contextrag import Config
+    from contextrag.eval import datasets as ds
+    out = {"benchmark": "index_throughput", "machine": machine(), "runs": {}}
+    qa = ds.load(DATA / "hotpotqa_500.json", "hotpotqa")
+    docs = qa.docs_for_index()
+    for emb in args.embedders.split(","):
+        key = f"hotpotqa500/{emb}"
+        out["runs"][key] = _build_rate(docs, Config(embedder=emb), keep=args.keep if emb == "auto" else None)
+        print(key, json.dumps(out["runs"][key]["seconds_per_stage"]), out["runs"][key]["seconds_total"], flush=True)
+        write("index_throughput.json", out)
+    if args.big:
+        sys.path.insert(0, str(REPO / "bench"))
+        from spread_corpus import make_corpus
+        titles, texts = make_corpus(args.big, seed=0)
+        big = [{"id": f"s{i}", "title": t, "text": x} for i, (t, x) in enumerate(zip(titles, texts))]
+        for emb in (["static"] + (["auto"] if args.big_default else [])):
+            key = f"recombined{args.big // 1000}k/{emb}"
+            out["runs"][key] = _build_rate(big, Config(embedder=emb))
+            print(key, json.dumps(out["runs"][key]["seconds_per_stage"]), out["runs"][key]["seconds_total"], flush=True)
+            write("index_throughput.json", out)
+    return write("index_throughput.json", out)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("ultradomain", "synthetic"))
+    p.add_argument("part", choices=("ultradomain", "synthetic", "throughput"))
+    p.add_argument("--embedders", default="auto,onnx-int8,static,torch",
+                   help="throughput: Config.embedder values to build HotpotQA-500's corpus with")
+    p.add_argument("--big", type=int, default=100_000, help="throughput: chunks of the recombined corpus (0: skip)")
+    p.add_argument("--big-default", action="store_true", help="throughput: also build the big corpus with the default")
+    p.add_argument("--keep", help="throughput: keep the default build's HotpotQA-500 index here")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--keep-embeddings", help="ultradomain: also save the chunk embeddings (.npy) here")
     args = p.parse_args(argv)
-    (ultradomain if args.part == "ultradomain" else synthetic)(args)
+    {"ultradomain": ultradomain, "synthetic": synthetic, "throughput": throughput}[args.part](args)
     return 0
 
 

