@@ -88,12 +88,14 @@ def test_custom_prompt_and_bad_arguments(index, hotpot):
 
 
 # ---------------------------------------------------------------- extractive
-def test_extractive_rule_adds_other_passages_above_the_runner_up():
+def test_extractive_rule_adds_the_next_passage_above_the_runner_up():
     cands = [(1, "a1"), (1, "a2"), (1, "a3"), (2, "b1"), (2, "b2"), (3, "c1")]
     s = np.array([0.9, 0.5, 0.1, 0.6, 0.55, 0.4])
-    assert X.select(cands, s) == [0, 3]              # b1 beats a2 (0.5), c1 does not; b2 is not b's best
-    assert X.select(cands, np.array([0.9, 0.7, 0.1, 0.6, 0.2, 0.4])) == [0]
+    assert X.select(cands, s) == [0, 3]              # b1 beats a2 (0.5), the winner's runner-up
+    assert X.select(cands, np.array([0.9, 0.3, 0.1, 0.6, 0.2, 0.5])) == [0, 3]   # c1 passes too: one extra only
+    assert X.select(cands, np.array([0.9, 0.7, 0.1, 0.6, 0.2, 0.4])) == [0]      # a2 beats every other passage
     assert X.select([(1, "only"), (2, "x")], np.array([0.9, 0.8])) == [0]   # a one-sentence winner adds nothing
+    assert X.select([(1, "a"), (1, "b")], np.array([0.2, 0.9])) == [1]
     assert X.select([], np.array([])) == []
 
 

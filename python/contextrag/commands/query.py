@@ -53,7 +53,7 @@ def shown_score(h) -> float:
 
 
 def rewrites_note(calls) -> str:
-    """One line per the rewrite calls made: what each returned and whether it was searched."""
+    """The rewrite calls made, on one line: what each returned and whether it was searched."""
     if not calls:
         return "rewrites: none"
     parts = []

@@ -5,12 +5,12 @@ the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s) 
 only and the cosine between the index's embedder's question and sentence embeddings, so a sentence
 wins by meaning or by the question's rare words, like a passage does.
 
-How many sentences (no tuned threshold): the best sentence, plus the best sentence of each *other*
-passage that scores at least as high as the runner-up sentence of the winning passage — a second
-passage's sentence is added when it is as relevant to the question as anything else the winning
-passage has to offer, which is how a multi-hop question's bridge fact comes in. The winner's own
-runner-up is never added (the passage itself is cited). A winning passage of one sentence adds nothing.
-The best sentence comes first, the others follow in the order of their passages; each cites its passage.
+How many sentences (no tuned threshold): the best sentence, plus the best sentence of the *next best
+passage* when it scores at least as high as the runner-up sentence of the winning passage — a second
+passage's sentence comes in when it is as relevant to the question as anything else the winning
+passage has to offer, which is how the bridge fact of a two-hop question is added. So an answer is one
+or two sentences from one or two passages: short enough to read, and a winning passage of one
+sentence adds nothing. The best sentence comes first; each cites its passage.
 """
 from __future__ import annotations
 
@@ -50,15 +50,11 @@ def select(cands: list[tuple[int, str]], s: np.ndarray) -> list[int]:
     best = int(np.argmax(s))
     hit = cands[best][0]
     own = [s[i] for i, (n, _) in enumerate(cands) if n == hit and i != best]
-    chosen: list[int] = []
-    if own:
-        bar = max(own)
-        per_hit: dict[int, int] = {}
-        for i, (n, _) in enumerate(cands):
-            if n != hit and (n not in per_hit or s[i] > s[per_hit[n]]):
-                per_hit[n] = i
-        chosen = sorted(i for i in per_hit.values() if s[i] >= bar)
-    return [best] + chosen
+    others = [i for i, (n, _) in enumerate(cands) if n != hit]
+    if not own or not others:
+        return [best]
+    second = max(others, key=lambda i: (s[i], -i))       # the next best passage's best sentence
+    return [best, second] if s[second] >= max(own) else [best]
 
 
 def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0.5) -> tuple[str, list[int]]:
