@@ -84,6 +84,13 @@ def run(args) -> int:
     from contextrag.cpu_floor import check
 
     check()                                   # before NumPy/torch load: one sentence, not SIGILL
+    from contextrag.quiet import quiet_loading
+
+    with quiet_loading():                     # no "Loading weights" bar for the embedder or the LLM
+        return _run(args)
+
+
+def _run(args) -> int:
     from contextrag import Config, ContextRAG, query
     from .query import answer_note, print_result
 
@@ -137,7 +144,9 @@ def run(args) -> int:
             f"{sum(v['count'] for v in st['nodes'].values())} concept nodes in {time.perf_counter() - t0:.1f} s")
 
     # ---- the question
-    if getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
+    uses_llm = not (args.no_rewrite and args.no_rerank) or args.style in ("short", "paragraph") or (
+        args.style is None and not getattr(client, "small_model", False))
+    if uses_llm and getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
         log("llm: loading the embedded model (the first run converts its GGUF once, about half a minute)")
     t1 = time.perf_counter()
     if client is None and note is None:      # --llm none: retrieval only

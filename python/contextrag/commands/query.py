@@ -59,7 +59,8 @@ def rewrites_note(calls) -> str:
     parts = []
     for c in calls:
         reply = f"“{c['reply']}”" if c.get("reply") else "no usable reply"
-        parts.append(f"{c['kind']} {reply}" + ("" if c.get("used") or not c.get("reply") else " (a repeat, not searched)"))
+        repeat = c.get("reply") and not c.get("used")
+        parts.append(f"{c['kind']} {reply}" + (" (a repeat, not searched)" if repeat else ""))
     n = len(calls)
     return f"rewrites ({n} call{'s' if n > 1 else ''}): " + "; ".join(parts)
 

@@ -31,7 +31,8 @@ from .rewrite import arewrite_calls, rewrite_calls
 from .rrf import rrf
 
 __all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer",
-           "answer_stream", "answer_from_hits", "answer_style", "Hit", "Answer", "STYLES", "QUERY_FIELDS", "CorpusView", "view_of", "rrf"]
+           "answer_stream", "answer_from_hits", "answer_style", "Hit", "Answer", "STYLES", "QUERY_FIELDS",
+           "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")

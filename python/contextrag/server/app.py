@@ -322,8 +322,9 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                                                          "content": reply_text(text, hits, cites,
                                                                                extra.get("style", "short"))},
                                  "finish_reason": "stop"}],
-                    "usage": _usage(cost), "contextrag": {"answer": text, "citations": cites,
-                                                          "hits": [{"n": n, **h.to_dict()} for n, h in enumerate(hits, 1)]}}
+                    "usage": _usage(cost),
+                    "contextrag": {"answer": text, "citations": cites,
+                                   "hits": [{"n": n, **h.to_dict()} for n, h in enumerate(hits, 1)]}}
 
         def chunk(delta, finish=None):
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL_NAME,
