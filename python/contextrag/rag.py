@@ -5,7 +5,9 @@
     rag.add(more_docs); rag.delete(["doc3"]); rag.stats(); rag.rebuild()
     hits = rag.retrieve("question", k=12, filter={"year": {"$gte": 2020}})   # contextrag.query.retrieve
     many = rag.retrieve_many(["q1", "q2"], k=12) # batched: one embedding call, one spreading hop
-    ans = rag.answer("question", llm=client)     # contextrag.query.answer
+    ans = rag.answer("question", llm=client, style="paragraph")   # contextrag.query.answer; styles:
+                                                 # short, paragraph ([n] citations), extractive
+    for x in rag.answer_stream("question"): ...  # text deltas, then the Answer
 
 ``docs``: an iterable of str or dict(id, text, title=..., metadata=..., segments=...); a document id
 is any non-empty string. Or files: a folder or file path (str or os.PathLike), or a list of
@@ -377,6 +379,12 @@ class ContextRAG:
         from . import query
         self._queried = True
         return query.answer(self.index, question, **self._filtered(kw))
+
+    def answer_stream(self, question, **kw):
+        """:meth:`answer` as text deltas (str), then the final Answer (contextrag.query.answer_stream)."""
+        from . import query
+        self._queried = True
+        return query.answer_stream(self.index, question, **self._filtered(kw))
 
     async def aanswer(self, question, **kw):
         from . import query

@@ -206,8 +206,10 @@ class _Answer:
 
 class AnsweringRAG(OverlapRAG):
     """Answers with the title of its best passage through the LLM client, as one 'answer' stage call."""
+    styles: list = []
 
-    def answer(self, question, llm=None, **overrides):
+    def answer(self, question, llm=None, style=None, **overrides):
+        AnsweringRAG.styles.append(style)
         hits = self.retrieve(question, k=5, **overrides)
         best = next(h for h in hits if h.kind == "chunk")
         title = next(d["title"] for d in self.docs if d["id"] == best.doc_id)
@@ -226,11 +228,13 @@ def test_answers_with_an_llm_client(tmp_path, data, fresh_backend, hotpot):
             return Completion(text, prompt_tokens=len(messages[-1]["content"].split()), completion_tokens=3)
 
     llm = EchoLLM()
+    AnsweringRAG.styles.clear()
     res = R.run(hotpot_file(data), format="hotpotqa", out=tmp_path / "o", limit=6,
                 cache_dir=tmp_path / "c", backend=AnsweringRAG, progress=False, llm=llm,
                 systems=["hybrid", "contextrag"])
     rows = [json.loads(x) for x in (tmp_path / "o" / "questions.jsonl").read_text().splitlines()]
     assert len(rows) == 12
+    assert AnsweringRAG.styles == ["short"] * 12      # asked for explicitly: the default depends on the model
     from contextrag.eval.metrics import exact_match, token_f1
     for r in rows:
         q = hotpot[[h["_id"] for h in hotpot].index(r["qid"])]

@@ -56,13 +56,39 @@ class _OpenAIHandler(BaseHTTPRequestHandler):
         if req.get("model") != self.model_id:
             self._send(404, {"error": {"message": f"model {req.get('model')!r} not found"}})
             return
-        c = self.client._generate(req["messages"], max_tokens=int(req.get("max_tokens") or 16),
-                                  temperature=float(req.get("temperature") or 0.0))
+        kw = dict(max_tokens=int(req.get("max_tokens") or 16), temperature=float(req.get("temperature") or 0.0))
+        if req.get("stream"):
+            self._stream(req, kw)
+            return
+        c = self.client._generate(req["messages"], **kw)
         self._send(200, {"id": "c1", "object": "chat.completion", "model": self.model_id,
                          "choices": [{"index": 0, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": c.text}}],
                          "usage": {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
                                    "total_tokens": c.prompt_tokens + c.completion_tokens}})
+
+    def _stream(self, req, kw) -> None:
+        """Server-sent events as OpenAI sends them: a chunk per token delta, the finish reason, the
+        usage (asked for with stream_options), then [DONE]; the body ends when the connection closes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+
+        def event(obj):
+            self.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+            self.wfile.flush()
+
+        base = {"id": "c1", "object": "chat.completion.chunk", "model": self.model_id}
+        for x in self.client._stream_generate(req["messages"], **kw):
+            if isinstance(x, str):
+                event({**base, "choices": [{"index": 0, "delta": {"content": x}, "finish_reason": None}]})
+            else:
+                event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": x.finish_reason}]})
+                if (req.get("stream_options") or {}).get("include_usage"):
+                    event({**base, "choices": [], "usage": {"prompt_tokens": x.prompt_tokens,
+                                                            "completion_tokens": x.completion_tokens}})
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.close_connection = True
 
     def log_message(self, *args):   # keep the test output clean
         pass

@@ -64,14 +64,18 @@ def test_long_prompts_are_trimmed_to_the_context(embedded):
     assert 900 < out.prompt_tokens <= 1024 - 4 - 64 and out.completion_tokens <= 4
 
 
-def test_converted_copy_is_written_once_and_gives_the_same_model(gguf_path, tmp_path, monkeypatch):
+def test_converted_copy_is_written_once_and_gives_the_same_model(gguf_path, tmp_path, monkeypatch, capfd):
     tok, lm, src = C.load_converted(gguf_path, tmp_path)
     assert src == "gguf"
     dest = C.converted_path(gguf_path, tmp_path)
     assert (dest / "model.safetensors").is_file() and (dest / "tokenizer.json").is_file()
     assert [p.name for p in tmp_path.iterdir()] == [dest.name]      # no temporary folder left behind
+    capfd.readouterr()
     tok2, lm2, src2 = C.load_converted(gguf_path, tmp_path)
     assert src2 == "converted cache"
+    assert "Loading weights" not in capfd.readouterr().err           # no progress bar on every start
+    from transformers.utils import logging as tlog
+    assert tlog.is_progress_bar_enabled()                              # the caller's setting is restored
     ids = tok.apply_chat_template(FRANCE, add_generation_prompt=True, tokenize=True)
     ids2 = tok2.apply_chat_template(FRANCE, add_generation_prompt=True, tokenize=True)
     ids, ids2 = (list(x["input_ids"] if hasattr(x, "keys") else x) for x in (ids, ids2))
@@ -102,6 +106,7 @@ def test_converted_key_follows_the_file(tmp_path):
 def test_make_client_local(gguf_path, tmp_path):
     c = make_client("local", cache=tmp_path / "c.sqlite", n_ctx=512)
     assert isinstance(c, LocalLLMClient) and c.model.startswith("local:")
+    assert c.small_model and LocalLLMClient(gguf_path).small_model      # tiny: extractive answers by default
     assert c.model == f"local:{next(iter(MODEL_PACKAGES))}" or c.model_path == gguf_path
     with pytest.raises(ValueError, match="n_ctx"):
         LocalLLMClient(gguf_path, n_ctx=10)

@@ -50,3 +50,43 @@ def test_demo_on_a_folder_retrieval_only(tmp_path, capsys):
     assert out["hits"][0]["doc_id"] == "alpha.md" and out["answer"] is None
     assert main(args) == 0                                   # second run reuses the index
     assert "reusing" in capsys.readouterr().err
+
+
+def _scores(out: str) -> list[float]:
+    import re
+    return [float(m) for m in re.findall(r"^ \[\d+\][ *]\S+\s+(-?\d+\.\d+)  ", out, flags=re.M)]
+
+
+def test_query_extractive_stream_and_sources_by_score(saved_index, hotpot, capsys):
+    q = hotpot[0][6]          # one passage's sentence answers it
+    assert main(["query", str(saved_index), q["question"], "--no-llm", "--style", "extractive", "--stream",
+                 "-k", "5"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"Q: {q['question']}\nA: ") and q["answer"] in out.split("\n")[1]
+    assert "style extractive" in out and "Sources (5, by score)" in out and "*" in out
+    s = _scores(out)
+    assert len(s) == 5 and s == sorted(s, reverse=True)
+    assert main(["query", str(saved_index), q["question"], "--no-llm", "--style", "extractive", "--stream",
+                 "--json", "-k", "3"]) == 0
+    lines = capsys.readouterr().out.split("\n", 1)
+    delta, final = json.loads(lines[0]), json.loads(lines[1])
+    assert delta["delta"] == final["answer"] and final["style"] == "extractive" and final["citations"]
+
+
+def test_sources_are_listed_by_the_score_shown(capsys):
+    from contextrag.commands.query import print_result, rewrites_note
+    from contextrag.query import Hit
+
+    def hit(i, hybrid, rrf):
+        return Hit(id=f"c{i}", doc_id=f"d{i}", kind="chunk", text=f"text {i}", score=rrf,
+                   parts={"hybrid": hybrid, "rrf": rrf, "rerank_rank": i})
+    hits = [hit(1, 0.41, 0.032), hit(2, 0.93, 0.016), hit(3, 0.67, 0.033)]   # reranked order
+    print_result("q", hits, answer="a [2]", citations=[2])
+    out = capsys.readouterr().out
+    assert _scores(out) == [0.93, 0.67, 0.41]
+    assert out.index(" [2]*chunk") < out.index(" [3] chunk") < out.index(" [1] chunk")
+    note = rewrites_note([{"kind": "paraphrase", "reply": "Who?", "used": True},
+                          {"kind": "decompose", "reply": "q", "used": False},
+                          {"kind": "entities", "reply": None, "used": False}])
+    assert note == ("rewrites (3 calls): paraphrase “Who?”; decompose “q” (a repeat, not searched); "
+                    "entities no usable reply")

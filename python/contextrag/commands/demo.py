@@ -2,10 +2,12 @@
 
 Indexes a corpus — the repository's own README.md and docs/*.md by default, or a folder of your
 documents (PDF, HTML, Markdown, DOCX, text; or a .json/.jsonl corpus) — with the embedded MiniLM
-embedder, then answers a question (``--question``, or a built-in one) with the embedded GGUF model
-(run by ``transformers`` on the CPU, the ``local`` extra) and prints the answer, its sources and the
-cost of the query. Without the ``local`` extra it still indexes and retrieves, and says how to install
-the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
+embedder, then answers a question (``--question``, or a built-in one) and prints the answer, its
+sources and the cost of the query. The embedded GGUF model (run by ``transformers`` on the CPU, the
+``local`` extra) rewrites and reranks; it is too small to write answers, so the answer is extractive
+(the best supporting sentences, chosen by the embedder and BM25) unless ``--style`` or a capable
+``--llm`` says otherwise. Without the ``local`` extra it still indexes and answers extractively, and
+says how to install the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
 
     contextrag demo                                   # this repository's docs, the built-in question
     contextrag demo my_notes/ --question "Who wrote the design memo?"
@@ -33,6 +35,8 @@ def add_arguments(p):
     p.add_argument("--llm", default="local", help="'local' (embedded GGUF, default), 'http://host:port/v1#MODEL', "
                    "'vllm:MODEL', 'llama-cpp' or 'none' (retrieval only)")
     p.add_argument("-k", type=int, default=8, help="passages to answer from (default 8)")
+    p.add_argument("--style", choices=("short", "paragraph", "extractive"), default=None,
+                   help="answer style (default: extractive with the embedded model, short with any other LLM)")
     p.add_argument("--summaries", type=int, default=0, help="cluster-summary virtual chunks to generate with the "
                    "LLM at index time (default 0: the embedded model on a CPU is slow)")
     p.add_argument("--no-rewrite", action="store_true", help="skip the three query rewrites")
@@ -81,8 +85,15 @@ def run(args) -> int:
     from contextrag.cpu_floor import check
 
     check()                                   # before NumPy/torch load: one sentence, not SIGILL
+    from contextrag.quiet import quiet_loading
+
+    with quiet_loading():                     # no "Loading weights" bar for the embedder or the LLM
+        return _run(args)
+
+
+def _run(args) -> int:
     from contextrag import Config, ContextRAG, query
-    from .query import print_result
+    from .query import answer_note, print_result
 
     if args.k < 1:
         raise ValueError(f"-k must be >= 1, got {args.k}")
@@ -105,7 +116,9 @@ def run(args) -> int:
         try:
             client = make_client(args.llm)
         except LocalLLMUnavailable as e:
-            note = f"retrieval only — the embedded LLM is not installed: {e}"
+            if args.style in ("short", "paragraph"):
+                raise ValueError(f"--style {args.style} needs an LLM: {e}") from None
+            note = f"extractive answer without an LLM — the embedded LLM is not installed: {e}"
             log(f"! {note}")
 
     # ---- index (reused while the corpus and config are unchanged)
@@ -132,10 +145,12 @@ def run(args) -> int:
             f"{sum(v['count'] for v in st['nodes'].values())} concept nodes in {time.perf_counter() - t0:.1f} s")
 
     # ---- the question
-    if getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
+    uses_llm = not (args.no_rewrite and args.no_rerank) or args.style in ("short", "paragraph") or (
+        args.style is None and not getattr(client, "small_model", False))
+    if uses_llm and getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
         log("llm: loading the embedded model (the first run converts its GGUF once, about half a minute)")
     t1 = time.perf_counter()
-    if client is None:
+    if client is None and note is None:      # --llm none: retrieval only
         hits = query.retrieve(rag.index, args.question, k=args.k)
         dt = time.perf_counter() - t1
         if args.json:
@@ -146,15 +161,17 @@ def run(args) -> int:
             print()
             print_result(args.question, hits, seconds=dt, note=note)
         return 0
-    ans = query.answer(rag.index, args.question, llm=client, k=args.k, rewrite=not args.no_rewrite,
-                       rerank=not args.no_rerank)
+    ans = query.answer(rag.index, args.question, llm=client if client is not None else "none", k=args.k,
+                       rewrite=not args.no_rewrite, rerank=not args.no_rerank, style=args.style)
     dt = time.perf_counter() - t1
     if args.json:
         d = ans.to_dict()
-        d.update(question=args.question, model=client.model, index=str(out))
+        d.update(question=args.question, model=getattr(client, "model", None), index=str(out), note=note)
         print(json.dumps(d, indent=2))
     else:
         print()
-        print_result(args.question, ans.hits, answer=ans.text, cost=ans.cost, seconds=dt,
-                     note=f"model {client.model}, offline; rewrites: {'; '.join(ans.rewrites) or 'none'}")
+        text = ans.text + ("" if ans.style == "paragraph" or not ans.citations
+                           else " " + "".join(f"[{n}]" for n in ans.citations))
+        print_result(args.question, ans.hits, answer=text, cost=ans.cost, seconds=dt, citations=ans.citations,
+                     note=answer_note(ans, getattr(client, "model", None)))
     return 0

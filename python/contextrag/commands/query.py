@@ -1,6 +1,15 @@
 """`contextrag query DIR "question"`: answer a question from an index, with the cited passages and the
 cost of the query (LLM calls, tokens, seconds per stage). ``--no-llm`` retrieves only; ``--json`` prints
-one JSON object for machines."""
+one JSON object for machines; ``--stream`` prints the answer as it is written.
+
+Answer styles (``--style``, contextrag.query.answer): short, paragraph (cites passages as [n]) and
+extractive (the best supporting sentences, no generation). The default is extractive when the only
+model is the tiny embedded one (or none is installed), short with any other LLM.
+
+Sources are listed by the score shown, highest first: the hybrid score of eq. 13 for the question
+itself (BM25 / its max, cosine, fuzzy routing, spreading, boosts), the same scale whether or not the
+query was rewritten or the LLM reranked. ``[n]`` is the passage's number in the answer's context, the
+number its citations use; ``*`` marks the passages the answer cites."""
 from __future__ import annotations
 
 import json
@@ -22,6 +31,14 @@ def add_arguments(p):
     p.add_argument("--no-rewrite", action="store_true", help="skip the three query rewrites")
     p.add_argument("--no-rerank", action="store_true", help="skip the LLM rerank")
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk LLM call cache")
+    p.add_argument("--style", choices=("short", "paragraph", "extractive"), default=None,
+                   help="answer style: short (a few words), paragraph (cites passages as [n]), extractive (the "
+                        "best supporting sentences, no generation); default: extractive with the embedded "
+                        "model, short with any other LLM")
+    p.add_argument("--max-tokens", type=int, default=None, help="answer length cap in tokens (default: the style's: "
+                   "short 48, paragraph 256)")
+    p.add_argument("--stream", action="store_true", help="print the answer as it is written (with --json: one "
+                   "JSON line per delta, then the result)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--chars", type=int, default=240, help="characters of each passage to print (default 240)")
 
@@ -31,17 +48,41 @@ def _short(text: str, n: int) -> str:
     return t if len(t) <= n else t[: n - 1] + "…"
 
 
-def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=240, note=None, out=None):
+def shown_score(h) -> float:
+    """The score a source is listed with: the question's own eq. 13 hybrid score (the RRF score of a
+    fused list is kept apart in ``parts["rrf"]``, the rerank position in ``parts["rerank_rank"]``)."""
+    return float(h.parts.get("hybrid", h.score))
+
+
+def rewrites_note(calls) -> str:
+    """The rewrite calls made, on one line: what each returned and whether it was searched."""
+    if not calls:
+        return "rewrites: none"
+    parts = []
+    for c in calls:
+        reply = f"“{c['reply']}”" if c.get("reply") else "no usable reply"
+        repeat = c.get("reply") and not c.get("used")
+        parts.append(f"{c['kind']} {reply}" + (" (a repeat, not searched)" if repeat else ""))
+    n = len(calls)
+    return f"rewrites ({n} call{'s' if n > 1 else ''}): " + "; ".join(parts)
+
+
+def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=240, note=None, out=None,
+                 citations=(), answer_shown=False):
     w = (out or sys.stdout).write
-    w(f"Q: {question}\n")
-    if answer is not None:
-        w(f"A: {answer}\n")
+    if not answer_shown:
+        w(f"Q: {question}\n")
+        if answer is not None:
+            w(f"A: {answer}\n")
     if note:
         w(f"({note})\n")
-    w(f"\nSources ({len(hits)}):\n")
-    for i, h in enumerate(hits, 1):
+    w(f"\nSources ({len(hits)}, by score):\n")
+    order = sorted(range(len(hits)), key=lambda i: -shown_score(hits[i]))
+    for i in order:
+        h = hits[i]
         src = h.doc_id if h.doc_id is not None else ", ".join(h.doc_ids[:3]) + ("…" if len(h.doc_ids) > 3 else "")
-        w(f" [{i}] {h.kind:7s} {h.score:.3f}  {src}  ({h.id})\n      {_short(h.text, chars)}\n")
+        mark = "*" if i + 1 in citations else " "
+        w(f" [{i + 1}]{mark}{h.kind:7s} {shown_score(h):.3f}  {src}  ({h.id})\n      {_short(h.text, chars)}\n")
     w("\nCost: ")
     tot = (cost or {}).get("total", {})
     if not tot or not (tot.get("calls") or tot.get("cached_calls")):
@@ -54,11 +95,48 @@ def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=2
           f"{seconds:.2f} s in all\n")
 
 
+def answer_note(ans, model: str | None) -> str:
+    """The answer's provenance: model, style, the rewrite calls and whether the rerank reordered."""
+    if "rerank" in ans.cost:
+        rer = "reranked: yes" if ans.reranked else "reranked: no (the reply named no passage; fused order kept)"
+    else:
+        rer = "no rerank"
+    return f"{'model ' + model if model else 'no LLM'}; style {ans.style}; {rewrites_note(ans.rewrite_calls)}; {rer}"
+
+
+def _stream_answer(stream, question, as_json: bool):
+    """Print the deltas of ``stream`` as they come; return the final Answer."""
+    if not as_json:
+        sys.stdout.write(f"Q: {question}\nA: ")
+        sys.stdout.flush()
+    for x in stream:
+        if isinstance(x, str):
+            if as_json:
+                print(json.dumps({"delta": x}), flush=True)
+            else:
+                sys.stdout.write(x)
+                sys.stdout.flush()
+        else:
+            if not as_json:
+                sys.stdout.write("\n")
+            return x
+    raise AssertionError("unreachable")
+
+
 def run(args) -> int:
+    from contextrag.quiet import quiet_loading
+
+    with quiet_loading():      # the embedder and the LLM load on every run: no progress bars
+        return _run(args)
+
+
+def _run(args) -> int:
     from contextrag import ContextRAG, query
 
     if args.k < 1:
         raise ValueError(f"-k must be >= 1, got {args.k}")
+    if args.max_tokens is not None and args.max_tokens < 1:
+        raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
     t0 = time.perf_counter()
     rag = ContextRAG.load(args.index)
     if args.filter is not None:
@@ -73,10 +151,10 @@ def run(args) -> int:
         try:
             client = make_client(spec, cache=not args.no_cache)
         except LocalLLMUnavailable as e:
-            if spec is not None:          # asked for explicitly: an error
+            if spec is not None or args.style in ("short", "paragraph"):   # asked for: an error
                 raise ValueError(str(e)) from None
-            note = f"retrieval only: {e}"
-    if client is None:
+            note = f"no LLM installed: {e}"
+    if client is None and args.style != "extractive" and (args.no_llm or spec is not None):
         hits = query.retrieve(rag.index, args.question, k=args.k, doc_ids=args.doc_ids)
         dt = time.perf_counter() - t0
         if args.json:
@@ -85,15 +163,27 @@ def run(args) -> int:
         else:
             print_result(args.question, hits, seconds=dt, chars=args.chars, note=note)
         return 0
-    ans = query.answer(rag.index, args.question, llm=client, k=args.k, doc_ids=args.doc_ids,
-                       rewrite=not args.no_rewrite, rerank=not args.no_rerank)
+    kw = dict(llm=client if client is not None else "none", k=args.k, doc_ids=args.doc_ids,
+              rewrite=not args.no_rewrite, rerank=not args.no_rerank, style=args.style,
+              max_tokens=args.max_tokens)
+    if args.stream:
+        ans = _stream_answer(query.answer_stream(rag.index, args.question, **kw), args.question, args.json)
+    else:
+        ans = query.answer(rag.index, args.question, **kw)
     dt = time.perf_counter() - t0
+    model = client.model if client is not None else None
     if args.json:
         d = ans.to_dict()
-        d.update(question=args.question, model=client.model, seconds_total=dt)
+        d.update(question=args.question, model=model, seconds_total=dt)
+        if note:
+            d["note"] = note
         print(json.dumps(d, indent=2))
     else:
-        print_result(args.question, ans.hits, answer=ans.text, cost=ans.cost, seconds=dt, chars=args.chars,
-                     note=f"model {client.model}; rewrites: {'; '.join(ans.rewrites) or 'none'}; "
-                          f"reranked: {'yes' if ans.reranked else 'no (fused order kept)'}")
+        text = ans.text + ("" if ans.style == "paragraph" or not ans.citations
+                           else " " + "".join(f"[{n}]" for n in ans.citations))
+        if args.stream and text != ans.text:             # the citation markers follow the streamed text
+            print(f"   {text[len(ans.text):].strip()}")
+        print_result(args.question, ans.hits, answer=text, cost=ans.cost, seconds=dt, chars=args.chars,
+                     note="; ".join(x for x in (answer_note(ans, model), note) if x), citations=ans.citations,
+                     answer_shown=args.stream)
     return 0

@@ -27,6 +27,9 @@ RESULTS_FILE = "questions.jsonl"
 RETRIEVE_K = 20          # hits requested per query: enough distinct documents for recall@10 and the curve
 MAX_DEEP_K = 2000        # deepest untimed retrieve used to reach RETRIEVE_K distinct documents
 HITS_KEPT = 10           # hits stored per row (kind, doc_id, score, parts) for diagnostics
+# Answers are scored in the short style, whatever the model: EM/F1 compare with short gold answers, and
+# the library's default style changes with the model (extractive for the tiny embedded one).
+ANSWER_STYLE = "short"
 
 
 def default_cache_dir() -> Path:
@@ -263,7 +266,10 @@ def _run_system(system: System, rag, qa: ds.QASet, fp: str, done: set, fh, llm, 
     answer_kw = {}
     if llm is not None:
         params = inspect.signature(rag.answer).parameters
-        answer_kw = {k: v for k, v in ov.items()} if any(p.kind == p.VAR_KEYWORD for p in params.values()) else {}
+        var_kw = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        answer_kw = {k: v for k, v in ov.items()} if var_kw else {}
+        if var_kw or "style" in params:
+            answer_kw["style"] = ANSWER_STYLE
     try:
         from tqdm import tqdm
         it = tqdm(todo, desc=f"{system.name:>24}", disable=not progress, file=sys.stderr, leave=True)

@@ -19,6 +19,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ..quiet import quiet_loading
+
 _DONE = "contextrag-converted.json"   # written last: its presence means the folder is complete
 
 
@@ -84,8 +86,13 @@ def load_converted(gguf: str | os.PathLike, cache_dir=None):
     """(tokenizer, model, source) for ``gguf``; source is ``"converted cache"`` or ``"gguf"``.
 
     cache_dir: folder of converted copies; None = :func:`default_convert_dir`; False = no copy.
+    Loads without progress bars (contextrag.quiet.quiet_loading).
     """
-    gguf = Path(gguf)
+    with quiet_loading():
+        return _load_converted(Path(gguf), cache_dir)
+
+
+def _load_converted(gguf: Path, cache_dir):
     if not gguf.is_file():
         raise FileNotFoundError(f"gguf {gguf} is not a file")
     if cache_dir is False:

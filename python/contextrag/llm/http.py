@@ -5,11 +5,14 @@
 off mid-way and a body that is not a chat completion, all within one ``deadline`` per call (a server
 that hangs costs at most that long, then a clear LLMHTTPError), and a concurrency limit shared by the
 sync and async paths. ``acomplete`` is truly asynchronous (httpx.AsyncClient),
-so the three query rewrites go out at the same time.
+so the three query rewrites go out at the same time. ``stream`` sends ``"stream": true`` and reads the
+server-sent events as token deltas; a failure before the first delta is retried like any other, a
+stream cut after it raises LLMHTTPError (the text already delivered cannot be taken back).
 """
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import threading
@@ -144,7 +147,8 @@ class HTTPClient(LLMClient):
         usage = data.get("usage") or {}
         return Completion(text=text or "", prompt_tokens=int(usage.get("prompt_tokens") or 0),
                           completion_tokens=int(usage.get("completion_tokens") or 0),
-                          model=str(data.get("model") or ""))
+                          model=str(data.get("model") or ""),
+                          finish_reason="length" if choice.get("finish_reason") == "length" else "stop")
 
     def _retryable(self, exc_or_status) -> bool:
         if isinstance(exc_or_status, int):
@@ -199,6 +203,83 @@ class HTTPClient(LLMClient):
                 except _Retry as e:
                     time.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
         raise AssertionError("unreachable")
+
+    # ---- sync, streamed (server-sent events)
+    def _stream_generate(self, messages, *, max_tokens, temperature):
+        body = self._body(messages, max_tokens, temperature)
+        body.update(stream=True, stream_options={"include_usage": True})
+        t0 = time.perf_counter()
+        t_end = time.monotonic() + self.deadline
+        with self._sync_sem:
+            for attempt in range(self.max_retries + 1):
+                sent = []
+                try:
+                    with self._client.stream("POST", "/chat/completions", json=body,
+                                             timeout=self._attempt_timeout(t_end)) as r:
+                        if r.status_code != 200 or "text/event-stream" not in r.headers.get("content-type", ""):
+                            r.read()                # an error, or a server that ignored "stream"
+                            c = self._outcome(r, t0)
+                            if c.text:
+                                yield c.text
+                            yield c
+                            return
+                        final = Completion(text="")
+                        for delta in self._events(r, final):
+                            sent.append(delta)
+                            yield delta
+                    final.text = "".join(sent)
+                    final.seconds = time.perf_counter() - t0
+                    yield final
+                    return
+                except self._httpx.TransportError as e:
+                    if sent:
+                        raise LLMHTTPError(f"{self.base_url} cut the stream after {len(''.join(sent))} "
+                                           f"characters: {type(e).__name__}: {e}") from None
+                    time.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
+                except _Retry as e:
+                    if sent:
+                        raise LLMHTTPError(f"{self.base_url} sent a broken stream after "
+                                           f"{len(''.join(sent))} characters: {e.why}") from None
+                    time.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
+        raise AssertionError("unreachable")
+
+    @staticmethod
+    def _events(r, final: Completion):
+        """The content deltas of an SSE chat-completions stream; usage, model and finish reason go
+        into ``final``. A stream that ends without ``[DONE]`` or a finish reason was cut."""
+        done = False
+        for line in r.iter_lines():
+            if not line.startswith("data:"):
+                continue                            # comments, event names, keep-alives
+            data = line[5:].strip()
+            if data == "[DONE]":
+                done = True
+                break
+            try:
+                ev = json.loads(data)
+            except ValueError:
+                raise _Retry(f"an event that is not JSON ({data[:120]!r})") from None
+            if not isinstance(ev, dict):
+                raise _Retry(f"an event that is not an object ({data[:120]!r})")
+            if isinstance(ev.get("error"), (dict, str)):
+                raise _Retry(f"the server reported an error mid-stream: {str(ev['error'])[:200]}")
+            final.model = str(ev.get("model") or final.model)
+            usage = ev.get("usage") or {}
+            if usage:
+                final.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                final.completion_tokens = int(usage.get("completion_tokens") or 0)
+            for ch in ev.get("choices") or []:
+                if not isinstance(ch, dict):
+                    continue
+                fr = ch.get("finish_reason")
+                if fr:
+                    final.finish_reason = "length" if fr == "length" else "stop"
+                    done = True
+                text = (ch.get("delta") or {}).get("content")
+                if text:
+                    yield text
+        if not done:
+            raise _Retry("the stream ended before its last event")
 
     # ---- async
     def _aclient(self):

@@ -13,7 +13,7 @@ import os
 import threading
 
 from .base import Completion, LLMClient
-from .local import LocalLLMUnavailable, model_file
+from .local import LocalLLMUnavailable, is_embedded, model_file
 
 # The gemma3 GGUF is the *base* model and carries no chat template: without one llama-cpp-python
 # falls back to a generic format and the model stops at once (empty replies); Gemma's turn format works.
@@ -42,6 +42,7 @@ class LocalLlamaClient(LLMClient):
         model_name, path = model_file(model_path, name, n_ctx)
         self.model_path = path
         self.model = f"llama-cpp:{model_name}"
+        self.small_model = is_embedded(model_name, path)
         self.chat_format = chat_format or CHAT_FORMATS.get(model_name)
         self.n_ctx = n_ctx
         if n_threads is None:
@@ -87,7 +88,8 @@ class LocalLlamaClient(LLMClient):
         usage = r.get("usage") or {}
         return Completion(text=r["choices"][0]["message"].get("content") or "",
                           prompt_tokens=int(usage.get("prompt_tokens") or 0),
-                          completion_tokens=int(usage.get("completion_tokens") or 0), model=self.model)
+                          completion_tokens=int(usage.get("completion_tokens") or 0), model=self.model,
+                          finish_reason="length" if r["choices"][0].get("finish_reason") == "length" else "stop")
 
     def close(self) -> None:
         with self._lock:

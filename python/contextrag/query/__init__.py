@@ -7,8 +7,9 @@
 * :func:`search` — the full retrieval: the question plus its LLM rewrites (run concurrently),
   each retrieved by eq. 13, fused by RRF into the top ``candidates`` (25), reranked by the LLM to the
   top ``rerank_top`` (12).
-* :func:`answer` / :func:`aanswer` — search, then a short answer from the top hits, with the query's
-  LLM cost from the ledger.
+* :func:`answer` / :func:`aanswer` — search, then an answer from the top hits in one of the styles of
+  query/answer.py (short, paragraph with [n] citations, extractive), with the query's LLM cost from
+  the ledger; :func:`answer_stream` — the same, as text deltas and then the Answer.
 """
 from __future__ import annotations
 
@@ -20,16 +21,18 @@ import numpy as np
 
 from ..config import Config
 from ._view import CorpusView, view_of
-from .answer import Answer, clean as _clean_answer, cost_delta, messages_for as _answer_messages, MAX_TOKENS
+from .answer import Answer, STYLES, cost_delta
+from .answering import answer_style, compose, prepare_answer
 from .dense import embed_queries
 from .explain import explain_hits, neighbourhood
 from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
 from .rerank import arerank, rerank as _rerank
-from .rewrite import arewrites, rewrites as _rewrites
+from .rewrite import arewrite_calls, rewrite_calls
 from .rrf import rrf
 
-__all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer", "Hit",
-           "Answer", "QUERY_FIELDS", "CorpusView", "view_of", "rrf"]
+__all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "asearch", "answer", "aanswer",
+           "answer_stream", "answer_from_hits", "answer_style", "Hit", "Answer", "STYLES", "QUERY_FIELDS",
+           "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")
@@ -131,7 +134,7 @@ def _resolve_llm(llm):
     if llm is None or isinstance(llm, str):
         c = make_client(llm)
         if c is None:
-            raise ValueError("llm is 'none': use retrieve() for retrieval without an LLM")
+            raise ValueError("llm is 'none': use retrieve() for retrieval without an LLM, or style='extractive'")
         return c
     raise TypeError(f"llm must be an LLMClient, a spec str or None, got {type(llm).__name__}")
 
@@ -177,7 +180,7 @@ def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: boo
     """(hits, info): rewrites → per-query hybrid retrieval → RRF → LLM rerank → top-k."""
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
-    rws = _rewrites(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else []
+    rws, calls = rewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else ([], [])
     qs = [question] + rws
     Q = embed_queries(view, qs)
     hits = _fuse(view, qs, Q, cfg, mask)
@@ -185,14 +188,15 @@ def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: boo
     if rerank and hits:
         rr = _rerank(client, question, [h.text for h in hits], top=min(cfg.rerank_top, len(hits)))
         hits, reranked = _apply_rerank(hits, rr, k), rr.reranked
-    return hits[:k], {"rewrites": rws, "reranked": reranked}
+    return hits[:k], {"rewrites": rws, "rewrite_calls": calls, "reranked": reranked}
 
 
 async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: bool = True,
                   rerank: bool = True, **overrides) -> tuple[list[Hit], dict]:
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
-    rws = await arewrites(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else []
+    rws, calls = (await arewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites
+                  else ([], []))
     qs = [question] + rws
     Q = await asyncio.to_thread(embed_queries, view, qs)
     hits = _fuse(view, qs, Q, cfg, mask)
@@ -200,37 +204,92 @@ async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewri
     if rerank and hits:
         rr = await arerank(client, question, [h.text for h in hits], top=min(cfg.rerank_top, len(hits)))
         hits, reranked = _apply_rerank(hits, rr, k), rr.reranked
-    return hits[:k], {"rewrites": rws, "reranked": reranked}
+    return hits[:k], {"rewrites": rws, "rewrite_calls": calls, "reranked": reranked}
+
+
+def _cost(client, before) -> dict:
+    return cost_delta(client.ledger, before) if client is not None else {"total": {"calls": 0}}
 
 
 def answer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
-           rerank: bool = True, **overrides) -> Answer:
-    """Answer(text, hits, cost): search, then a short answer from the top-k hits."""
+           rerank: bool = True, style: str | None = None, max_tokens: int | None = None, prompt: str | None = None,
+           **overrides) -> Answer:
+    """Search, then answer from the top-k hits (query/answer.py has the styles).
+
+    style: "short" (a few words), "paragraph" (cites passages as [n]), "extractive" (the best
+    supporting sentences, no generation) or None: extractive when the only model is the tiny embedded
+    one (or ``llm="none"``), short otherwise. max_tokens: the generation cap (default: the style's).
+    prompt: a template for the answer call's user message with ``{question}`` and ``{passages}``.
+    Rewrites and rerank use the LLM whatever the style; with ``llm="none"`` (extractive only) they are
+    skipped."""
+    for x in _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max_tokens, prompt,
+                            overrides, stream=False):
+        return x
+    raise AssertionError("unreachable")
+
+
+def answer_stream(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+                  rerank: bool = True, style: str | None = None, max_tokens: int | None = None,
+                  prompt: str | None = None, **overrides):
+    """:func:`answer` as it is written: text deltas (str), then the final :class:`Answer`. The deltas
+    joined are ``Answer.text``. A paragraph arrives a sentence at a time (a sentence is shown once it is
+    complete, so ending a capped reply at a sentence never takes back text already shown); a short
+    answer when it is complete; an extractive one at once. Retrieval, rewrites and rerank run before
+    the first delta, so a bad argument raises before anything is yielded."""
+    return _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max_tokens, prompt,
+                          overrides, stream=True)
+
+
+def _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max_tokens, prompt, overrides, *,
+                   stream: bool):
     t0 = time.perf_counter()
-    client = _resolve_llm(llm)
-    before = client.ledger.snapshot()
+    client, style, max_tokens, prompt = prepare_answer(llm, style, max_tokens, prompt, _resolve_llm)
+    before = client.ledger.snapshot() if client is not None else None
+    if client is None:
+        rewrite = rerank = False
     hits, info = search(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite, rerank=rerank,
                         **overrides)
-    text = "unknown"
-    if hits:
-        c = client.complete(_answer_messages(question, hits), stage="answer", max_tokens=MAX_TOKENS,
-                            temperature=0.0)
-        text = _clean_answer(c.text) or "unknown"
-    return Answer(text=text, hits=hits, cost=cost_delta(client.ledger, before), seconds=time.perf_counter() - t0,
-                  rewrites=info["rewrites"], reranked=info["reranked"])
+    text, cites = yield from compose(index, question, hits, client, style, max_tokens, prompt,
+                                     _config(index, overrides), stream=stream)
+    yield Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
+                 rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
+                 rewrite_calls=info["rewrite_calls"])
+
+
+def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None = None,
+                     max_tokens: int | None = None, prompt: str | None = None, **overrides) -> Answer:
+    """The answer step alone, from ``hits`` you retrieved (``retrieve``, ``search`` or your own
+    selection, in the order the passages are numbered): no rewrites, no rerank."""
+    _check_question(question)
+    t0 = time.perf_counter()
+    client, style, max_tokens, prompt = prepare_answer(llm, style, max_tokens, prompt, _resolve_llm)
+    before = client.ledger.snapshot() if client is not None else None
+    hits = list(hits)
+    gen = compose(index, question, hits, client, style, max_tokens, prompt, _config(index, overrides), stream=False)
+    try:
+        next(gen)
+        raise AssertionError("unreachable: compose yields only when streaming")
+    except StopIteration as stop:
+        text, cites = stop.value
+    return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
+                  style=style, citations=cites)
 
 
 async def aanswer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
-                  rerank: bool = True, **overrides) -> Answer:
+                  rerank: bool = True, style: str | None = None, max_tokens: int | None = None,
+                  prompt: str | None = None, **overrides) -> Answer:
+    """:func:`answer` on the client's async path (rewrites and rerank awaited concurrently)."""
+    from .answering import acompose
+
     t0 = time.perf_counter()
-    client = _resolve_llm(llm)
-    before = client.ledger.snapshot()
+    client, style, max_tokens, prompt = prepare_answer(llm, style, max_tokens, prompt, _resolve_llm)
+    before = client.ledger.snapshot() if client is not None else None
+    if client is None:
+        rewrite = rerank = False
     hits, info = await asearch(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite,
                                rerank=rerank, **overrides)
-    text = "unknown"
-    if hits:
-        c = await client.acomplete(_answer_messages(question, hits), stage="answer", max_tokens=MAX_TOKENS,
-                                   temperature=0.0)
-        text = _clean_answer(c.text) or "unknown"
-    return Answer(text=text, hits=hits, cost=cost_delta(client.ledger, before), seconds=time.perf_counter() - t0,
-                  rewrites=info["rewrites"], reranked=info["reranked"])
+    cfg = _config(index, overrides)
+    text, cites = await acompose(index, question, hits, client, style, max_tokens, prompt, cfg)
+    return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
+                  rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
+                  rewrite_calls=info["rewrite_calls"])

@@ -1,4 +1,19 @@
-"""Answer generation (§4.1 stage 7): a short-answer prompt over the top-12 passages.
+"""Answer generation (§4.1 stage 7): the answer styles, their prompts, and what is done to a reply.
+
+Styles (``style=``):
+
+* ``"short"`` — a few words from the top-12 passages (the evaluation's style: EM/F1 against short
+  gold answers), 48 tokens at most. Its citations are the passages whose text contains the answer.
+* ``"paragraph"`` — one paragraph that cites the passages it uses as ``[n]`` (n = the passage's
+  1-based position in the answer's hits), 256 tokens at most. Markers naming no passage are dropped
+  from the text; the rest are the answer's citations.
+* ``"extractive"`` — no generation: the best supporting sentence(s) of the top passages, chosen by the
+  index's embedder and BM25 over their sentences (query/extractive.py). The default when the only
+  model is the tiny embedded one (``LLMClient.small_model``), which cannot write a useful answer.
+
+A reply that stops at the token cap (``finish_reason == "length"``) is ended at its last complete
+sentence (query/sentences.py), so an answer never stops mid-word. ``prompt=`` replaces the user
+message's template (``{question}`` and ``{passages}`` are filled in).
 
 ``Answer.cost`` is this query's LLM cost, read from the client's CostLedger as the difference between
 a snapshot before the query and after it (per stage: calls, cached_calls, prompt/completion tokens,
@@ -11,12 +26,22 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-MAX_TOKENS = 48
+from . import sentences
+
+STYLES = ("short", "paragraph", "extractive")
+MAX_TOKENS = 48                        # the short style's cap (and the evaluation's)
+STYLE_MAX_TOKENS = {"short": MAX_TOKENS, "paragraph": 256}
 PASSAGE_WORDS = 120
 SYSTEM = "You answer questions from the given passages. Answer with a few words only, no explanation."
 PROMPT = ("Passages:\n{passages}\n\nQuestion: {q}\n"
           "Answer the question in a few words, using only the passages. "
           "If they do not contain the answer, reply: unknown.\nAnswer:")
+PARAGRAPH_SYSTEM = "You answer questions from numbered passages and cite the passages you use."
+PARAGRAPH_PROMPT = ("Passages:\n{passages}\n\nQuestion: {q}\n"
+                    "Answer the question in one short paragraph, using only the passages. After each "
+                    "sentence, cite the passages it uses by their numbers in brackets, like [1] or [2][3]. "
+                    "If they do not contain the answer, reply: unknown.")
+UNKNOWN = "unknown"
 
 
 @dataclass
@@ -27,10 +52,20 @@ class Answer:
     seconds: float = 0.0
     rewrites: list = field(default_factory=list)
     reranked: bool = False
+    style: str = "short"
+    citations: list = field(default_factory=list)   # 1-based numbers of the hits the answer cites
+    rewrite_calls: list = field(default_factory=list)   # per rewrite call: {kind, reply, used}
+
+    @property
+    def cited_hits(self) -> list:
+        """The hits the answer cites, in citation order."""
+        return [self.hits[n - 1] for n in self.citations if 1 <= n <= len(self.hits)]
 
     def to_dict(self) -> dict:
-        return {"answer": self.text, "hits": [h.to_dict() for h in self.hits], "cost": self.cost,
-                "seconds": self.seconds, "rewrites": self.rewrites, "reranked": self.reranked}
+        return {"answer": self.text, "style": self.style, "citations": list(self.citations),
+                "hits": [h.to_dict() for h in self.hits], "cost": self.cost,
+                "seconds": self.seconds, "rewrites": self.rewrites, "rewrite_calls": self.rewrite_calls,
+                "reranked": self.reranked}
 
 
 def _short(text: str, words: int) -> str:
@@ -38,10 +73,43 @@ def _short(text: str, words: int) -> str:
     return " ".join(w[:words]) + (" …" if len(w) > words else "")
 
 
-def messages_for(question: str, hits) -> list[dict]:
+def check_style(style) -> str:
+    if style not in STYLES:
+        raise ValueError(f"style must be one of {STYLES} (or None for the default), got {style!r}")
+    return style
+
+
+def check_max_tokens(max_tokens, style: str) -> int:
+    """The generation cap: ``max_tokens`` when given (an int >= 1), else the style's default."""
+    if max_tokens is None:
+        return STYLE_MAX_TOKENS.get(style, MAX_TOKENS)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
+    return max_tokens
+
+
+def check_prompt(prompt):
+    """A user prompt template must name both fields it is given."""
+    if prompt is None:
+        return None
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str template or None, got {type(prompt).__name__}")
+    missing = [f for f in ("{question}", "{passages}") if f not in prompt]
+    if missing:
+        raise ValueError(f"prompt must contain {' and '.join(missing)} (the question and the numbered passages)")
+    return prompt
+
+
+def messages_for(question: str, hits, style: str = "short", prompt: str | None = None) -> list[dict]:
+    """The answer call's messages: the style's system message, then the passages numbered [1]..[k]
+    and the question in the style's template (or ``prompt``)."""
     passages = "\n".join(f"[{i + 1}] {_short(h.text, PASSAGE_WORDS)}" for i, h in enumerate(hits))
-    return [{"role": "system", "content": SYSTEM},
-            {"role": "user", "content": PROMPT.format(q=question, passages=passages)}]
+    system = PARAGRAPH_SYSTEM if style == "paragraph" else SYSTEM
+    if prompt is not None:
+        user = prompt.replace("{passages}", passages).replace("{question}", question)
+    else:
+        user = (PARAGRAPH_PROMPT if style == "paragraph" else PROMPT).format(q=question, passages=passages)
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
 def clean(text: str) -> str:
@@ -70,3 +138,78 @@ def cost_delta(ledger, before) -> dict:
     d = {k: v for k, v in d.items() if any(v.values())}
     d["total"] = total
     return d
+
+
+# ---------------------------------------------------------------- citations
+_MARK = re.compile(r"\s?\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def _norm(s: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", s.lower()).split())
+
+
+def containing(answer: str | None, hits) -> list[int]:
+    """1-based numbers of the hits whose text contains ``answer`` (case, punctuation and spacing
+    ignored; [] for None, "" or "unknown"): the short style's citations."""
+    a = _norm(answer or "")
+    if not a or a == UNKNOWN:
+        return []
+    return [n for n, h in enumerate(hits, 1) if f" {a} " in f" {_norm(h.text)} "]
+
+
+def resolve_marks(text: str, n_hits: int) -> tuple[str, list[int]]:
+    """(text, citations): ``[n]`` and ``[n, m]`` markers rewritten as ``[n][m]`` with only the numbers
+    of existing passages (1..n_hits); a marker left with none is removed. Citations are the distinct
+    numbers in order of first mention."""
+    cites: list[int] = []
+
+    def sub(m):
+        nums = [int(x) for x in re.findall(r"\d+", m.group(1))]
+        ok = [x for x in nums if 1 <= x <= n_hits]
+        for x in ok:
+            if x not in cites:
+                cites.append(x)
+        lead = m.group(0)[0] if m.group(0)[0].isspace() else ""
+        return lead + "".join(f"[{x}]" for x in ok) if ok else ""
+
+    out = _MARK.sub(sub, text)
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", out), cites
+
+
+def finish(raw: str, style: str, cut: bool, hits) -> tuple[str, list[int]]:
+    """(answer text, citations) from a model's whole reply. ``cut``: the reply stopped at the token
+    cap, so it is ended at its last complete sentence."""
+    if style == "paragraph":
+        text = _paragraph(raw).rstrip()
+        if cut:
+            text = sentences.trim(text)
+        text, cites = resolve_marks(text, len(hits))
+        text = text.strip()
+        if not text or _norm(text) == UNKNOWN:
+            return UNKNOWN, []
+        return text, cites
+    text = clean(raw)
+    if cut and text:
+        text = sentences.trim(text)
+    text = text or UNKNOWN
+    return text, containing(text, hits)
+
+
+def _paragraph(raw: str) -> str:
+    """A paragraph reply without a leading "Answer:" label or leading space (its end is kept: whether
+    a sentence end is followed by a space tells a stream it is complete)."""
+    return re.sub(r"^\s*(?:final\s+)?answer\s*:\s*", "", raw or "", flags=re.IGNORECASE).lstrip()
+
+
+def stable_prefix(raw: str, style: str, hits) -> str:
+    """The part of the final answer already fixed by the reply so far (``raw``, still growing): for a
+    paragraph, everything up to its last complete sentence; for a short answer, nothing (the whole
+    reply decides which line is the answer). What a stream may show before the reply is finished."""
+    if style != "paragraph":
+        return ""
+    text = _paragraph(raw)
+    end = sentences.last_end(text)
+    if not end or end == len(text):        # a sentence end at the very end may still grow a marker
+        m = [x.end() for x in sentences._END.finditer(text) if x.end() < len(text)]
+        end = m[-1] if m else 0
+    return resolve_marks(text[:end], len(hits))[0].strip() if end else ""

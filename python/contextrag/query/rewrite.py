@@ -57,9 +57,16 @@ def _kinds(n: int) -> tuple[str, ...]:
 
 def rewrites(llm, question: str, n: int = 3) -> list[str]:
     """Up to n rewrites (paraphrase, decomposition, entities, in that order), called concurrently."""
+    return rewrite_calls(llm, question, n)[0]
+
+
+def rewrite_calls(llm, question: str, n: int = 3) -> tuple[list[str], list[dict]]:
+    """(rewrites searched, one record per call made): each record is {kind, reply, used}, ``reply``
+    the cleaned rewrite (None when unusable) and ``used`` whether it was searched (False for an
+    unusable reply or one that repeats the question or an earlier rewrite)."""
     kinds = _kinds(n)
     if not kinds:
-        return []
+        return [], []
 
     def one(kind):
         c = llm.complete(messages_for(kind, question), stage="rewrite", max_tokens=MAX_TOKENS, temperature=0.0)
@@ -67,23 +74,29 @@ def rewrites(llm, question: str, n: int = 3) -> list[str]:
 
     with ThreadPoolExecutor(max_workers=len(kinds)) as ex:
         outs = list(ex.map(one, kinds))
-    return _dedupe(outs, question)
+    return _dedupe(kinds, outs, question)
 
 
 async def arewrites(llm, question: str, n: int = 3) -> list[str]:
+    return (await arewrite_calls(llm, question, n))[0]
+
+
+async def arewrite_calls(llm, question: str, n: int = 3) -> tuple[list[str], list[dict]]:
     kinds = _kinds(n)
     if not kinds:
-        return []
+        return [], []
     cs = await asyncio.gather(*(llm.acomplete(messages_for(k, question), stage="rewrite", max_tokens=MAX_TOKENS,
                                               temperature=0.0) for k in kinds))
-    return _dedupe([clean(c.text, question) for c in cs], question)
+    return _dedupe(kinds, [clean(c.text, question) for c in cs], question)
 
 
-def _dedupe(outs, question) -> list[str]:
+def _dedupe(kinds, outs, question) -> tuple[list[str], list[dict]]:
     seen = {question.strip().lower()}
-    res = []
-    for s in outs:
-        if s and s.lower() not in seen:
+    res, calls = [], []
+    for kind, s in zip(kinds, outs):
+        used = bool(s) and s.lower() not in seen
+        if used:
             seen.add(s.lower())
             res.append(s)
-    return res
+        calls.append({"kind": kind, "reply": s, "used": used})
+    return res, calls

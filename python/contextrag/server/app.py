@@ -1,10 +1,12 @@
 """The HTTP API of ``contextrag serve`` (FastAPI; extra ``contextrag[server]``).
 
     POST /retrieve                 hits for a question (k, doc_ids, metadata filter, explain)
-    POST /answer                   an answer with numbered citations, its hits and cost
+    POST /answer                   an answer (style short | paragraph | extractive) with numbered
+                                   citations, its hits and cost
     GET  /health                   library and index format version, write generation, counts
     POST /documents                add documents            DELETE /documents/{doc_id}
-    POST /v1/chat/completions      OpenAI-compatible chat answering from the index (stream: SSE)
+    POST /v1/chat/completions      OpenAI-compatible chat answering from the index (stream: SSE, the
+                                   answer's own stream: deltas as the LLM writes them)
     GET  /v1/models                the one model name ("contextrag")
     GET  /                         the web page (static/index.html); OpenAPI at /docs
 
@@ -26,7 +28,7 @@ from fastapi.responses import HTMLResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
-from .citations import cited, reply_text
+from .citations import reply_tail, reply_text
 from .limits import BodyLimit
 from .state import IndexHolder, WriteInProgress
 
@@ -48,9 +50,15 @@ class RetrieveRequest(_Query):
     overrides: dict[str, Any] = Field(default_factory=dict, description="Config query fields (w_bm25, ...)")
 
 
+_STYLE = ("answer style: short (a few words), paragraph (cites passages as [n]), extractive (the best "
+          "supporting sentences, no generation); default: extractive with a tiny embedded model, else short")
+
+
 class AnswerRequest(_Query):
     rewrite: bool = Field(True, description="LLM query rewrites")
     rerank: bool = Field(True, description="LLM rerank")
+    style: str | None = Field(None, description=_STYLE)
+    max_tokens: int | None = Field(None, ge=1, le=8192, description="answer length cap (default: the style's)")
 
 
 class Document(BaseModel):
@@ -75,6 +83,7 @@ class ChatRequest(BaseModel):
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     k: int = Field(12, ge=1, le=1000, description="contextrag: passages the answer is drawn from")
+    style: str | None = Field(None, description="contextrag: " + _STYLE)
     model_config = {"extra": "allow"}   # temperature, max_tokens, ...: accepted, the index's prompt decides
 
 
@@ -116,6 +125,73 @@ def _pieces(text: str):
             word = ""
     if word:
         yield word
+
+
+def _tail_pieces(tail: str):
+    """The sources under a streamed reply, a line at a time."""
+    for line in tail.splitlines(keepends=True):
+        if line:
+            yield line
+
+
+async def _aiter_list(items):
+    for x in items:
+        yield x
+
+
+async def _chain(first, rest):
+    if first is not None:
+        yield first
+    async for x in rest:
+        yield x
+
+
+def _thread_stream(make):
+    """An async iterator over the sync generator ``make()``, which runs in a worker thread (the LLM
+    stream blocks); items pass through a queue as they come. Closing it early stops the generator."""
+    import threading
+
+    loop = asyncio.get_running_loop()
+    q: asyncio.Queue = asyncio.Queue()
+    stop = threading.Event()
+    done = object()
+
+    def put(item):
+        try:
+            loop.call_soon_threadsafe(q.put_nowait, item)
+        except RuntimeError:          # the loop has closed (server shut down): nobody is listening
+            stop.set()
+
+    def work():
+        gen = None
+        try:
+            gen = make()
+            for x in gen:
+                put((True, x))
+                if stop.is_set():
+                    break
+        except BaseException as e:  # noqa: BLE001 - re-raised in the event loop
+            put((False, e))
+        finally:
+            if gen is not None:
+                gen.close()
+            put((True, done))
+
+    async def items():
+        th = threading.Thread(target=work, name="contextrag-answer-stream", daemon=True)
+        th.start()
+        try:
+            while True:
+                ok, x = await q.get()
+                if not ok:
+                    raise x
+                if x is done:
+                    return
+                yield x
+        finally:
+            stop.set()
+
+    return items()
 
 
 def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int = 8 << 20,
@@ -179,7 +255,8 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
         return {"question": req.question, **_hits_payload(hits, req.explain),
                 "seconds": time.perf_counter() - t0, "generation": holder.generation}
 
-    def _answer(r, question, *, k, doc_ids=None, filter=None, explain=False, rewrite=True, rerank=True):
+    def _answer(r, question, *, k, doc_ids=None, filter=None, explain=False, rewrite=True, rerank=True,
+                style=None, max_tokens=None):
         """(answer text or None, hits, citations, cost, extra) for one question on index ``r``."""
         from .. import query
         try:
@@ -187,21 +264,21 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                 hits = r.retrieve(question, k=k, doc_ids=doc_ids, filter=filter, explain=explain)
                 return None, hits, [], {"total": {"calls": 0}}, {"note": NO_LLM}
             ans = r.answer(question, llm=llm, k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
-                           rerank=rerank)
+                           rerank=rerank, style=style, max_tokens=max_tokens)
             if explain:
                 from ..query.filters import doc_ids_for
                 query.explain(r.index, question, ans.hits, doc_ids=doc_ids_for(r.index, doc_ids, filter))
         except (ValueError, TypeError) as e:
             raise _bad_request(e) from None
-        return ans.text, ans.hits, cited(ans.text, ans.hits), ans.cost, {"rewrites": ans.rewrites,
-                                                                          "reranked": ans.reranked}
+        return ans.text, ans.hits, ans.citations, ans.cost, {"style": ans.style, "rewrites": ans.rewrites,
+                                                              "reranked": ans.reranked}
 
     @app.post("/answer", dependencies=guarded)
     def answer(req: AnswerRequest):
         t0 = time.perf_counter()
         text, hits, cites, cost, extra = _answer(holder.rag, req.question, k=req.k, doc_ids=req.doc_ids,
                                                  filter=req.filter, explain=req.explain, rewrite=req.rewrite,
-                                                 rerank=req.rerank)
+                                                 rerank=req.rerank, style=req.style, max_tokens=req.max_tokens)
         return {"question": req.question, "answer": text, "citations": cites,
                 **_hits_payload(hits, req.explain), "cost": cost,
                 "seconds": time.perf_counter() - t0, "generation": holder.generation, **extra}
@@ -236,32 +313,61 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
     @app.post("/v1/chat/completions", dependencies=guarded)
     async def chat(req: ChatRequest):
         question = _question(req.messages)
-        # the whole answer is made before the response starts, so a failure is a proper status code
-        text, hits, cites, cost, _ = await asyncio.to_thread(_answer, holder.rag, question, k=req.k)
-        content = reply_text(text, hits, cites)
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
-        usage = _usage(cost)
-        sources = [{"n": n, **h.to_dict()} for n, h in enumerate(hits, 1)]
         if not req.stream:
+            text, hits, cites, cost, extra = await asyncio.to_thread(_answer, holder.rag, question, k=req.k,
+                                                                     style=req.style)
             return {"id": cid, "object": "chat.completion", "created": created, "model": MODEL_NAME,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                    "choices": [{"index": 0, "message": {"role": "assistant",
+                                                         "content": reply_text(text, hits, cites,
+                                                                               extra.get("style", "short"))},
                                  "finish_reason": "stop"}],
-                    "usage": usage, "contextrag": {"answer": text, "citations": cites, "hits": sources}}
+                    "usage": _usage(cost),
+                    "contextrag": {"answer": text, "citations": cites,
+                                   "hits": [{"n": n, **h.to_dict()} for n, h in enumerate(hits, 1)]}}
 
         def chunk(delta, finish=None):
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL_NAME,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         want_usage = bool((req.stream_options or {}).get("include_usage"))
+        if llm is None:     # retrieval only: the passages, in word-sized pieces
+            text, hits, cites, cost, _ = await asyncio.to_thread(_answer, holder.rag, question, k=req.k)
+            items = _aiter_list([*_pieces(reply_text(text, hits, cites)), ("cost", cost)])
+        else:
+            r = holder.rag
+            items = _thread_stream(lambda: r.answer_stream(question, llm=llm, k=req.k, style=req.style))
+            # retrieval, rewrites and rerank run before the first delta: a bad request is still a status code
+            try:
+                first = await items.__anext__()
+            except StopAsyncIteration:
+                first = None
+            except (ValueError, TypeError) as e:
+                raise _bad_request(e) from None
+            items = _chain(first, items)
 
         async def events():
             yield _sse(chunk({"role": "assistant", "content": ""}))
-            for piece in _pieces(content):
-                yield _sse(chunk({"content": piece}))
+            cost = {}
+            try:
+                async for x in items:
+                    if isinstance(x, str):
+                        if x:
+                            yield _sse(chunk({"content": x}))
+                    elif isinstance(x, tuple):
+                        cost = x[1]
+                    else:   # the final Answer: its markers and sources follow the text
+                        cost = x.cost
+                        for piece in _tail_pieces(reply_tail(x.hits, x.citations, x.style)):
+                            yield _sse(chunk({"content": piece}))
+            except Exception as e:  # noqa: BLE001 - the response has started: report it in the stream
+                yield _sse({"error": {"message": f"{type(e).__name__}: {e}", "type": "server_error"}})
+                yield b"data: [DONE]\n\n"
+                return
             yield _sse(chunk({}, "stop"))
             if want_usage:
                 yield _sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL_NAME,
-                            "choices": [], "usage": usage})
+                            "choices": [], "usage": _usage(cost)})
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(events(), media_type="text/event-stream",

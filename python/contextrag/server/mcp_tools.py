@@ -7,7 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .citations import cited
 
 NO_LLM = "no LLM configured: retrieval only"
 
@@ -71,7 +70,7 @@ def create_mcp(rag, *, llm=None, name: str = "contextrag"):
             ans = rag.answer(question, llm=llm, k=k)
         except (ValueError, TypeError) as e:
             raise ToolError(str(e)) from None
-        return AnswerOut(answer=ans.text, citations=cited(ans.text, ans.hits),
+        return AnswerOut(answer=ans.text, citations=list(ans.citations),
                          hits=[_hit(n, h) for n, h in enumerate(ans.hits, 1)])
 
     return server

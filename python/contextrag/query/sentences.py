@@ -1,0 +1,52 @@
+"""Sentence boundaries for answers: splitting passages into sentences (the extractive answer) and
+ending a generated answer on a whole sentence (a reply cut by the token cap).
+
+A sentence ends at ``.``, ``!`` or ``?`` (closing quotes, brackets and citation markers such as
+``[2]`` stay with it) followed by whitespace or the end of the text; a line break also ends one. A
+full stop between digits or inside an abbreviation-like token ("3.5", "e.g.x") is not an end because
+it is not followed by whitespace.
+"""
+from __future__ import annotations
+
+import re
+
+# the end of a sentence: terminal punctuation, then closing quotes/brackets and citation markers
+_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*(?=\s|$)")
+_WORD = re.compile(r"\w")
+
+
+def split(text: str) -> list[str]:
+    """The sentences of ``text``, stripped, in order (pieces without a word character dropped)."""
+    out = []
+    for line in (text or "").splitlines():
+        start = 0
+        for m in _END.finditer(line):
+            out.append(line[start:m.end()])
+            start = m.end()
+        out.append(line[start:])
+    return [s.strip() for s in out if _WORD.search(s)]
+
+
+def last_end(text: str) -> int:
+    """The index just past the last complete sentence in ``text`` (0 when there is none). A line break
+    counts as an end of what precedes it."""
+    end = 0
+    for m in _END.finditer(text):
+        end = m.end()
+    nl = text.rstrip().rfind("\n")
+    if nl > end and text[:nl].strip():
+        end = len(text[:nl].rstrip())
+    return end
+
+
+def trim(text: str) -> str:
+    """``text`` cut by a token cap, ended at its last complete sentence; without one, its last
+    (possibly cut) word is dropped and "…" marks the cut."""
+    t = (text or "").strip()
+    end = last_end(t)
+    if end:
+        return t[:end].strip()
+    words = t.split()
+    if len(words) <= 1:
+        return t + "…" if t else t
+    return " ".join(words[:-1]).rstrip(",;:-–—") + "…"
