@@ -12,18 +12,15 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hash_embedder import HashEmbedder, tiny_config  # noqa: E402
-from shared_data import data_dir  # noqa: E402
+from shared_data import hotpot_file  # noqa: E402
 
 HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="session")
 def paragraphs():
-    d = data_dir()
-    if d is None:
-        pytest.skip("HotpotQA data not found: set CONTEXTRAG_DATA to the folder holding hotpotqa_500.json")
     seen: dict[str, str] = {}
-    for q in json.loads((d / "hotpotqa_500.json").read_text()):
+    for q in json.loads(hotpot_file().read_text()):
         for title, sents in q["context"]:
             seen.setdefault(title, "".join(sents))
         if len(seen) >= 80:

@@ -9,15 +9,12 @@ import pytest
 from contextrag import ContextRAG
 from contextrag.eval.load import run_load
 from hash_embedder import HashEmbedder
-from shared_data import data_dir
+from shared_data import hotpot_file
 
 
 @pytest.fixture(scope="module")
 def questions():
-    d = data_dir()
-    if d is None:
-        pytest.skip("HotpotQA data not found")
-    return [q["question"] for q in json.loads((d / "hotpotqa_500.json").read_text())[:25]]
+    return [q["question"] for q in json.loads(hotpot_file().read_text())[:25]]
 
 
 def test_concurrent_clients_without_writes(tiny, questions):
