@@ -43,6 +43,11 @@ def test_markdown_lists_tables_code_and_front_matter_title():
     assert e.text == "Heading one\n\n- a\n- b\n\nx | y\n1 | 2\n\npip install x"
 
 
+def test_markdown_wrapped_lines_of_a_paragraph_join_into_one_line():
+    e = markdown_to_text("# H\n\nBM25 is divided\nby its maximum.  \nA hard break.\n\nNext paragraph.\n")
+    assert e.text == "H\n\nBM25 is divided by its maximum.\nA hard break.\n\nNext paragraph."
+
+
 def test_pdf_pages_title_and_year(tmp_path, paras):
     pages = [paras[2]["text"], paras[3]["text"], paras[4]["text"]]
     d = _doc(write_pdf(tmp_path / "report.pdf", pages, title="Annual Report", author="Board", created=(2019, 5, 1)))

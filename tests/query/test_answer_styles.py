@@ -37,6 +37,10 @@ def test_sentence_split_and_trim():
     assert S.trim("founded by Mikhail Lomon") == "founded by Mikhail…"
     assert S.trim("Lomon") == "Lomon…" and S.trim("") == ""
     assert S.last_end("No end here") == 0 and S.last_end("One. Two") == 4
+    # a full stop before a lower-case word or a number does not split a passage's sentence
+    assert S.split("The hybrid score (eq. 13) adds BM25, e.g. the title. Cosine too.") == [
+        "The hybrid score (eq. 13) adds BM25, e.g. the title.", "Cosine too."]
+    assert S.trim("It was founded in 1755. and then it gr") == "It was founded in 1755."
 
 
 def test_markers_naming_no_passage_are_dropped():

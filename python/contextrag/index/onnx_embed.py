@@ -121,8 +121,9 @@ def export_fp32(source: str, out: Path) -> None:
                           output_names=["sentence_embedding"], dynamic_axes=axes, opset_version=17,
                           dynamo=False)
     tok.backend_tokenizer.save(str(out / TOKENIZER_FILE))
+    dim = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension   # renamed in 5.x
     meta = {"source": str(source), "inputs": names, "pooling": mode, "normalize": normalize,
-            "max_seq_length": max_len, "dim": int(st.get_sentence_embedding_dimension()),
+            "max_seq_length": max_len, "dim": int(dim()),
             "do_lower_case": bool(getattr(st[0], "do_lower_case", False)), "variant": "fp32",
             "format": FORMAT, "torch": torch.__version__}
     (out / META_FILE).write_text(json.dumps(meta, indent=1))

@@ -71,7 +71,7 @@ def _inline(token) -> str:
         elif t in ("text", "code_inline"):
             out.append(c.content)
         elif t == "softbreak":
-            out.append("\n")
+            out.append(" ")      # a wrapped line of one paragraph: Markdown renders it as a space
         elif t == "hardbreak":
             out.append("\n")
         # image, html_inline, em/strong/s open-close: nothing to show

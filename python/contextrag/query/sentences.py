@@ -4,14 +4,19 @@ ending a generated answer on a whole sentence (a reply cut by the token cap).
 A sentence ends at ``.``, ``!`` or ``?`` (closing quotes, brackets and citation markers such as
 ``[2]`` stay with it) followed by whitespace or the end of the text; a line break also ends one. A
 full stop between digits or inside an abbreviation-like token ("3.5", "e.g.x") is not an end because
-it is not followed by whitespace.
+it is not followed by whitespace; when passages are split, neither is one followed by a lower-case
+word or a number ("eq. 13", "e.g. the", "et al. in"), which does not start a sentence.
 """
 from __future__ import annotations
 
 import re
 
 # the end of a sentence: terminal punctuation, then closing quotes/brackets and citation markers
-_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*(?=\s|$)")
+_MARK = r"[.!?…]+[\"'”’)\]]*(?:\s*\[\d+(?:\s*,\s*\d+)*\])*"
+_END = re.compile(_MARK + r"(?=\s|$)")
+# splitting passages also skips a full stop before a lower-case word or a number ("eq. 13", "e.g. the");
+# trimming a cut reply does not, so a reply that runs on in lower case still ends on its last full stop
+_SPLIT = re.compile(_MARK + r"(?=\s+(?![a-z0-9])|\s*$)")
 _WORD = re.compile(r"\w")
 
 
@@ -20,7 +25,7 @@ def split(text: str) -> list[str]:
     out = []
     for line in (text or "").splitlines():
         start = 0
-        for m in _END.finditer(line):
+        for m in _SPLIT.finditer(line):
             out.append(line[start:m.end()])
             start = m.end()
         out.append(line[start:])
