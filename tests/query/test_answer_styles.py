@@ -92,6 +92,13 @@ def test_custom_prompt_and_bad_arguments(index, hotpot):
 
 
 # ---------------------------------------------------------------- extractive
+def test_extractive_candidates_are_whole_sentences_when_there_are_any():
+    from types import SimpleNamespace as H
+    hits = [H(text="The hybrid score (eq. 13)\nBM25 is divided by its maximum. Cosine is"), H(text="A heading")]
+    assert X.candidates(hits) == [(1, "BM25 is divided by its maximum.")]
+    assert X.candidates([H(text="A heading"), H(text="another")]) == [(1, "A heading"), (2, "another")]
+
+
 def test_extractive_rule_adds_the_next_passage_above_the_runner_up():
     cands = [(1, "a1"), (1, "a2"), (1, "a3"), (2, "b1"), (2, "b2"), (3, "c1")]
     s = np.array([0.9, 0.5, 0.1, 0.6, 0.55, 0.4])

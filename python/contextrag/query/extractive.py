@@ -20,8 +20,12 @@ from . import sentences
 
 
 def candidates(hits) -> list[tuple[int, str]]:
-    """(hit number, sentence) for every sentence of the hits, hit numbers 1-based."""
-    return [(n, s) for n, h in enumerate(hits, 1) for s in sentences.split(h.text)]
+    """(hit number, sentence) for every whole sentence of the hits, hit numbers 1-based. Pieces that
+    end without a full stop (headings, list items, a sentence cut at the chunk's edge) are used only
+    when the hits hold no whole sentence."""
+    every = [(n, s) for n, h in enumerate(hits, 1) for s in sentences.split(h.text)]
+    whole = [(n, s) for n, s in every if sentences.last_end(s) == len(s)]
+    return whole or every
 
 
 def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: float) -> np.ndarray:
