@@ -103,7 +103,7 @@ def main(argv=None) -> int:
         folder = ensure_export(path, "fp32")
         compiled = ov.Core().compile_model(str(folder / "model.onnx"), "CPU")
         enc = OnnxEncoder(folder)
-        enc._session = _OVSession(compiled)
+        enc._runner = _OpenVINORunner(compiled)
         record("openvino-fp32 bs32", lambda x: enc.encode(x, batch_size=32), batch=32, openvino=ov.__version__)
     except ImportError:
         out["variants"]["openvino-fp32 bs32"] = {"skipped": "openvino is not installed"}
@@ -124,7 +124,7 @@ def main(argv=None) -> int:
     return 0
 
 
-class _OVSession:
+class _OpenVINORunner:
     """OpenVINO's compiled model behind the onnxruntime ``run`` call OnnxEncoder makes."""
 
     def __init__(self, compiled):

@@ -2,7 +2,7 @@
 
 Defaults follow the paper (Appendix A) where it is specific; every decision the paper leaves open
 is a field here, documented in docs/ALGORITHM.md with the section it implements.
-Helpers extending this: add fields with defaults (small edits), never rename existing ones.
+Extending this: add fields with defaults (small edits), never rename existing ones.
 """
 from __future__ import annotations
 

@@ -184,7 +184,7 @@ class OnnxEncoder:
         if threads:
             opts.intra_op_num_threads = int(threads)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        self._session = ort.InferenceSession(str(folder / MODEL_FILE), opts, providers=["CPUExecutionProvider"])
+        self._runner = ort.InferenceSession(str(folder / MODEL_FILE), opts, providers=["CPUExecutionProvider"])
 
     def _prepare(self, texts: list[str]) -> list[str]:
         out = [t.strip() for t in texts]       # sentence-transformers strips each text
@@ -210,7 +210,7 @@ class OnnxEncoder:
                 mask[j, :n] = 1
                 types[j, :n] = e.type_ids
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-            out[idx] = self._session.run(None, {k: feed[k] for k in self.inputs})[0]
+            out[idx] = self._runner.run(None, {k: feed[k] for k in self.inputs})[0]
             if on_batch is not None:
                 on_batch(len(idx))
         return out
