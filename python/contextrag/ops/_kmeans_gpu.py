@@ -78,6 +78,8 @@ def cuda_assign_segmented(X, row_off, C, c_off, tables=None):
 
 
 def _block_table(row_off, c_off, BN, device):
+    """kernels/kmeans.py block_table for the CUDA path, kept here so that the CUDA backend runs
+    where Triton is not installed (the kernels module imports triton)."""
     ro = [int(v) for v in row_off]
     co = [int(v) for v in c_off]
     probs, starts = [], []
