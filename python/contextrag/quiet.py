@@ -8,7 +8,6 @@ anything inside the block import it, it is quieted as soon as its logging module
 """
 from __future__ import annotations
 
-import importlib.abc
 import importlib.util
 import sys
 from contextlib import contextmanager
@@ -36,8 +35,9 @@ class _Quiet:
             tlog.enable_progress_bar()
 
 
-class _OnImport(importlib.abc.MetaPathFinder):
-    """Runs ``then(module)`` right after the module ``name`` is executed by its own loader."""
+class _OnImport:
+    """A meta path finder (no importlib.abc base: its import costs start-up time) that runs
+    ``then(module)`` right after the module ``name`` is executed by its own loader."""
 
     def __init__(self, name: str, then):
         self.name, self.then = name, then
