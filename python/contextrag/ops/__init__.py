@@ -38,7 +38,17 @@ __all__ = [
 ]
 
 
+# the submodules importing the package used to bind as attributes (``ops.kmeans``, ``ops.semiring``, ...)
+_SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "_lloyd", "_elkan", "_cuda",
+                         "_fcm_gpu", "_kmeans_gpu", "_registry", "_tensor"})
+
+
 def __getattr__(name):
+    if name in _SUBMODULES:
+        if name in ("kmeans", "fcm", "_lloyd", "_elkan"):
+            from ._registry import _load_all      # with their Triton/CUDA entries, as for their names
+            _load_all()
+        return importlib.import_module(f"{__name__}.{name}")
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'contextrag.ops' has no attribute {name!r}")
