@@ -50,15 +50,18 @@ def wall(cmd: list[str]) -> tuple[float, float]:
 
 
 def top_imports(index: str, n: int = 12) -> dict:
+    """Seconds of import per top-level package (its not-nested imports summed), largest first."""
     cmd = [sys.executable, "-X", "importtime", "-m", "contextrag.cli", "query", index, QUESTION, "--no-llm"]
     err = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV).stderr
-    rows = {}
+    rows: dict = {}
     for ln in err.splitlines():
         if not ln.startswith("import time:") or "|" not in ln:
             continue
-        _, cum, name = (x.strip() for x in ln[len("import time:"):].split("|"))
-        if cum.isdigit() and not name.startswith(" ") and "." not in name.strip():
-            rows[name.strip()] = int(cum)
+        _, cum, name = (x for x in ln[len("import time:"):].split("|"))
+        name = name[1:] if name.startswith(" ") else name      # one space follows the bar
+        if cum.strip().isdigit() and not name.startswith(" "):  # not nested: these rows never overlap
+            root = name.strip().split(".")[0]                   # scipy.sparse, contextrag.query -> package
+            rows[root] = rows.get(root, 0) + int(cum)
     top = sorted(rows.items(), key=lambda kv: -kv[1])[:n]
     return {k: round(v / 1e6, 3) for k, v in top}
 
