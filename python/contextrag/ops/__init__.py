@@ -13,6 +13,7 @@ torch tensors internally and import it with their module.
 from __future__ import annotations
 
 import importlib
+import sys
 
 from ._backend import backends
 
@@ -45,10 +46,12 @@ _SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "_llo
 
 def __getattr__(name):
     if name in _SUBMODULES:
-        if name in ("kmeans", "fcm", "_lloyd", "_elkan"):
+        full = f"{__name__}.{name}"
+        if name in ("kmeans", "fcm") and full not in sys.modules:
             from ._registry import _load_all      # with their Triton/CUDA entries, as for their names
             _load_all()
-        return importlib.import_module(f"{__name__}.{name}")
+        # (``from . import _lloyd`` inside an op module asks here too: nothing more than the import)
+        return sys.modules.get(full) or importlib.import_module(full)
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'contextrag.ops' has no attribute {name!r}")
