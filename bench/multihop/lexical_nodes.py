@@ -50,11 +50,27 @@ def compare(a: dict, b: dict) -> dict:
     """Per-question comparison of variant rows ``a`` against baseline rows ``b``."""
     out = {"questions": len(set(a) & set(b))}
     for k in KS:
-        won = sum(1 for q in a if q in b and a[q][f"recall@{k}"] > b[q][f"recall@{k}"])
-        lost = sum(1 for q in a if q in b and a[q][f"recall@{k}"] < b[q][f"recall@{k}"])
-        out[f"recall@{k}"] = {"won": won, "lost": lost}
+        won = [q for q in a if q in b and a[q][f"recall@{k}"] > b[q][f"recall@{k}"]]
+        lost = [q for q in a if q in b and a[q][f"recall@{k}"] < b[q][f"recall@{k}"]]
+        out[f"recall@{k}"] = {"won": len(won), "lost": len(lost), "won_ids": won, "lost_ids": lost}
     out["top5_docs_changed"] = sum(1 for q in a if q in b and a[q]["ranked"][:5] != b[q]["ranked"][:5])
     out["top10_docs_changed"] = sum(1 for q in a if q in b and a[q]["ranked"][:10] != b[q]["ranked"][:10])
+    return out
+
+
+def deltas(sets: dict) -> dict:
+    """recall@k of every variant minus each baseline's, per set, and whether any drop exceeds 0.3 points
+    (the rule: keep virtual items only where they help on both sets with no drop > 0.3 anywhere)."""
+    out = {}
+    for base in BASELINES:
+        for v in VARIANTS:
+            if v == base:
+                continue
+            d = {s: {f"recall@{k}": round(r["variants"][v][f"recall@{k}"] - r["variants"][base][f"recall@{k}"], 2)
+                     for k in KS} for s, r in sets.items()}
+            worst = min(x for per in d.values() for x in per.values())
+            out[f"{v}_vs_{base}"] = {"delta": d, "largest_drop": round(min(worst, 0.0), 2),
+                                     "no_drop_over_0.3": worst >= -0.3}
     return out
 
 
@@ -89,9 +105,10 @@ def main(names) -> None:
             print(name, vname, {k: row.get(k) for k in KEYS}, flush=True)
         for base in BASELINES:
             res_set["per_question"][f"vs_{base}"] = {v: compare(rows[v], rows[base]) for v in VARIANTS if v != base}
-        res_set["seconds"] = round(time.perf_counter() - t0, 1)
+        res_set["seconds_this_invocation"] = round(time.perf_counter() - t0, 1)   # resumed rows cost nothing
         res_set["load_average_end"] = round(os.getloadavg()[0], 2)
         out["sets"][name] = res_set
+        out["deltas"] = deltas(out["sets"])
         tmp = dest.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(out, indent=1) + "\n")
         os.replace(tmp, dest)

@@ -36,8 +36,11 @@ class Config:
     fcm_m: float = 2.0
     fcm_top_k: int | None = None
     family_weights: dict = field(default_factory=lambda: {"rq": 1.0})
-    n_join: int = 64
-    n_meet: int = 64
+    # join/meet nodes of the RQ concept lattice, each also a retrievable item. 0 by default: measured on
+    # HotpotQA-500 and MultiHop-RAG, no kind of join/meet item helps on both sets (docs/MULTIHOP.md);
+    # Config.paper() keeps the paper's 64 + 64.
+    n_join: int = 0
+    n_meet: int = 0
     # concept nodes over the lexical families (index/lexical_nodes.py): up to this many joins (the chunks
     # sharing a rare entity/term) and meets (two such sets intersected) as retrievable items; 0 = none
     lexical_joins: int = 0
