@@ -383,11 +383,12 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
     stage = stage or Stages(ix.timings, False)
     with stage("summaries"):
         s_items = make_summaries(ix, llm, E)
-    fams, l_nodes = (lexical.result() if isinstance(lexical, _Job) else lexical), []
+    fams, l_nodes = lexical, []
     if wants_lexical_nodes(ix.config):
         # the nodes need the families before the items exist (BM25 indexes the items' texts), so the
         # families come from the chunks' own tokenisation here rather than from BM25's afterwards
         with stage("lexical"):
+            fams = fams.result() if isinstance(fams, _Job) else fams
             if fams is None:
                 fams = _lexical_of_index(ix)
         with stage("lexical_nodes"):
@@ -400,7 +401,7 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
         tokens = build_bm25(ix)
     with stage("lexical"):
         # a job's wait only: its work overlapped the embedder
-        build_lexical(ix, tokens, prebuilt=fams)
+        build_lexical(ix, tokens, prebuilt=fams.result() if isinstance(fams, _Job) else fams)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
