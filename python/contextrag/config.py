@@ -99,7 +99,8 @@ class Config:
                 for w in self.spread_families.values()):
             raise ValueError("Config.spread_families must be a dict family -> weight in [0, 1], "
                              f"got {self.spread_families!r}")
-        for name in ("n_join", "n_meet", "lexical_joins", "lexical_meets", "n_summaries", "cooc_threshold", "n_rewrites", "spread_seeds"):
+        for name in ("n_join", "n_meet", "lexical_joins", "lexical_meets", "n_summaries", "cooc_threshold",
+                     "n_rewrites", "spread_seeds"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be an int >= 0, got {v!r}")
