@@ -143,7 +143,7 @@ _torch_assign = _cpu_assign  # name kept for callers that import it
 # each step then costs one small GEMM instead of a pass over all of X (96 Python-level passes over
 # 100k×384 points took 93% of a default fit). Lloyd on all points follows; the benchmark checks
 # the fit's inertia against FAISS's at the same iteration count (bench/bench_cpu_kmeans.py).
-PP_POINTS_PER_CENTROID = 16
+PP_POINTS_PER_CENTROID = 64
 
 
 def _kmeans_plus_plus(X: torch.Tensor, k: int, seed: int,

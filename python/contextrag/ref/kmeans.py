@@ -22,7 +22,7 @@ def kmeans_assign(X, C):
     return labels, D[np.arange(X.shape[0]), labels]
 
 
-PP_POINTS_PER_CENTROID = 16   # as ops.kmeans: the seeding subsample's size per centre
+PP_POINTS_PER_CENTROID = 64   # as ops.kmeans: the seeding subsample's size per centre
 
 
 def kmeans_plus_plus(X, k, seed=0, points_per_centroid=PP_POINTS_PER_CENTROID):
