@@ -85,7 +85,9 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
   bool bad = false;
   {
     py::gil_scoped_release nogil;
-    const int nt = region_threads((double)n * (double)d);
+    // every thread, whatever the size: the Ray build reproduces this split of the rows to give the
+    // same sums (distributed.kmeans.reduction_plan)
+    const int nt = omp_get_max_threads();
     std::vector<A> part((size_t)nt * (size_t)(k * d), A(0));
     std::vector<int64_t> cpart((size_t)nt * (size_t)k, 0);
 #pragma omp parallel num_threads(nt) reduction(|| : bad)
