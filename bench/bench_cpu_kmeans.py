@@ -14,8 +14,9 @@
    faiss.Kmeans(d, k) with its defaults (random init, 256 points per centroid, 25 iterations), and
    kmeans_fit(X, k, max_points_per_centroid=None) vs faiss.Kmeans(..., max_points_per_centroid=n).
    Our fits return labels for every row, so FAISS's time includes index.search over all of X
-   (FAISS's train alone is recorded too). Both of ours also run with tol=0 (25 iterations), for the
-   inertia at FAISS's iteration count; every inertia is on all of X.
+   (FAISS's train alone is recorded too). Both of ours also run with tol=0 (25 iterations, or
+   fewer at a fixed point), for the inertia at FAISS's iteration count; every inertia is on all of
+   X. The distance work of the default fits is counted in passes over the training sample.
 3. rq_kmeans(X) with its defaults (levels 96, 24, 12; 256 points per centroid) and with
    max_points_per_centroid=None, vs the same three levels of faiss.Kmeans (defaults, and all points)
    on the residuals, each level trained and assigned.

@@ -104,8 +104,9 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
 // k-means++ seeding (kmeanspp in kmeans.cpp): for rows lo..hi of S, D[i, c] = min(d2[i], ‖s_i − s_cand[c]‖²)
 // by direct differences (never below 0, no cancellation) and pot[c] += D[i, c] in double.
 // Register tile of 4 rows × 2 candidates in 32-byte vectors (GCC vector extensions, so each ISA build
-// picks its own instructions): 8 independent accumulator chains, 6 loads per 16 vector ops. One chain
-// per row (the previous loop) was bound by the add latency at about a quarter of this rate.
+// picks its own instructions): 8 independent accumulator chains, 6 loads per 16 vector ops, where one
+// chain per row is bound by the add latency while the sample sits in cache. When it does not (a
+// 9.4 MB sample on a loaded machine), both are bound by reading the sample: measured alike there.
 #define CR_PP_TILE(T, VT, W)                                                                              \
   typedef T VT __attribute__((vector_size(32)));                                                         \
   static inline VT VT##_load(const T* p) { VT v; memcpy(&v, p, sizeof(VT)); return v; }                   \

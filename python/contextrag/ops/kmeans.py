@@ -257,7 +257,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     centre), 'random' (k distinct points, as FAISS), or a (k, d) array of initial centroids.
     ``max_points_per_centroid``: the Lloyd iterations train on a seeded uniform subsample of at most
     k·256 rows by default, as FAISS's ``Kmeans`` does; labels and inertia still cover every row
-    (one assignment pass over the rows outside the sample). None trains on every point, as
+    (one assignment pass over all of X at the end). None trains on every point, as
     scikit-learn does. Empty clusters take half of the largest one.
     Stops when inertia decreases by less than ``tol`` (relative).
     ``options``: an ``ops.LloydOptions`` (bounded or plain CPU loop, bf16 screening, statistics).
