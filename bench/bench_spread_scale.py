@@ -82,7 +82,7 @@ def lexical_scale(n: int, workers: int, how: str = "thread") -> dict:
     titles, texts = make_corpus(n)
     out = {"chunks": n, "corpus_s": time.perf_counter() - t0,
            "corpus_chars": int(sum(len(x) for x in texts)), "peak_rss_gb_after_corpus": peak_rss_gb(),
-           "workers": workers, "map": how, "block": lexical.BLOCK}
+           "workers": workers, "map": how, "block": lexical.BLOCK if how == "python" else lexical.NATIVE_BLOCK}
     t, c = time.perf_counter(), time.process_time()
     ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     peaks = ChildPeaks() if how != "thread" else None    # threads: no child processes to sample

@@ -193,8 +193,8 @@ class StringTable {
   int32_t find(const char* p, uint32_t n) const { return probe(p, n, hash_bytes(p, n)).first; }
 
   // (index, inserted)
-  std::pair<int32_t, bool> insert(const char* p, uint32_t n) {
-    const uint64_t h = hash_bytes(p, n);
+  std::pair<int32_t, bool> insert(const char* p, uint32_t n) { return insert(p, n, hash_bytes(p, n)); }
+  std::pair<int32_t, bool> insert(const char* p, uint32_t n, uint64_t h) {
     auto r = probe(p, n, h);
     if (r.first >= 0) return {r.first, false};
     const int32_t id = static_cast<int32_t>(entries_.size());
@@ -203,6 +203,14 @@ class StringTable {
     slots_[r.second] = (h & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(id + 1);
     if (entries_.size() * 2 > slots_.size()) grow();
     return {id, true};
+  }
+
+  // Lookups are latency-bound: a caller that knows the next keys' hashes fetches their slots, then
+  // (a few keys later, once the slot is in cache) their entries, ahead of use.
+  void prefetch_slot(uint64_t h) const { __builtin_prefetch(&slots_[h & mask_]); }
+  void prefetch_entry(uint64_t h) const {
+    const uint64_t v = slots_[h & mask_];
+    if (v != 0) __builtin_prefetch(&entries_[static_cast<uint32_t>(v) - 1]);
   }
 
   size_t size() const { return entries_.size(); }
@@ -397,8 +405,8 @@ class LexicalMapper {
       py::gil_scoped_release nogil;
       std::string buf;
       std::vector<int32_t> stamp, row_cols, tids;
-      auto intern = [&](const char* p, uint32_t len, uint32_t nch) -> const StringTable::Entry& {
-        auto r = vocab.insert(p, len);
+      auto intern = [&](const char* p, uint32_t len, uint32_t nch, uint64_t h) -> const StringTable::Entry& {
+        auto r = vocab.insert(p, len, h);
         StringTable::Entry& e = vocab.entry(r.first);
         if (r.second) {
           if (nch >= 2 && stop_.find(p, len) < 0) {
@@ -410,26 +418,41 @@ class LexicalMapper {
         }
         return e;
       };
+      // A chunk's tokens (title's first) are collected with their hashes, then looked up in order
+      // with the slots and entries of the tokens ahead prefetched.
+      struct Ref {
+        uint64_t h;
+        uint32_t off, len, nch;
+      };
+      std::string bytes;
+      std::vector<Ref> refs;
+      auto collect = [&](const char* p, uint32_t len, uint32_t nch) {
+        refs.push_back({hash_bytes(p, len), static_cast<uint32_t>(bytes.size()), len, nch});
+        bytes.append(p, len);
+      };
+      constexpr size_t kSlotAhead = 16, kEntryAhead = 8;
       for (int64_t i = 0; i < n; ++i) {
         const int32_t row = static_cast<int32_t>(i);
         row_cols.clear();
         tids.clear();
-        auto on_term = [&](const StringTable::Entry& e) {
-          const int32_t c = e.a;
-          if (c >= 0 && stamp[c] != row) {
-            stamp[c] = row;
-            row_cols.push_back(c);
+        bytes.clear();
+        refs.clear();
+        if (want_term) for_each_token(ttv[i], ct_, buf, collect);
+        const size_t n_title = refs.size();
+        for_each_token(tv[i], ct_, buf, collect);
+        const size_t L = refs.size();
+        for (size_t k = 0; k < std::min(L, kSlotAhead); ++k) vocab.prefetch_slot(refs[k].h);
+        for (size_t k = 0; k < L; ++k) {
+          if (k + kSlotAhead < L) vocab.prefetch_slot(refs[k + kSlotAhead].h);
+          if (k + kEntryAhead < L) vocab.prefetch_entry(refs[k + kEntryAhead].h);
+          const Ref& r = refs[k];
+          const StringTable::Entry& e = intern(bytes.data() + r.off, r.len, r.nch, r.h);
+          if (want_term && e.a >= 0 && stamp[e.a] != row) {
+            stamp[e.a] = row;
+            row_cols.push_back(e.a);
           }
-        };
-        if (want_term)
-          for_each_token(ttv[i], ct_, buf, [&](const char* p, uint32_t len, uint32_t nch) {
-            on_term(intern(p, len, nch));
-          });
-        for_each_token(tv[i], ct_, buf, [&](const char* p, uint32_t len, uint32_t nch) {
-          const StringTable::Entry& e = intern(p, len, nch);
-          if (want_term) on_term(e);
-          if (want_title) tids.push_back(e.b);
-        });
+          if (want_title && k >= n_title) tids.push_back(e.b);
+        }
         if (want_term) {
           std::sort(row_cols.begin(), row_cols.end());
           term_cols.insert(term_cols.end(), row_cols.begin(), row_cols.end());

@@ -158,6 +158,8 @@ TITLE_MAX_TOKENS = 10   # longest title (in tokens) matched as a mention; longer
 
 
 BLOCK = 8192           # chunks per block: bounds the transient Python token lists (about 0.2 GB) at any corpus size
+NATIVE_BLOCK = 32768   # the same for the native map (no token lists: about 40 MB of pairs per block); bigger
+                       # blocks mean fewer block vocabularies to re-learn and merge
 
 
 def _mention_automaton(names):
@@ -361,7 +363,7 @@ class LexicalContext:
 # ---- index families: built with the index, stored in its snapshot -----------------------------
 
 def lexical_families(titles, texts, names, *, tokens=None, workers: int | None = None,
-                     block: int = BLOCK, mp_context=None, map_fn=None, native: bool | None = None) -> LexicalContext:
+                     block: int | None = None, mp_context=None, map_fn=None, native: bool | None = None) -> LexicalContext:
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
     Map (per block, in a thread or a worker process): tokenise each chunk once and find its title
@@ -373,7 +375,8 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     to 2 per CPU pair when there are at least 4 blocks, else in this process); 1: in this thread.
     ``tokens``: the BM25 tokenisation (``Tokenized`` with ``ids`` and ``vocab``) of a list whose
     first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it.
-    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards)."""
+    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards).
+    ``block``: chunks per block (None: :data:`NATIVE_BLOCK` for the native map, else :data:`BLOCK`)."""
     titles = [t or "" for t in titles]
     texts = list(texts)
     if len(titles) != len(texts):
@@ -381,7 +384,7 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     for name in names:
         if name not in BUILDERS:
             raise ValueError(f"unknown lexical family {name!r} (have {sorted(BUILDERS)})")
-    if not isinstance(block, int) or block < 1:
+    if block is not None and (not isinstance(block, int) or block < 1):
         raise ValueError(f"block must be an int >= 1, got {block!r}")
     want = tuple(x for x in ("title", "term") if x in names and not (x == "term" and tokens is not None))
     fams = map_reduce_families(titles, texts, want, workers=workers, block=block, mp_context=mp_context,
@@ -483,7 +486,7 @@ class FamilyReducer:
                       weight=w.astype(np.float32), incidence=I, max_n=self.max_n)
 
 
-def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK, mp_context=None,
+def map_reduce_families(titles, texts, want, *, workers=None, block: int | None = None, mp_context=None,
                         map_fn=None, native: bool | None = None) -> dict:
     """The "title" and/or "term" families (``want``) by map/reduce over blocks of chunks.
     ``map_fn(jobs, names, max_n)``, optional, runs the map elsewhere (e.g. on Ray tasks): it gets the
@@ -494,6 +497,10 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK
     tokenises and matches, so threads share the texts: no copies to worker processes); with the
     Python map, or when ``mp_context`` is given, in worker processes."""
     from . import lexical_map as lm
+    use_native = native is not False and lm.native_extension() is not None
+    if native and not use_native:
+        raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
+    block = block or (NATIVE_BLOCK if use_native else BLOCK)
     n = len(texts)
     names = own_col = None
     n_max = 1
@@ -514,9 +521,6 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK
             if "title" in r:
                 red["title"].add(row0, len(tx), *r["title"])
 
-    use_native = native is not False and lm.native_extension() is not None
-    if native and not use_native:
-        raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
     if map_fn is not None:
         reduce(map_fn(jobs, names, TITLE_MAX_TOKENS))
     elif use_native and mp_context is None:
