@@ -93,12 +93,21 @@ struct TextView {
 };
 
 // Calls emit(utf8, bytes, chars) for every maximal \w run of the lower-cased text.
+// The lower-cased code point of c when it is a \w character, else ~0u. ASCII (most characters even
+// of a non-ASCII text) by the byte table; a lower-cased text holds no A-Z, so the table is exact there.
+template <class CU>
+inline uint32_t word_lower(CU c, bool lowered, const CaseTable& ct) {
+  if (c < 128) return ct.ascii[c] ? ct.ascii[c] : ~0u;
+  const uint32_t lc = lowered ? static_cast<uint32_t>(c) : ct.to_lower(c);
+  return ct.word_of(lc) ? lc : ~0u;
+}
+
 template <class CU, class F>
 void tokens_of(const CU* s, int64_t n, bool lowered, const CaseTable& ct, std::string& buf, F&& emit) {
   int64_t i = 0;
   while (i < n) {
-    uint32_t lc = lowered ? s[i] : ct.to_lower(s[i]);
-    if (!ct.word_of(lc)) {
+    uint32_t lc = word_lower(s[i], lowered, ct);
+    if (lc == ~0u) {
       ++i;
       continue;
     }
@@ -108,8 +117,8 @@ void tokens_of(const CU* s, int64_t n, bool lowered, const CaseTable& ct, std::s
       put_utf8(buf, lc);
       ++nch;
       if (++i >= n) break;
-      lc = lowered ? s[i] : ct.to_lower(s[i]);
-    } while (ct.word_of(lc));
+      lc = word_lower(s[i], lowered, ct);
+    } while (lc != ~0u);
     emit(buf.data(), static_cast<uint32_t>(buf.size()), nch);
   }
 }
