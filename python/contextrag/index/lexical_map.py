@@ -177,7 +177,6 @@ class Matcher:
 
     def __init__(self, names, max_n: int, native: bool | None = None):
         self.n_names = len(names) if names is not None else 0
-        self.has_names = names is not None
         self.automaton = self.native = None
         C = native_extension() if native is not False else None
         if native and C is None:
