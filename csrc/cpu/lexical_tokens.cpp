@@ -162,6 +162,36 @@ bool needs_full_lower(const CU* s, int64_t n) {
   return false;
 }
 
+// A view of one str's code units (references kept in `keep`: the caller then releases the GIL). A
+// text holding U+0130 or U+03A3 is lower-cased by str.lower() first (see the top of this file).
+TextView view_of(py::handle h, const char* what, std::vector<py::object>& keep) {
+  if (!PyUnicode_Check(h.ptr())) throw py::type_error(std::string(what) + " must hold str");
+  py::object o = py::reinterpret_borrow<py::object>(h);
+  bool lowered = false;
+#if PY_VERSION_HEX < 0x030C0000
+  if (PyUnicode_READY(o.ptr()) < 0) throw py::error_already_set();
+#endif
+  const int kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
+  if (kind != 1) {
+    const void* d = PyUnicode_DATA(o.ptr());
+    const int64_t len = PyUnicode_GET_LENGTH(o.ptr());
+    const bool full = kind == 2 ? needs_full_lower(static_cast<const uint16_t*>(d), len)
+                                : needs_full_lower(static_cast<const uint32_t*>(d), len);
+    if (full) {
+      o = o.attr("lower")();
+      lowered = true;
+    }
+  }
+  TextView v;
+  v.data = PyUnicode_DATA(o.ptr());
+  v.len = PyUnicode_GET_LENGTH(o.ptr());
+  v.kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
+  v.ascii = PyUnicode_IS_ASCII(o.ptr());
+  v.lowered = lowered;
+  keep.push_back(std::move(o));
+  return v;
+}
+
 // ---- a hash set of UTF-8 strings (open addressing; keys in one arena) --------------------------
 
 inline uint64_t hash_bytes(const char* p, uint32_t n) {
@@ -375,32 +405,7 @@ class LexicalMapper {
     // Views of the texts (and titles), with references held: the heavy loop runs without the GIL.
     std::vector<py::object> keep;
     std::vector<TextView> tv(n), ttv(want_term ? n : 0);
-    auto view = [&](py::handle h, const char* what) {
-      if (!PyUnicode_Check(h.ptr())) throw py::type_error(std::string(what) + " must hold str");
-      py::object o = py::reinterpret_borrow<py::object>(h);
-#if PY_VERSION_HEX < 0x030C0000
-      if (PyUnicode_READY(o.ptr()) < 0) throw py::error_already_set();
-#endif
-      TextView v;
-      v.data = PyUnicode_DATA(o.ptr());
-      v.len = PyUnicode_GET_LENGTH(o.ptr());
-      v.kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
-      v.ascii = PyUnicode_IS_ASCII(o.ptr());
-      if (v.kind != 1) {
-        const bool full = v.kind == 2 ? needs_full_lower(static_cast<const uint16_t*>(v.data), v.len)
-                                      : needs_full_lower(static_cast<const uint32_t*>(v.data), v.len);
-        if (full) {   // rare: let str.lower() handle the special casing
-          o = o.attr("lower")();
-          v.data = PyUnicode_DATA(o.ptr());
-          v.len = PyUnicode_GET_LENGTH(o.ptr());
-          v.kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
-          v.ascii = PyUnicode_IS_ASCII(o.ptr());
-          v.lowered = true;
-        }
-      }
-      keep.push_back(std::move(o));
-      return v;
-    };
+    auto view = [&](py::handle h, const char* what) { return view_of(h, what, keep); };
     keep.reserve(2 * n);
     for (int64_t i = 0; i < n; ++i) tv[i] = view(texts[i], "texts");
     for (int64_t i = 0; i < static_cast<int64_t>(ttv.size()); ++i) ttv[i] = view(titles[i], "titles");
@@ -503,34 +508,58 @@ class LexicalMapper {
   }
 
   // The tokens of one text (what re.findall(r"\w+", text.lower()) returns), for tests and queries.
-  py::list tokens(const py::str& text) const {
-    std::vector<std::string> out;
-    {
-      py::object o = text;
-      TextView v;
-#if PY_VERSION_HEX < 0x030C0000
-      if (PyUnicode_READY(o.ptr()) < 0) throw py::error_already_set();
-#endif
-      v.kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
-      if (v.kind != 1) {
-        const bool full = v.kind == 2
-            ? needs_full_lower(static_cast<const uint16_t*>(PyUnicode_DATA(o.ptr())), PyUnicode_GET_LENGTH(o.ptr()))
-            : needs_full_lower(static_cast<const uint32_t*>(PyUnicode_DATA(o.ptr())), PyUnicode_GET_LENGTH(o.ptr()));
-        if (full) {
-          o = o.attr("lower")();
-          v.lowered = true;
-        }
-      }
-      v.data = PyUnicode_DATA(o.ptr());
-      v.len = PyUnicode_GET_LENGTH(o.ptr());
-      v.kind = static_cast<int>(PyUnicode_KIND(o.ptr()));
-      v.ascii = PyUnicode_IS_ASCII(o.ptr());
-      std::string buf;
-      for_each_token(v, ct_, buf, [&](const char* p, uint32_t len, uint32_t) { out.emplace_back(p, len); });
-    }
+  py::list tokens(const py::handle& text) const {
+    std::vector<py::object> keep;
+    const TextView v = view_of(text, "text", keep);
     py::list l;
-    for (auto& s : out) l.append(py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(s.data(), s.size(), "strict")));
+    std::string buf;
+    for_each_token(v, ct_, buf, [&](const char* p, uint32_t len, uint32_t) {
+      PyObject* s = PyUnicode_DecodeUTF8(p, len, "strict");
+      if (s == nullptr) throw py::error_already_set();
+      l.append(py::reinterpret_steal<py::object>(s));
+    });
     return l;
+  }
+
+  // The BM25 tokenisation of `texts` (bm25s.tokenize with this mapper's stopwords): (ids int32, one
+  // per kept token, offsets int64 (len(texts) + 1,) where each text's ids start, the vocabulary in
+  // order of first occurrence). Kept: tokens of 2+ characters outside the stopwords.
+  py::tuple token_ids(const py::list& texts) const {
+    const int64_t n = static_cast<int64_t>(texts.size());
+    std::vector<py::object> keep;
+    keep.reserve(n);
+    std::vector<TextView> tv(n);
+    for (int64_t i = 0; i < n; ++i) tv[i] = view_of(texts[i], "texts", keep);
+    StringTable vocab;
+    std::vector<int32_t> ids, kept;       // kept: vocabulary index -> table entry
+    std::vector<int64_t> offsets(n + 1, 0);
+    {
+      py::gil_scoped_release nogil;
+      std::string buf;
+      for (int64_t i = 0; i < n; ++i) {
+        for_each_token(tv[i], ct_, buf, [&](const char* p, uint32_t len, uint32_t nch) {
+          auto r = vocab.insert(p, len);
+          StringTable::Entry& e = vocab.entry(r.first);
+          if (r.second && nch >= 2 && stop_.find(p, len) < 0) {
+            e.a = static_cast<int32_t>(kept.size());
+            kept.push_back(r.first);
+          }
+          if (e.a >= 0) ids.push_back(e.a);
+        });
+        offsets[i + 1] = static_cast<int64_t>(ids.size());
+      }
+    }
+    py::array_t<int32_t> ia(static_cast<py::ssize_t>(ids.size()));
+    if (!ids.empty()) std::memcpy(ia.mutable_data(), ids.data(), ids.size() * sizeof(int32_t));
+    py::array_t<int64_t> oa(static_cast<py::ssize_t>(n + 1));
+    std::memcpy(oa.mutable_data(), offsets.data(), (n + 1) * sizeof(int64_t));
+    py::list words(kept.size());
+    for (size_t j = 0; j < kept.size(); ++j) {
+      PyObject* s = PyUnicode_DecodeUTF8(vocab.key(kept[j]), vocab.key_len(kept[j]), "strict");
+      if (s == nullptr) throw py::error_already_set();
+      PyList_SET_ITEM(words.ptr(), static_cast<Py_ssize_t>(j), s);
+    }
+    return py::make_tuple(ia, oa, words);
   }
 
  private:
@@ -602,7 +631,10 @@ void register_lexical(py::module_& m) {
            py::arg("row0"), py::arg("term"), py::arg("title"),
            "(term attributes, term rows, term cols, title rows, title cols) of one block; None for a family "
            "not asked for. Pairs are unique and sorted by row, then column.")
-      .def("tokens", &LexicalMapper::tokens, py::arg("text"), "re.findall(r'\\w+', text.lower())");
+      .def("tokens", &LexicalMapper::tokens, py::arg("text"), "re.findall(r'\\w+', text.lower())")
+      .def("token_ids", &LexicalMapper::token_ids, py::arg("texts"),
+           "(ids, offsets, vocabulary) of the texts' tokens of 2+ characters outside the stopwords, ids in "
+           "order of first occurrence: bm25s.tokenize(texts, stopwords=...) as flat arrays.");
 }
 
 }  // namespace contextrag

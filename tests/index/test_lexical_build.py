@@ -130,13 +130,25 @@ def test_bm25_tokenize_equals_bm25s(real):
     titles, texts = real
     st = [f"{t}\n{x}" if t else x for t, x in zip(titles, texts)]
     ref = bm25s.tokenize(st, stopwords="en", show_progress=False)
-    for block in (16384, 13):
-        got = lexical_map.bm25_tokenize(st, block=block)
+    for block, native in ((16384, False), (13, False), (16384, None)):
+        if native is None and lexical_map.native_extension() is None:
+            continue
+        got = lexical_map.bm25_tokenize(st, block=block, native=native)
         assert list(got.vocab.items()) == list(ref.vocab.items())   # same ids, same order
         assert got.ids == ref.ids
     for q in texts[:200] + ODD:
         assert lexical_map.query_tokens(q) == bm25s.tokenize([q], stopwords="en", return_ids=False,
                                                               show_progress=False)[0]
+
+
+@needs_native
+def test_native_bm25_tokenize_equals_bm25s_on_edge_cases():
+    import bm25s
+    texts = ODD + EDGE + ["", "the", "a b", "İİ ΣΣ"]
+    ref = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    got = lexical_map.bm25_tokenize(texts, native=True)
+    assert list(got.vocab.items()) == list(ref.vocab.items()) and got.ids == ref.ids
+    assert lexical_map.bm25_tokenize([], native=True).ids == []
 
 
 def test_term_family_from_bm25_tokens_equals_reference(real):

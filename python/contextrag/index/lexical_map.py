@@ -120,11 +120,26 @@ def term_pairs(row0: int, ttoks, xtoks):
     return (list(compress(keys, ok)), (row0 + key // V).astype(np.int32), pos[key % V].astype(np.int32))
 
 
-def bm25_tokenize(texts, block: int = 16384):
+@functools.lru_cache(maxsize=1)
+def _bm25_mapper():
+    """A native mapper whose stopwords are the BM25 index's (for :func:`bm25_tokenize`), or None."""
+    C = native_extension()
+    return C.LexicalMapper(sorted(bm25_stopwords()), None, 1) if C is not None else None
+
+
+def bm25_tokenize(texts, block: int = 16384, native: bool | None = None):
     """What ``bm25s.tokenize(texts, stopwords="en")`` returns (a ``Tokenized``: ids per text and the
-    vocabulary, ids in order of first occurrence; tokens of 2+ characters minus the BM25 stopwords),
-    computed block by block with the C-level steps of this module (tested equal)."""
+    vocabulary, ids in order of first occurrence; tokens of 2+ characters minus the BM25 stopwords).
+    Natively in one pass when the extension loads (``native`` not False), else block by block with
+    the C-level steps of this module; both tested equal to bm25s."""
     from bm25s.tokenization import Tokenized
+    m = _bm25_mapper() if native is not False else None
+    if native and m is None:
+        raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
+    if m is not None:
+        ids, offsets, words = m.token_ids(list(texts))
+        flat, off = ids.tolist(), offsets.tolist()
+        return Tokenized(ids=[flat[a:b] for a, b in zip(off[:-1], off[1:])], vocab=dict(zip(words, range(len(words)))))
     stop = bm25_stopwords()
     vocab: dict = {}
     out: list = []
