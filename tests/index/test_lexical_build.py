@@ -189,3 +189,8 @@ def test_map_workers_rule():
     assert lexical.map_workers(None, 3) == 1          # few blocks: no process start-up
     assert lexical.map_workers(None, 4) == min(2, __import__("os").cpu_count() or 1)
     assert lexical.map_workers(5, 2) == 2              # never more processes than blocks
+    assert lexical.map_threads(None, 1) == 1           # native map: one thread per CPU, at most one per block
+    assert lexical.map_threads(None, 64) == min(__import__("os").cpu_count() or 1, 64)
+    assert lexical.map_threads(3, 2) == 2
+    with pytest.raises(ValueError, match="workers must be an int >= 1"):
+        lexical.map_threads(0, 4)
