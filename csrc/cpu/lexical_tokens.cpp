@@ -423,7 +423,7 @@ class LexicalMapper {
         auto r = vocab.insert(p, len, h);
         StringTable::Entry& e = vocab.entry(r.first);
         if (r.second) {
-          if (nch >= 2 && stop_.find(p, len) < 0) {
+          if (want_term && nch >= 2 && stop_.find(p, len) < 0) {
             e.a = static_cast<int32_t>(term_ids.size());
             term_ids.push_back(r.first);
             stamp.push_back(-1);
