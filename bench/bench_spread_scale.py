@@ -1,10 +1,12 @@
 """Scale of the lexical spreading context, and the first query after loading an index.
 
 1. ``lexical``: the title and term families over an N-chunk recombined corpus (bench/spread_corpus.py),
-   built by map/reduce with ``--workers`` map processes: wall seconds, CPU seconds of the driver and
-   of the workers (on a shared machine the CPU seconds are the work, the wall time includes waiting
-   for other tenants), peak resident memory of the driver (the corpus texts are part of it) and of
-   each worker; their sum bounds the build's memory.
+   built by map/reduce with ``--workers`` map threads (``--map thread``: the native map, the default
+   build) or spawned map processes (``--map process``: the native map; ``--map python``: the Python
+   map): wall seconds, CPU seconds of the driver and of the workers (on a shared machine the CPU
+   seconds are the work, the wall time includes waiting for other tenants), peak resident memory of
+   the driver (the corpus texts are part of it) and of each worker process; their sum bounds the
+   build's memory. Results go to the part ``lexical`` (``--map thread``) or ``lexical_<map>``.
 2. ``--index DIR``: load a saved index (e.g. the HotpotQA-500 index the eval harness cached) with
    ``ContextRAG.load``, which prepares the query stage and starts the embedder's load in the
    background; finish the embedder's load with one warm-up question, then time the first retrieval
@@ -68,10 +70,12 @@ class ChildPeaks:
         return sorted((kb / 1024 ** 2 for kb in self.peaks.values()), reverse=True)
 
 
-def lexical_scale(n: int, workers: int) -> dict:
+def lexical_scale(n: int, workers: int, how: str = "thread") -> dict:
     """The title and term families by map/reduce (``lexical_families``): the map in ``workers``
-    spawned processes (spawned, not forked, so a worker's memory is its own and not the corpus's
-    shared pages), the reduce here. Wall and CPU seconds of this process and of the workers."""
+    threads of this process (``how="thread"``) or spawned processes (spawned, not forked, so a
+    worker's memory is its own and not the corpus's shared pages; ``"process"``: the native map,
+    ``"python"``: the Python map), the reduce here. Wall and CPU seconds of this process and of the
+    workers."""
     from spread_corpus import make_corpus
 
     from contextrag.index import lexical
@@ -79,12 +83,13 @@ def lexical_scale(n: int, workers: int) -> dict:
     titles, texts = make_corpus(n)
     out = {"chunks": n, "corpus_s": time.perf_counter() - t0,
            "corpus_chars": int(sum(len(x) for x in texts)), "peak_rss_gb_after_corpus": peak_rss_gb(),
-           "workers": workers, "block": lexical.BLOCK}
+           "workers": workers, "map": how, "block": lexical.BLOCK if how == "python" else lexical.NATIVE_BLOCK}
     t, c = time.perf_counter(), time.process_time()
     ch0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    peaks = ChildPeaks()
-    ctx = lexical.lexical_families(titles, texts, ["title", "term"], workers=workers, mp_context="spawn")
-    child_gb = peaks.stop()
+    peaks = ChildPeaks() if how != "thread" else None    # threads: no child processes to sample
+    ctx = lexical.lexical_families(titles, texts, ["title", "term"], workers=workers,
+                                   mp_context=None if how == "thread" else "spawn", native=how != "python")
+    child_gb = peaks.stop() if peaks is not None else []
     ch1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     out["lexical_s"] = time.perf_counter() - t
     out["lexical_cpu_s_driver"] = time.process_time() - c
@@ -174,6 +179,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--map", choices=("thread", "process", "python"), default="thread")
     ap.add_argument("--index")
     ap.add_argument("--prepare-hotpot", action="store_true")
     args = ap.parse_args()
@@ -181,7 +187,9 @@ def main():
     res = json.loads(path.read_text()) if path.exists() else {}
     if args.chunks:
         l0 = loadavg()
-        res["lexical"] = {**lexical_scale(args.chunks, args.workers), "load_average_start": l0, "load_average_end": loadavg()}
+        part = "lexical" if args.map == "thread" else f"lexical_{args.map}"
+        res[part] = {**lexical_scale(args.chunks, args.workers, args.map), "load_average_start": l0,
+                     "load_average_end": loadavg()}
     from bench_cpu_common import machine
     res.update({"machine": machine(), "note": "shared 2-core machine; load average recorded per part"})
     if args.prepare_hotpot:

@@ -10,6 +10,7 @@ void register_kmeans(py::module_& m);       // kmeans.cpp: fused argmin, centroi
 void register_fcm(py::module_& m);          // fcm.cpp: FCM memberships (row epilogue of the distance GEMM)
 void register_gemm_bf16(py::module_& m);    // gemm_bf16.cpp: bf16-input, fp32-output GEMM (AVX512-BF16)
 void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
+void register_lexical(py::module_& m);      // lexical_tokens.cpp: tokeniser and block map of the lexical families
 
 void register_cpu(py::module_& m) {
   register_semiring(m);
@@ -18,5 +19,6 @@ void register_cpu(py::module_& m) {
   register_fcm(m);
   register_gemm_bf16(m);
   register_spread(m);
+  register_lexical(m);
 }
 }  // namespace contextrag

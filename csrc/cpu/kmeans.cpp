@@ -64,6 +64,16 @@ template <> struct ElkanFns<double> {
 
 namespace {
 
+// Threads for a parallel region of about `work` element operations: one per ~4M (a millisecond or
+// so on one core), at most all. Every region ends in a barrier, and on a machine shared with other
+// jobs a barrier waits for any preempted thread's next time slice (several ms): the bounded loop's
+// bookkeeping on a training sample (24k rows) spent more time in such waits than working, profiled.
+static int region_threads(double work) {
+  const int mx = omp_get_max_threads();
+  const double nt = work / (double)(1 << 22);
+  return nt < 1.0 ? 1 : nt >= (double)mx ? mx : (int)nt;
+}
+
 template <class T, class A = T>
 static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, ptrdiff_t k) {
   const ptrdiff_t n = X_.shape(0), d = X_.shape(1);
@@ -75,6 +85,8 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
   bool bad = false;
   {
     py::gil_scoped_release nogil;
+    // every thread, whatever the size: the Ray build reproduces this split of the rows to give the
+    // same sums (distributed.kmeans.reduction_plan)
     const int nt = omp_get_max_threads();
     std::vector<A> part((size_t)nt * (size_t)(k * d), A(0));
     std::vector<int64_t> cpart((size_t)nt * (size_t)k, 0);
@@ -95,7 +107,7 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
       }
     }
     // Reduce the private blocks: parallel over the (k·d) entries, threads' parts in fixed order.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(region_threads((double)(k * d) * nt))
     for (ptrdiff_t e = 0; e < k * d; ++e) {
       A acc = A(0);
       for (int t = 0; t < nt; ++t) acc += part[(size_t)t * (size_t)(k * d) + (size_t)e];
@@ -132,7 +144,7 @@ static void kmeans_epilogue_typed(const py::array& G_, const py::array& X_, cons
   int64_t* lab = lab_.mutable_data();
   T* d2 = static_cast<T*>(d2_.mutable_data());
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(region_threads((double)b * (double)(k + (xn ? 0 : d))))
   for (ptrdiff_t i = 0; i < b; ++i) {
     const ptrdiff_t j = row_argmin(Gm + i * k, k);
     lab[i] = j;
@@ -211,7 +223,7 @@ static py::array_t<int64_t> elkan_filter_typed(const py::array& X_, const py::ar
   std::vector<float> dmax((size_t)E, 0.0f);
   for (ptrdiff_t e = 0; e < E; ++e)
     for (ptrdiff_t j = 0; j < k; ++j) dmax[(size_t)e] = std::max(dmax[(size_t)e], dl[(size_t)(e * k + j)]);
-  const int nt = omp_get_max_threads();
+  const int nt = region_threads((double)n * (double)k);
   std::vector<std::vector<int64_t>> parts((size_t)nt);
   auto fn = ElkanFns<T>::filter(cpu_isa());
   {
@@ -252,7 +264,7 @@ static void elkan_refresh_typed(const py::array& G_, const py::array& X_, const 
   gamma += 8.0 * std::numeric_limits<float>::epsilon();  // the float arithmetic in the row loop
   auto fn = ElkanFns<T>::refresh(cpu_isa());
   py::gil_scoped_release nogil;
-#pragma omp parallel
+#pragma omp parallel num_threads(region_threads(4.0 * (double)b * (double)k))
   {
     const ptrdiff_t nt = omp_get_num_threads(), t = omp_get_thread_num();
     fn(Gm, X, C, d, k, xn2, rows, row0, lab, upper, L, uep, lep, lmin, now, gamma, cmax, eb, cnorm, b * t / nt,
@@ -379,7 +391,7 @@ static py::array gather_typed(const py::array& X_, const int64_t* rows, ptrdiff_
   const T* X = static_cast<const T*>(X_.data());
   T* o = static_cast<T*>(out.mutable_data());
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(region_threads((double)b * (double)d))
   for (ptrdiff_t r = 0; r < b; ++r) std::memcpy(o + r * d, X + rows[r] * d, sizeof(T) * (size_t)d);
   return out;
 }
@@ -411,7 +423,7 @@ static py::array_t<double> sq_dist_to_typed(const py::array& X_, const double* V
   py::array_t<double> out = one ? py::array_t<double>(n) : py::array_t<double>({n, m});
   double* o = out.mutable_data();
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(region_threads((double)n * (double)d * (double)m))
   for (ptrdiff_t i = 0; i < n; ++i) {
     const T* x = X + i * d;
     for (ptrdiff_t v = 0; v < m; ++v) {   // the row is read from memory once, then from L1
@@ -462,9 +474,9 @@ static int64_t move_stats_typed(const py::array& X_, const int64_t* rows, const 
   // subtracting the moved ones.
   const bool rebuild = rows == nullptr && 2 * nm > b;
   py::gil_scoped_release nogil;
-  const int nt = omp_get_max_threads();
-  std::vector<double> part((size_t)nt * (size_t)(k * d), 0.0);
   const ptrdiff_t cnt_rows = rebuild ? b : nm;
+  const int nt = region_threads((double)cnt_rows * (double)d * (rebuild ? 1.0 : 2.0));
+  std::vector<double> part((size_t)nt * (size_t)(k * d), 0.0);
 #pragma omp parallel num_threads(nt)
   {
     const ptrdiff_t t = omp_get_thread_num();
@@ -559,7 +571,12 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
   auto fn = ElkanFns<T>::pp(cpu_isa());
   std::vector<T> d2((size_t)m, std::numeric_limits<T>::infinity()), D((size_t)(m * nc));
   std::vector<double> cum((size_t)m);
-  const int nt = omp_get_max_threads();
+  // One parallel region per step: below ~64M element operations a step (about 10 ms on one core) the
+  // seeding runs on one thread. Each region ends in a barrier, and on a machine shared with other jobs
+  // a barrier every millisecond or so waits for a preempted thread's next time slice (measured: two
+  // threads took 3× the wall time of one at k = 96 under load); the Lloyd GEMMs that follow have the
+  // work to amortise their threads.
+  const int nt = (double)m * (double)nc * (double)d >= (double)(1 << 26) ? omp_get_max_threads() : 1;
   std::vector<double> pots((size_t)(nt * nc));
   std::vector<int64_t> cand((size_t)nc);
   py::gil_scoped_release nogil;
@@ -579,10 +596,14 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
       }
     }
     std::fill(pots.begin(), pots.end(), 0.0);
+    if (nt == 1) {
+      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data(), 0, m);
+    } else {
 #pragma omp parallel num_threads(nt)
-    {
-      const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
-      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi);
+      {
+        const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
+        fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi);
+      }
     }
     ptrdiff_t best = 0;
     double bp = std::numeric_limits<double>::infinity();

@@ -36,8 +36,15 @@ class Config:
     fcm_m: float = 2.0
     fcm_top_k: int | None = None
     family_weights: dict = field(default_factory=lambda: {"rq": 1.0})
-    n_join: int = 64
-    n_meet: int = 64
+    # join/meet nodes of the RQ concept lattice, each also a retrievable item. 0 by default: measured on
+    # HotpotQA-500 and MultiHop-RAG, no kind of join/meet item helps on both sets (docs/MULTIHOP.md);
+    # Config.paper() keeps the paper's 64 + 64.
+    n_join: int = 0
+    n_meet: int = 0
+    # concept nodes over the lexical families (index/lexical_nodes.py): up to this many joins (the chunks
+    # sharing a rare entity/term) and meets (two such sets intersected) as retrievable items; 0 = none
+    lexical_joins: int = 0
+    lexical_meets: int = 0
     cooc_window: int = 3
     cooc_threshold: int = 2
     # index details the paper leaves open (docs/ALGORITHM.md)
@@ -92,7 +99,8 @@ class Config:
                 for w in self.spread_families.values()):
             raise ValueError("Config.spread_families must be a dict family -> weight in [0, 1], "
                              f"got {self.spread_families!r}")
-        for name in ("n_join", "n_meet", "n_summaries", "cooc_threshold", "n_rewrites", "spread_seeds"):
+        for name in ("n_join", "n_meet", "lexical_joins", "lexical_meets", "n_summaries", "cooc_threshold",
+                     "n_rewrites", "spread_seeds"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"Config.{name} must be an int >= 0, got {v!r}")
@@ -100,8 +108,10 @@ class Config:
     @classmethod
     def paper(cls, **overrides) -> "Config":
         """The paper's configuration as written (Appendix A), for side-by-side comparison:
-        RQ-KMeans clusters only (FCM m = 2), eq. 14-16 routing, w = (0.3, 0.5, 0.2), no spreading."""
-        return cls(**{"w_spread": 0.0, "family_weights": {"rq": 1.0}, "fcm_m": 2.0, **overrides})
+        RQ-KMeans clusters only (FCM m = 2), 64 join and 64 meet nodes of that lattice as retrievable
+        items and no lexical ones, eq. 14-16 routing, w = (0.3, 0.5, 0.2), no spreading."""
+        return cls(**{"w_spread": 0.0, "family_weights": {"rq": 1.0}, "fcm_m": 2.0, "n_join": 64, "n_meet": 64,
+                      "lexical_joins": 0, "lexical_meets": 0, **overrides})
 
     def replace(self, **changes) -> "Config":
         return dataclasses.replace(self, **changes)

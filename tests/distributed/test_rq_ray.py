@@ -95,7 +95,7 @@ def test_memberships_closures_and_graph_equal_single_process(ray_cluster, embedd
     n = len(embeddings)
     doc_ids = [f"d{i // 3}" for i in range(n)]            # three consecutive paragraphs per document
     pos = np.arange(n, dtype=np.int32) % 3
-    cfg = Config(rq_sizes=SIZES, seed=SEED, n_summaries=0)
+    cfg = Config(rq_sizes=SIZES, seed=SEED, n_summaries=0, n_join=64, n_meet=64)
     ctx = build_context(ChunkView([""] * n, [""] * n, doc_ids, pos), embeddings, cfg)
     g = build_graph(ctx.dense(), ctx.members(), ctx.attr_group, doc_ids, pos, cfg)
     metas = lambda s: {"doc_ids": doc_ids[s.start:s.stop], "positions": pos[s.start:s.stop]}  # noqa: E731

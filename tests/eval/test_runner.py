@@ -93,7 +93,11 @@ def _run(data, out, cache, backend, limit=8, **kw):
 
 def test_run_writes_report_and_shares_one_index(tmp_path, data, fresh_backend):
     res = _run(data, tmp_path / "out", tmp_path / "cache", fresh_backend)
-    assert fresh_backend.builds == 1                       # one index for every system
+    # one index for the flat baselines and contextrag; Config.paper() builds its own (it keeps the RQ
+    # lattice's join/meet items, the default builds none)
+    assert fresh_backend.builds == 2
+    shared = [i for i in res["indexes"].values() if "hybrid" in i["systems"]]
+    assert len(shared) == 1 and {"bm25", "dense", "hybrid", "contextrag"} <= set(shared[0]["systems"])
     out = tmp_path / "out"
     for f in ("report.md", "results.json", "questions.jsonl", "recall_at_k.png", "cost.png"):
         assert (out / f).stat().st_size > 0, f
@@ -311,7 +315,9 @@ def test_each_system_queries_with_its_own_settings(tmp_path, data, fresh_backend
     _run(data, tmp_path / "o", tmp_path / "c", fresh_backend, limit=2, config=cfg,
          systems=["contextrag", "contextrag_paper", "bm25"])
     per = len(fresh_backend.seen_overrides) // 3
-    mine, paper, bm25 = (fresh_backend.seen_overrides[i * per] for i in range(3))
+    # systems run index by index (the paper's configuration has its own): tell them apart by w_fuzzy
+    by_fuzzy = {o["w_fuzzy"]: o for o in (fresh_backend.seen_overrides[i * per] for i in range(3))}
+    mine, paper, bm25 = by_fuzzy[0.1], by_fuzzy[Config.paper().w_fuzzy], by_fuzzy[0.0]
     assert set(mine) == set(QUERY_FIELDS)
     assert mine["w_fuzzy"] == 0.1 and mine["candidates"] == 30
     want = Config.paper()

@@ -94,19 +94,68 @@ def test_empty_cluster_split(backend, rng, bounded):
     assert np.abs(C1[3]).max() < 100
 
 
-def test_max_points_per_centroid(backend, rng):
-    """Training on the seeded subsample, then one full assignment pass."""
-    X, _ = blobs(rng, 2000, 6, 4, spread=0.4)
-    init = X[:4].copy()
-    res = ops.kmeans_fit(X, 4, init=init, n_iter=15, seed=3, max_points_per_centroid=50, backend=backend)
-    idx = np.sort(np.random.default_rng(3 + 1).choice(2000, size=200, replace=False))
-    C_ref, _, _, it_ref = ref.kmeans_fit(X[idx], 4, init=init, n_iter=15)
-    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-10)
-    assert res.n_iter == it_ref
-    l_ref, d_ref = ref.kmeans_assign(X, C_ref)
+@pytest.mark.parametrize("bounded", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n,d,k,cap", [(2000, 6, 4, 50), (1031, 7, 3, 33), (777, 13, 5, 1)])
+def test_max_points_per_centroid(backend, rng, dtype, bounded, n, d, k, cap):
+    """Training on the seeded subsample, then every other row assigned: centroids as the reference
+    fit on the sampled rows, labels and inertia as the reference's assignment of all rows."""
+    X, _ = blobs(rng, n, d, k, spread=0.4, dtype=dtype)
+    init = X[:k].copy()
+    res = ops.kmeans_fit(X, k, init=init, n_iter=15, seed=3, max_points_per_centroid=cap, backend=backend,
+                         options=ops.LloydOptions(bounded=bounded))
+    idx = np.sort(np.random.default_rng(3 + 1).choice(n, size=k * cap, replace=False))
+    C_ref, _, _, it_ref = ref.kmeans_fit(X[idx].astype(np.float64), k, init=init.astype(np.float64), n_iter=15)
+    rtol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=rtol, atol=rtol)
+    assert res.n_iter == it_ref and res.centroids.dtype == dtype
+    l_ref, d_ref = ref.kmeans_assign(X.astype(np.float64), np.asarray(res.centroids, dtype=np.float64))
     np.testing.assert_array_equal(res.labels, l_ref)
-    assert res.labels.shape == (2000,)
-    assert res.inertia == pytest.approx(d_ref.sum(), rel=1e-10)
+    assert res.labels.shape == (n,)
+    assert res.inertia == pytest.approx(d_ref.sum(), rel=1e-10 if dtype == np.float64 else 1e-5)
+
+
+def test_default_trains_on_256_points_per_centroid(rng):
+    """The default call subsamples as FAISS does (k·256 seeded rows, then every row assigned); it is
+    deterministic for a seed, the sample changes with the seed, and None trains on every row."""
+    k = 2
+    X, _ = blobs(rng, 1500, 5, 3, spread=1.0)          # 1500 > 2·256: the default samples
+    init = X[:k].copy()
+    a = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=5)
+    b = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=5)
+    np.testing.assert_array_equal(a.centroids, b.centroids)
+    np.testing.assert_array_equal(a.labels, b.labels)
+    assert a.inertia == b.inertia
+    explicit = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=5, max_points_per_centroid=256)
+    np.testing.assert_array_equal(a.centroids, explicit.centroids)
+    idx = np.sort(np.random.default_rng(5 + 1).choice(1500, size=512, replace=False))
+    C_ref, _, _, _ = ref.kmeans_fit(X[idx], k, init=init, n_iter=8)
+    np.testing.assert_allclose(a.centroids, C_ref, rtol=1e-10)
+    np.testing.assert_array_equal(a.labels, ref.kmeans_assign(X, C_ref)[0])
+    other = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=6)
+    assert not np.array_equal(other.centroids, a.centroids)   # another seed, another sample
+    full = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=5, max_points_per_centroid=None)
+    C_all, l_all, inertia_all, _ = ref.kmeans_fit(X, k, init=init, n_iter=8)
+    np.testing.assert_allclose(full.centroids, C_all, rtol=1e-10)
+    np.testing.assert_array_equal(full.labels, l_all)
+    assert full.inertia == pytest.approx(inertia_all, rel=1e-10)
+    # a cap at or above n/k is all points too
+    big = ops.kmeans_fit(X, k, init=init, n_iter=8, seed=5, max_points_per_centroid=750)
+    np.testing.assert_array_equal(big.centroids, full.centroids)
+    # rq_kmeans passes the same default to every level
+    r1 = ops.rq_kmeans(X, (2, 2), seed=4, n_iter=5)
+    r2 = ops.rq_kmeans(X, (2, 2), seed=4, n_iter=5, max_points_per_centroid=256)
+    np.testing.assert_array_equal(r1.codes, r2.codes)
+
+
+@pytest.mark.parametrize("bad,err", [(0, ValueError), (-3, ValueError), (1.5, TypeError), (True, TypeError),
+                                     ("256", TypeError)])
+def test_max_points_per_centroid_rejected(rng, bad, err):
+    X = rng.standard_normal((40, 3))
+    with pytest.raises(err, match=r"^max_points_per_centroid must be None or an int >= 1"):
+        ops.kmeans_fit(X, 2, max_points_per_centroid=bad)
+    with pytest.raises(err, match=r"^max_points_per_centroid must be None or an int >= 1"):
+        ops.rq_kmeans(X, (2, 2), max_points_per_centroid=bad)
 
 
 def test_k_greater_than_n():
@@ -311,7 +360,7 @@ def test_bounded_lloyd_near_ties_exact(isa, rng, screen):
     a, b = rng.integers(0, k, 4000), rng.integers(0, k, 4000)
     t = 0.5 + rng.choice([-1e-4, 1e-4], 4000)[:, None]
     X = (t * C[a] + (1 - t) * C[b] + 1e-3 * rng.standard_normal((4000, d))).astype(np.float32)
-    res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu",
+    res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu", max_points_per_centroid=None,
                          options=ops.LloydOptions(bf16_screen=screen))
     lab_ref, _ = ref.kmeans_assign(X, res.centroids)
     np.testing.assert_array_equal(res.labels, lab_ref)

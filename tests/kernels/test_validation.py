@@ -81,7 +81,7 @@ def test_kmeans_validation():
         ops.kmeans_fit(X, 2, init=X[:3])
     with pytest.raises(ValueError, match=r"^tol must be"):
         ops.kmeans_fit(X, 2, tol=-1.0)
-    with pytest.raises(TypeError, match=r"^max_points_per_centroid must be an int"):
+    with pytest.raises(TypeError, match=r"^max_points_per_centroid must be None or an int >= 1"):
         ops.kmeans_fit(X, 2, max_points_per_centroid=1.5)
     with pytest.raises(TypeError, match=r"^problems must be a list"):
         ops.rq_kmeans_batched(X)

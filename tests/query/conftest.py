@@ -30,7 +30,7 @@ def rag(hotpot):
     _, docs = hotpot
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")      # codebook sizes clamped to the small corpus
-        return ContextRAG.build(docs, config=Config(n_summaries=0, rq_sizes=(12, 4, 2)))
+        return ContextRAG.build(docs, config=Config(n_summaries=0, rq_sizes=(12, 4, 2), n_join=64, n_meet=64))
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,9 @@ def run(args) -> int:
         print("lexical families (spreading): " + (", ".join(
             f"{f['name']}: {f['attributes']} attributes ({f['linking_attributes']} linking), {f['nnz']} non-zeros"
             for f in lex) if lex else "none stored"))
+        ln = st.get("lexical_nodes") or {}
+        print("lexical concept nodes (items): " + ", ".join(
+            f"{k} {v['count']} (mean {v['mean_members']:.1f} chunks)" for k, v in ln.items()))
         print("RQ-KMeans occupancy (Table 4):")
         for o in st["occupancy"]:
             print(f"  L{o['level']}: {o['non_empty']}/{o['clusters']} clusters used, largest {o['largest_share']:.2f}, "

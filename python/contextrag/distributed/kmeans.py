@@ -33,7 +33,7 @@ import torch
 
 from ..ops._lloyd import Step
 from ..ops._lloyd import run as lloyd_run
-from ..ops.kmeans import _clamp_sizes, _kmeans_plus_plus
+from ..ops.kmeans import DEFAULT_POINTS_PER_CENTROID, _clamp_sizes, _kmeans_plus_plus
 from .layout import train_subsample
 
 
@@ -150,7 +150,8 @@ def _initial(shards, level, books_ref, k, n_train, train_idx, init, seed, wd, in
 
 
 def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
-              init="k-means++", max_points_per_centroid: int | None = None, reduce: str = "ordered",
+              init="k-means++", max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
+              reduce: str = "ordered",
               init_sample: int | None = None, on_iteration=None) -> DistRQResult:
     """RQ-KMeans over the rows owned by ``shards`` (a ``cluster.ShardSet``), same contract as
     ``ops.rq_kmeans``: level ℓ clusters the residual of level ℓ−1; ``init`` is 'k-means++', 'random'

@@ -18,7 +18,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..ops.kmeans import ROW_BLOCK
+from ..ops.kmeans import ROW_BLOCK, train_rows
 
 MIN_GEMM_ROWS = 16
 
@@ -113,10 +113,7 @@ def rowexact(fn: Callable, X: torch.Tensor, offset: int, n_total: int, *args, bl
 
 def train_subsample(n: int, k: int, cap: int | None, seed: int) -> np.ndarray | None:
     """The sorted training rows ops.kmeans_fit draws for ``max_points_per_centroid`` (None: all rows)."""
-    if cap is None or n <= k * cap:
-        return None
-    rng = np.random.default_rng(seed + 1)
-    return np.sort(rng.choice(n, size=k * cap, replace=False))
+    return train_rows(n, k, cap, seed)
 
 
 def check_documents_whole(metas) -> None:

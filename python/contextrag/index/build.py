@@ -108,8 +108,9 @@ def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(len(rows), n))
 
 
-def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict]) -> None:
-    """items = chunks, then summaries (kept as given), then one item per join/meet node."""
+def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lexical_nodes=()) -> None:
+    """items = chunks, then summaries (kept as given), then one item per join/meet node, then one per
+    lexical concept node (index/lexical_nodes.py; kinds join/meet, no graph node: item_node = -1)."""
     n = ix.n_chunks
     k = int(getattr(ix.config, "node_text_chunks", 2))
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
@@ -135,6 +136,17 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict]) -> 
         texts.append(_render(ix, src))
         node.append(int(v))
         members.append(ix.graph.members[v].indices)
+        sources.append(src)
+        embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
+    from .lexical_nodes import JOIN as LJOIN, node_sources
+    for nd in lexical_nodes:
+        src = node_sources(nd, ix.chunk_doc_ids, k)
+        kind = JOIN_ITEM if nd.kind == LJOIN else MEET_ITEM
+        ids.append(f"{ITEM_KINDS[kind]}:{nd.label}")
+        kinds.append(kind)
+        texts.append(_render(ix, src))
+        node.append(-1)
+        members.append(nd.members)
         sources.append(src)
         embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
     ix.item_ids, ix.item_texts = ids, texts
@@ -216,6 +228,24 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
                                   tokens=tokens)
 
 
+def lexical_nodes_of(ix: Index, families) -> list:
+    """The lexical concept nodes ``Config.lexical_joins``/``lexical_meets`` ask for, over ``families``
+    (the index's lexical families of its current chunks); recorded in ``ix.info["lexical_nodes"]``."""
+    from .lexical_nodes import describe, select_lexical_nodes
+    cfg = ix.config
+    nj, nm = int(getattr(cfg, "lexical_joins", 0)), int(getattr(cfg, "lexical_meets", 0))
+    if not (nj or nm):
+        ix.info.pop("lexical_nodes", None)
+        return []
+    nodes = select_lexical_nodes(families, ix.chunk_doc_ids, nj, nm, int(getattr(cfg, "min_support", 2)))
+    ix.info["lexical_nodes"] = describe(nodes)
+    return nodes
+
+
+def wants_lexical_nodes(config) -> bool:
+    return bool(getattr(config, "lexical_joins", 0) or getattr(config, "lexical_meets", 0))
+
+
 def lexical_family_names(config) -> list[str]:
     """The lexical families an index stores: those ``Config.spread_families`` names with a weight > 0
     (also when ``w_spread`` is 0: one index serves every query configuration)."""
@@ -248,6 +278,17 @@ def embed_all(embedder, texts: list[str], tick=None) -> np.ndarray:
 def _chunk_search_texts(chunks) -> list[str]:
     """What BM25 indexes for each chunk (Index.search_texts, chunk rows)."""
     return [f"{c.title}\n{c.text}" if c.title else c.text for c in chunks]
+
+
+def _lexical_of_index(ix: Index):
+    """The lexical families of the index's current chunks, tokenised on their own (the build's
+    ``_lexical_of_chunks`` on the chunk table)."""
+    from .core import bm25_tokenize_ids
+    from .lexical import lexical_families
+    names = lexical_family_names(ix.config)
+    texts = [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(ix.chunk_titles, ix.chunk_texts)]
+    tokens = bm25_tokenize_ids(texts) if "term" in names else None
+    return lexical_families(ix.chunk_titles, ix.chunk_texts, names, tokens=tokens)
 
 
 def _lexical_of_chunks(chunks, config):
@@ -342,13 +383,25 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
     stage = stage or Stages(ix.timings, False)
     with stage("summaries"):
         s_items = make_summaries(ix, llm, E)
+    fams, l_nodes = lexical, []
+    if wants_lexical_nodes(ix.config):
+        # the nodes need the families before the items exist (BM25 indexes the items' texts), so the
+        # families come from the chunks' own tokenisation here rather than from BM25's afterwards
+        with stage("lexical"):
+            fams = fams.result() if isinstance(fams, _Job) else fams
+            if fams is None:
+                fams = _lexical_of_index(ix)
+        with stage("lexical_nodes"):
+            l_nodes = lexical_nodes_of(ix, fams)
+    else:
+        ix.info.pop("lexical_nodes", None)
     with stage("items"):
-        compose_items(ix, E, s_items)
+        compose_items(ix, E, s_items, l_nodes)
     with stage("bm25"):
         tokens = build_bm25(ix)
     with stage("lexical"):
         # a job's wait only: its work overlapped the embedder
-        build_lexical(ix, tokens, prebuilt=lexical.result() if isinstance(lexical, _Job) else lexical)
+        build_lexical(ix, tokens, prebuilt=fams.result() if isinstance(fams, _Job) else fams)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
@@ -418,6 +471,25 @@ def _remap_attributes(ix: Index, old_names: list[str]) -> None:
     g.attr[seeds] = [pos[old_names[a]] for a in g.attr[seeds]]
 
 
+def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict) -> None:
+    """After an update: the items, BM25 and the lexical families of the new corpus. The families are
+    exact (df and w(a) = log(N/df)/log(N) of the new corpus, docs/MULTIHOP.md); lexical concept nodes
+    are re-selected from them (their rarity and links change with the corpus), so they equal a fresh
+    build's."""
+    fams, l_nodes = None, []
+    if wants_lexical_nodes(ix.config):
+        with _Timer(t, "lexical"):
+            fams = _lexical_of_index(ix)
+        with _Timer(t, "lexical_nodes"):
+            l_nodes = lexical_nodes_of(ix, fams)
+    with _Timer(t, "items"):
+        compose_items(ix, chunk_E, s_items, l_nodes)
+    with _Timer(t, "bm25"):
+        tokens = build_bm25(ix)
+    with _Timer(t, "lexical"):
+        build_lexical(ix, tokens, prebuilt=fams)
+
+
 def add_docs(ix: Index, docs: list[Document]) -> dict:
     """Embed only the new chunks, assign them to the existing codebooks, extend the context and
     refresh the nodes they touch; node selection is kept (``rebuild`` re-selects)."""
@@ -454,12 +526,7 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
         n_aff = _refresh_nodes(ix, new_rows if incremental else None)
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    with _Timer(t, "items"):
-        compose_items(ix, chunk_E, s_items)
-    with _Timer(t, "bm25"):
-        tokens = build_bm25(ix)
-    with _Timer(t, "lexical"):
-        build_lexical(ix, tokens)   # exact: df and w(a) = log(N/df)/log(N) of the new corpus (docs/MULTIHOP.md)
+    _items_bm25_lexical(ix, chunk_E, s_items, t)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
                                               "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
@@ -499,12 +566,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "graph"):
         _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: recompute all
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    with _Timer(t, "items"):
-        compose_items(ix, chunk_E, s_items)
-    with _Timer(t, "bm25"):
-        tokens = build_bm25(ix)
-    with _Timer(t, "lexical"):
-        build_lexical(ix, tokens)   # exact: df and w(a) = log(N/df)/log(N) of the new corpus (docs/MULTIHOP.md)
+    _items_bm25_lexical(ix, chunk_E, s_items, t)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

@@ -158,6 +158,8 @@ TITLE_MAX_TOKENS = 10   # longest title (in tokens) matched as a mention; longer
 
 
 BLOCK = 8192           # chunks per block: bounds the transient Python token lists (about 0.2 GB) at any corpus size
+NATIVE_BLOCK = 32768   # the same for the native map (no token lists: about 40 MB of pairs per block); bigger
+                       # blocks mean fewer block vocabularies to re-learn and merge
 
 
 def _mention_automaton(names):
@@ -361,17 +363,20 @@ class LexicalContext:
 # ---- index families: built with the index, stored in its snapshot -----------------------------
 
 def lexical_families(titles, texts, names, *, tokens=None, workers: int | None = None,
-                     block: int = BLOCK, mp_context=None, map_fn=None) -> LexicalContext:
+                     block: int | None = None, mp_context=None, map_fn=None, native: bool | None = None) -> LexicalContext:
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
-    Map (per block, in this process or a worker process): tokenise each chunk once and find its title
-    mentions and term pairs (:mod:`.lexical_map`). Reduce (here): the global term vocabulary in order
-    of first occurrence, the document frequencies and the CSR incidence, assembled with NumPy. Equal
-    to :func:`title_family` and :func:`term_family` (tested). ``workers``: processes for the map
-    (None: up to 2 per CPU pair when there are at least 4 blocks, else in this process; 1: never).
+    Map (per block, in a thread or a worker process): tokenise each chunk once and find its title
+    mentions and term pairs (:mod:`.lexical_map`; natively, csrc/cpu/lexical_tokens.cpp, when
+    ``native`` is not False and the extension loads). Reduce (here): the global term vocabulary in
+    order of first occurrence, the document frequencies and the CSR incidence, assembled with NumPy.
+    Equal to :func:`title_family` and :func:`term_family` (tested). ``workers``: threads for the
+    native map (None: one per CPU), or processes for the Python map or with ``mp_context`` (None: up
+    to 2 per CPU pair when there are at least 4 blocks, else in this process); 1: in this thread.
     ``tokens``: the BM25 tokenisation (``Tokenized`` with ``ids`` and ``vocab``) of a list whose
     first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it.
-    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards)."""
+    ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards).
+    ``block``: chunks per block (None: :data:`NATIVE_BLOCK` for the native map, else :data:`BLOCK`)."""
     titles = [t or "" for t in titles]
     texts = list(texts)
     if len(titles) != len(texts):
@@ -379,11 +384,11 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     for name in names:
         if name not in BUILDERS:
             raise ValueError(f"unknown lexical family {name!r} (have {sorted(BUILDERS)})")
-    if not isinstance(block, int) or block < 1:
+    if block is not None and (not isinstance(block, int) or block < 1):
         raise ValueError(f"block must be an int >= 1, got {block!r}")
     want = tuple(x for x in ("title", "term") if x in names and not (x == "term" and tokens is not None))
     fams = map_reduce_families(titles, texts, want, workers=workers, block=block, mp_context=mp_context,
-                               map_fn=map_fn) if want else {}
+                               map_fn=map_fn, native=native) if want else {}
     for name in names:
         if name == "term" and tokens is not None:
             fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts))
@@ -435,6 +440,7 @@ class FamilyReducer:
         self.vocab = None if names is None else names
         self._index = {} if names is None else None
         self.counts, self.cols, self.own = [], [], []
+        self.df = np.zeros(0 if names is None else len(names), np.int64)   # summed per block
 
     def add(self, row0: int, n_rows: int, rows, cols, attributes=None) -> None:
         if self._index is not None:            # block-local attribute columns -> global columns
@@ -444,6 +450,12 @@ class FamilyReducer:
             cols = np.fromiter(map(g.__getitem__, attributes), np.int32, len(attributes))[cols]
         self.counts.append(np.bincount(rows - row0, minlength=n_rows))
         self.cols.append(np.asarray(cols, np.int32))
+        df = np.bincount(self.cols[-1], minlength=self.df.size)   # per block: no nnz-sized int64 copy
+        if df.size > self.df.size:
+            df[:self.df.size] += self.df
+            self.df = df
+        else:
+            self.df += df
         if self.own_col is not None:
             self.own.append(self.own_col[rows] == cols)
 
@@ -454,7 +466,8 @@ class FamilyReducer:
         indptr = np.zeros(n + 1, np.int64)
         if self.counts:
             np.cumsum(np.concatenate(self.counts), out=indptr[1:])
-        df = np.bincount(indices, minlength=V).astype(np.int64)
+        df = np.zeros(V, np.int64)
+        df[:self.df.size] = self.df
         keep = np.flatnonzero(df > 0)
         if keep.size < V:                      # titles nobody mentions and no chunk holds
             remap = np.full(V, -1, np.int32)
@@ -473,13 +486,21 @@ class FamilyReducer:
                       weight=w.astype(np.float32), incidence=I, max_n=self.max_n)
 
 
-def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK, mp_context=None,
-                        map_fn=None) -> dict:
+def map_reduce_families(titles, texts, want, *, workers=None, block: int | None = None, mp_context=None,
+                        map_fn=None, native: bool | None = None) -> dict:
     """The "title" and/or "term" families (``want``) by map/reduce over blocks of chunks.
     ``map_fn(jobs, names, max_n)``, optional, runs the map elsewhere (e.g. on Ray tasks): it gets the
     jobs (argument tuples of :func:`.lexical_map.map_block`) and the title matcher's inputs, and
-    returns the block results in order."""
+    returns the block results in order. ``native``: the C++ map (None: when the extension loads).
+
+    Where the map runs: with the native map, in threads of this process (it holds no GIL while it
+    tokenises and matches, so threads share the texts: no copies to worker processes); with the
+    Python map, or when ``mp_context`` is given, in worker processes."""
     from . import lexical_map as lm
+    use_native = native is not False and lm.native_extension() is not None
+    if native and not use_native:
+        raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
+    block = block or (NATIVE_BLOCK if use_native else BLOCK)
     n = len(texts)
     names = own_col = None
     n_max = 1
@@ -502,17 +523,34 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int = BLOCK
 
     if map_fn is not None:
         reduce(map_fn(jobs, names, TITLE_MAX_TOKENS))
+    elif use_native and mp_context is None:
+        matcher = lm.Matcher(names, TITLE_MAX_TOKENS, native=True)
+        k = map_threads(workers, len(jobs))
+        if k <= 1:
+            reduce(lm.map_block(*j, matcher=matcher) for j in jobs)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(k) as ex:
+                reduce(ex.map(lambda j: lm.map_block(*j, matcher=matcher), jobs))
     elif map_workers(workers, len(jobs)) <= 1:
-        matcher = lm.Matcher(names, TITLE_MAX_TOKENS) if names is not None else None
+        matcher = lm.Matcher(names, TITLE_MAX_TOKENS, native=use_native)
         reduce(lm.map_block(*j, matcher=matcher) for j in jobs)
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor
         ctx = mp.get_context(mp_context) if isinstance(mp_context, str) or mp_context is None else mp_context
         with ProcessPoolExecutor(map_workers(workers, len(jobs)), mp_context=ctx, initializer=lm.init_worker,
-                                 initargs=(names, TITLE_MAX_TOKENS)) as ex:
+                                 initargs=(names, TITLE_MAX_TOKENS, use_native)) as ex:
             reduce(ex.map(lm.map_block, *zip(*jobs)))
     return {k: r.family() for k, r in red.items()}
+
+
+def map_threads(workers: int | None, n_blocks: int) -> int:
+    """Threads for the native map: ``workers`` if given, else one per CPU (a thread starts in
+    microseconds, so from 2 blocks on); never more than blocks."""
+    if workers is not None:
+        return map_workers(workers, n_blocks)
+    return max(1, min(os.cpu_count() or 1, n_blocks))
 
 
 def _utf8(names) -> np.ndarray:

@@ -7,6 +7,10 @@ reads all come from it. Every per-token step runs inside C loops (``re.findall``
 ``pandas.factorize`` or ``map`` over ``dict.__getitem__``, ``np.sort``); Python code runs per chunk or per
 vocabulary entry only.
 
+The native map (``contextrag._C.LexicalMapper``, csrc/cpu/lexical_tokens.cpp) does the same for a
+whole block in C++ without the GIL and returns the same arrays (tested equal); :func:`map_block` uses
+it when the extension loads, and this module's Python map otherwise (or when asked, ``native=False``).
+
 This module imports NumPy, ``re`` and the matcher only (not the orchestrator, not torch), so the
 worker processes of :func:`contextrag.index.lexical.lexical_families` start quickly and stay small.
 """
@@ -116,11 +120,26 @@ def term_pairs(row0: int, ttoks, xtoks):
     return (list(compress(keys, ok)), (row0 + key // V).astype(np.int32), pos[key % V].astype(np.int32))
 
 
-def bm25_tokenize(texts, block: int = 16384):
+@functools.lru_cache(maxsize=1)
+def _bm25_mapper():
+    """A native mapper whose stopwords are the BM25 index's (for :func:`bm25_tokenize`), or None."""
+    C = native_extension()
+    return C.LexicalMapper(sorted(bm25_stopwords()), None, 1) if C is not None else None
+
+
+def bm25_tokenize(texts, block: int = 16384, native: bool | None = None):
     """What ``bm25s.tokenize(texts, stopwords="en")`` returns (a ``Tokenized``: ids per text and the
-    vocabulary, ids in order of first occurrence; tokens of 2+ characters minus the BM25 stopwords),
-    computed block by block with the C-level steps of this module (tested equal)."""
+    vocabulary, ids in order of first occurrence; tokens of 2+ characters minus the BM25 stopwords).
+    Natively in one pass when the extension loads (``native`` not False), else block by block with
+    the C-level steps of this module; both tested equal to bm25s."""
     from bm25s.tokenization import Tokenized
+    m = _bm25_mapper() if native is not False else None
+    if native and m is None:
+        raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
+    if m is not None:
+        ids, offsets, words = m.token_ids(list(texts))
+        flat, off = ids.tolist(), offsets.tolist()
+        return Tokenized(ids=[flat[a:b] for a, b in zip(off[:-1], off[1:])], vocab=dict(zip(words, range(len(words)))))
     stop = bm25_stopwords()
     vocab: dict = {}
     out: list = []
@@ -154,15 +173,33 @@ def query_tokens(text: str) -> list:
 
 # ---- title mentions ----------------------------------------------------------------------------
 
-class Matcher:
-    """An Aho–Corasick automaton over " name " for every title name of at most ``max_n`` tokens; its
-    values are columns of the full, sorted name list (``n_names`` of them). Space padding makes every
-    match in a space-padded normalised text a whole-word match."""
+@functools.lru_cache(maxsize=1)
+def native_extension():
+    """``contextrag._C`` when it loads and has the lexical mapper, else None (the Python map runs)."""
+    try:
+        from contextrag import _C
+    except Exception:  # ImportError, or a broken build
+        return None
+    return _C if hasattr(_C, "LexicalMapper") else None
 
-    def __init__(self, names, max_n: int):
-        self.n_names = len(names)
-        cols = [j for j, t in enumerate(names) if len(t.split()) <= max_n]
-        self.automaton = None
+
+class Matcher:
+    """The map's per-process state for the title names (``names``: the full, sorted name list, or None
+    when only "term" is built): with the native extension, a ``LexicalMapper`` (names as a token
+    trie, the term stopwords); without it (or ``native=False``), an Aho–Corasick automaton over
+    " name " for every title name of at most ``max_n`` tokens, whose values are columns of ``names``.
+    Space padding makes every match in a space-padded normalised text a whole-word match."""
+
+    def __init__(self, names, max_n: int, native: bool | None = None):
+        self.n_names = len(names) if names is not None else 0
+        self.automaton = self.native = None
+        C = native_extension() if native is not False else None
+        if native and C is None:
+            raise RuntimeError("the native lexical map needs contextrag._C, which failed to import")
+        if C is not None:
+            self.native = C.LexicalMapper(sorted(STOPWORDS | bm25_stopwords()), names, max_n)
+            return
+        cols = [j for j, t in enumerate(names) if len(t.split()) <= max_n] if names is not None else []
         if cols:
             import ahocorasick
             A = ahocorasick.Automaton()
@@ -197,17 +234,34 @@ def mention_pairs(row0: int, xtoks, own_cols, matcher: Matcher):
 _WORKER: dict = {}
 
 
-def init_worker(names, max_n: int) -> None:
-    """Worker initialiser: the title matcher, built once per process."""
-    _WORKER["matcher"] = Matcher(names, max_n) if names is not None else None
+def init_worker(names, max_n: int, native: bool | None = None) -> None:
+    """Worker initialiser: the map's state (:class:`Matcher`), built once per process."""
+    _WORKER["matcher"] = Matcher(names, max_n, native)
 
 
 def map_block(row0: int, titles, texts, own_cols, want: tuple, matcher: Matcher | None = None) -> dict:
-    """Tokenise one block of chunks once and produce the pairs of the families in ``want``."""
+    """Tokenise one block of chunks once and produce the pairs of the families in ``want``:
+    "term": (attributes in order of first occurrence, rows, columns), "title": (rows, columns), int32
+    pairs unique and sorted by row, then column. ``matcher``: this process's :class:`Matcher` (else the
+    worker's); natively when it holds the native mapper."""
+    m = matcher if matcher is not None else _WORKER.get("matcher")
+    if m is None:
+        if "title" in want:
+            raise ValueError("map_block: the title family needs a Matcher over the title names")
+        m = _WORKER.get("term_only") or _WORKER.setdefault("term_only", Matcher(None, 1))
+    if m.native is not None:
+        attrs, tr, tc, mr, mc = m.native.map_block(list(titles), list(texts), own_cols, int(row0),
+                                                   "term" in want, "title" in want)
+        out = {}
+        if "term" in want:
+            out["term"] = (attrs, tr, tc)
+        if "title" in want:
+            out["title"] = (mr, mc)
+        return out
     xt = word_tokens(texts)
     out = {}
     if "term" in want:
         out["term"] = term_pairs(row0, title_tokens(titles), xt)
     if "title" in want:
-        out["title"] = mention_pairs(row0, xt, own_cols, matcher if matcher is not None else _WORKER["matcher"])
+        out["title"] = mention_pairs(row0, xt, own_cols, m)
     return out

@@ -35,6 +35,18 @@ def drift(ix: Index) -> dict:
     return out
 
 
+def lexical_node_stats(ix: Index) -> dict:
+    """Lexical concept nodes (index/lexical_nodes.py) per kind: the join/meet items of no RQ graph node."""
+    from .core import JOIN_ITEM, MEET_ITEM
+    sizes = np.diff(ix.item_members.indptr)
+    out = {}
+    for name, k in (("join", JOIN_ITEM), ("meet", MEET_ITEM)):
+        sel = (ix.item_kinds == k) & (ix.item_node < 0)
+        out[name] = {"count": int(sel.sum()), "mean_members": float(sizes[sel].mean()) if sel.any() else 0.0,
+                     "max_members": int(sizes[sel].max()) if sel.any() else 0}
+    return out
+
+
 def index_stats(ix: Index, path=None) -> dict:
     from .core import ITEM_KINDS
     from .graph import EDGE_KINDS, NODE_KINDS
@@ -59,6 +71,7 @@ def index_stats(ix: Index, path=None) -> dict:
         "dim": ix.dim, "embedding_model": ix.config.embedding_model,
         "attributes": ctx.n_attributes, "families": fam,
         "lexical_families": lexical_stats(getattr(ix, "lexical", None)),
+        "lexical_nodes": lexical_node_stats(ix),
         "occupancy": ix.occupancy(),
         "nodes": nodes,
         "edges": {k: int((g.edge_kind == i).sum()) for i, k in enumerate(EDGE_KINDS)},

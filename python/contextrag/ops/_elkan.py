@@ -111,7 +111,7 @@ class ElkanState:
     def evaluate(self, C: torch.Tensor, rows: torch.Tensor | None):
         """Re-evaluate `rows` (None: all) against every centre: labels and fresh bounds."""
         Cn, X, k = self.Cn, self.X, self.k
-        cn = (C * C).sum(dim=1)
+        cn = torch.from_numpy(np.einsum("ij,ij->i", C.numpy(), C.numpy()))   # small ops in NumPy: see step
         cmax = float(cn.max())
         Ct = C.t()
         m = X.shape[0] if rows is None else rows.numel()
@@ -176,9 +176,13 @@ class ElkanState:
         del self.snap[e0]
 
     def step(self, C: torch.Tensor) -> float:
-        """Assign every point to its nearest centre of C; returns the fraction re-evaluated."""
+        """Assign every point to its nearest centre of C; returns the fraction re-evaluated.
+
+        The (k, d) and (n,) bookkeeping here is done in NumPy: torch runs ops of this size on its
+        thread pool, and on a machine shared with other jobs each of those parallel regions can wait
+        for a preempted thread (a few dozen per iteration took a fifth of a subsampled fit, profiled)."""
         C = C.contiguous()
-        Cd = C.double()
+        Cd = torch.from_numpy(C.numpy().astype(np.float64))
         if not self.snap:
             self.snap[0] = Cd
             self.evaluate(C, None)
@@ -187,8 +191,8 @@ class ElkanState:
         self.now += 1
         self.snap[self.now] = Cd
         E = self.now + 1
-        used = set(((torch.bincount(self.lep, minlength=E) + torch.bincount(self.uep, minlength=E)) > 0)
-                   .nonzero().flatten().tolist())
+        lep, uep = self.state[4], self.state[2]
+        used = set(np.flatnonzero(np.bincount(lep, minlength=E) + np.bincount(uep, minlength=E)).tolist())
         for e in [e for e in self.snap if e not in used and e != self.now]:
             del self.snap[e]
         while len(self.snap) > self.max_snaps:
@@ -198,10 +202,11 @@ class ElkanState:
             # bounds stay valid, only loose, so this is safe).
             active = None
         else:
-            disp = torch.zeros((self.now + 1, self.k), dtype=torch.float64)
+            disp = np.zeros((self.now + 1, self.k), dtype=np.float64)
+            Cdn = Cd.numpy()
             for e, Ce in self.snap.items():
-                disp[e] = (Cd - Ce).norm(dim=1)
-            active = torch.from_numpy(self.Cn.elkan_filter(self.Xn, C.numpy(), self.state, disp.numpy(), self.now))
+                disp[e] = np.sqrt(np.square(Cdn - Ce.numpy()).sum(axis=1))
+            active = torch.from_numpy(self.Cn.elkan_filter(self.Xn, C.numpy(), self.state, disp, self.now))
         # Many active rows: evaluate all of them in contiguous blocks, which also refreshes every
         # stale bound (stale bounds are what keep the next iterations' active share high).
         if active is None or active.numel() > FULL_PASS_SHARE * self.X.shape[0]:
@@ -219,10 +224,11 @@ class ElkanState:
     def inertia(self, C: torch.Tensor) -> float:
         """Σ_j Σ_{x∈j} ‖x − c_j‖² = Σ_j Q_j − 2 c'_j·S'_j + n_j‖c'_j‖² about the shift g = mean:
         c' = c − g, S' = S − n g, Q = Σ‖x − g‖² (float64)."""
-        n = self.cnt.double()
-        Cc = C.double() - self.mean
-        Sc = self.S - n[:, None] * self.mean
-        return float((self.Q - 2.0 * (Cc * Sc).sum(dim=1) + n * (Cc * Cc).sum(dim=1)).sum())
+        n = self.cnt.numpy().astype(np.float64)
+        mean = self.mean.numpy()
+        Cc = C.numpy().astype(np.float64) - mean
+        Sc = self.S.numpy() - n[:, None] * mean
+        return float((self.Q.numpy() - 2.0 * np.einsum("ij,ij->i", Cc, Sc) + n * np.einsum("ij,ij->i", Cc, Cc)).sum())
 
 
     def lloyd_step(self, C: torch.Tensor) -> Step:

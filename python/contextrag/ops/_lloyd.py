@@ -79,10 +79,20 @@ def split_empty(C: torch.Tensor, counts: torch.Tensor) -> int:
 def updated_centroids(C: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
     """Cluster means (divided in the sums' dtype, then rounded to C's), C kept for empty clusters,
     which split_empty then fills. `counts` is not modified."""
-    C = C.clone()
-    counts = counts.to(C.device)
-    nz = counts > 0
-    C[nz] = (sums.to(C.device)[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
+    if C.device.type == "cpu" and sums.device.type == "cpu":
+        # NumPy for these (k, d) ops on the CPU: torch would run each on its thread pool (see
+        # ops._elkan.ElkanState.step); the same IEEE division and rounding, so the same bits.
+        Cn = C.numpy().copy()
+        cnt = counts.numpy()
+        nz = cnt > 0
+        S = sums.numpy()
+        Cn[nz] = (S[nz] / cnt[nz].astype(S.dtype)[:, None]).astype(Cn.dtype)
+        C = torch.from_numpy(Cn)
+    else:
+        C = C.clone()
+        counts = counts.to(C.device)
+        nz = counts > 0
+        C[nz] = (sums.to(C.device)[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
     split_empty(C, counts.clone())
     return C
 

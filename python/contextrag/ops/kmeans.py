@@ -214,19 +214,51 @@ def _plain_step(X, assign, update, k):
     return step
 
 
+# Training subsample of the default fit, as FAISS's ``max_points_per_centroid`` (why: docs/KERNELS.md)
+DEFAULT_POINTS_PER_CENTROID = 256
+
+
+def check_points_per_centroid(value, name: str = "max_points_per_centroid") -> int | None:
+    """None (train on every point) or an int >= 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be None or an int >= 1, got {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be None or an int >= 1, got {value}")
+    return int(value)
+
+
+def train_rows(n: int, k: int, cap: int | None, seed: int) -> np.ndarray | None:
+    """The sorted rows a fit trains on: None (all) when ``cap`` is None or k·cap >= n, else a
+    seeded uniform draw of k·cap rows (``distributed.layout.train_subsample`` draws the same)."""
+    if cap is None or n <= k * cap:
+        return None
+    rng = np.random.default_rng(seed + 1)
+    return np.sort(rng.choice(n, size=k * cap, replace=False))
+
+
+def _take_rows(X: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
+    """X[idx] in X's work dtype (parallel native row copies on the CPU)."""
+    gather = _native_fn("gather_rows") if X.device.type == "cpu" else None
+    if gather is None:
+        return X[torch.from_numpy(idx).to(X.device)].to(_work_dtype(X))
+    Xw = X.to(_work_dtype(X)).contiguous()
+    return torch.from_numpy(gather(Xw.numpy(), idx))
+
+
 @accepts_cupy
 def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
-               max_points_per_centroid: int | None = None, backend: str | None = None,
+               max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID, backend: str | None = None,
                options: LloydOptions | None = None) -> KMeansResult:
     """Lloyd's k-means. Returns KMeansResult(centroids, labels, inertia, n_iter).
 
     ``init``: 'k-means++' (default: greedy k-means++ on a seeded subsample of 64 points per
     centre), 'random' (k distinct points, as FAISS), or a (k, d) array of initial centroids.
-    ``max_points_per_centroid``: None (default) trains on every point, as scikit-learn does; a cap
-    trains on a seeded subsample of at most k·cap points, then runs one assignment pass over all of
-    X so labels and inertia cover every row (FAISS's default is 256; the index build passes
-    ``Config.rq_max_points_per_centroid`` = 256; why the op's default differs: docs/KERNELS.md).
-    Empty clusters take half of the largest one.
+    ``max_points_per_centroid``: the Lloyd iterations train on a seeded uniform subsample of at most
+    k·256 rows by default, as FAISS's ``Kmeans`` does; labels and inertia still cover every row
+    (one assignment pass over all of X at the end). None trains on every point, as
+    scikit-learn does. Empty clusters take half of the largest one.
     Stops when inertia decreases by less than ``tol`` (relative).
     ``options``: an ``ops.LloydOptions`` (bounded or plain CPU loop, bf16 screening, statistics).
     """
@@ -235,6 +267,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     n_iter = check_positive_int(n_iter, "n_iter")
     if not (isinstance(tol, (int, float)) and tol >= 0):
         raise ValueError(f"tol must be a number >= 0, got {tol!r}")
+    cap = check_points_per_centroid(max_points_per_centroid)
     if options is None:
         options = DEFAULT_OPTIONS
     elif not isinstance(options, LloydOptions):
@@ -245,13 +278,8 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     _, assign = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
     _, update = select("kmeans_update", tX.device, None if backend in ("triton", "cuda") else backend,
                        IMPLS["kmeans_update"])
-    train = tX
-    if max_points_per_centroid is not None:
-        cap = check_positive_int(max_points_per_centroid, "max_points_per_centroid")
-        if n > k * cap:
-            rng = np.random.default_rng(seed + 1)
-            idx = np.sort(rng.choice(n, size=k * cap, replace=False))
-            train = tX[torch.from_numpy(idx).to(tX.device)]
+    idx = train_rows(n, k, cap, seed)
+    train = tX if idx is None else _take_rows(tX, idx)
     C = _initial_centroids(train, k, init, seed)
     tol = float(tol)
     native_cpu = assign is _cpu_assign and update is _cpu_update
@@ -259,9 +287,11 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
         Xw = train.to(_work_dtype(train)).contiguous()
         st = ElkanState(Xw, k, options)
         C, it = _lloyd.run(C.to(Xw.dtype).contiguous(), n_iter, tol, st.lloyd_step, options.stats)
-        st.step(C)   # the final assignment pass, bounded like the others
-        if train is tX:
+        if idx is None:
+            st.step(C)   # the final assignment, bounded like the others
             return KMeansResult(kind.out(C), kind.out(st.labels), st.inertia(C), it)
+        # A sample: one assignment pass over all of X below (contiguous row blocks; assigning only the
+        # rows outside the sample saved a quarter of the GEMM but paid as much again gathering them).
     elif native_cpu and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
         Xw = train.to(_work_dtype(train)).contiguous()
         xn = torch.einsum("ij,ij->i", Xw, Xw).contiguous()
@@ -270,7 +300,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     else:
         C, it = _lloyd.run(C, n_iter, tol, _plain_step(train, assign, update, k), options.stats)
     labels, d2 = assign(tX, C)
-    return KMeansResult(kind.out(C), kind.out(labels), float(d2.sum()), it)
+    return KMeansResult(kind.out(C), kind.out(labels), float(d2.sum(dtype=torch.float64)), it)
 
 
 def _clamp_sizes(sizes, n: int) -> tuple:
@@ -288,7 +318,7 @@ def _clamp_sizes(sizes, n: int) -> tuple:
 
 @accepts_cupy
 def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
-              init="k-means++", max_points_per_centroid: int | None = None,
+              init="k-means++", max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
               backend: str | None = None, options: LloydOptions | None = None) -> RQResult:
     """Residual-quantization k-means (eq. 10-12): level ℓ clusters the residual r(ℓ) = x − Σ_{j<ℓ} c(j).
 
@@ -318,7 +348,8 @@ def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, see
 
 @accepts_cupy
 def rq_kmeans_batched(problems, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
-                      max_points_per_centroid: int | None = None, backend: str | None = None) -> list[RQResult]:
+                      max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
+                      backend: str | None = None) -> list[RQResult]:
     """RQ-KMeans over many independent problems (one per tenant or document set) of different sizes.
 
     Each problem is clamped on its own. GPU backends may run all problems in one launch; the CPU
