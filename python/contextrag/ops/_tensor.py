@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from dataclasses import dataclass
-
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
