@@ -209,10 +209,12 @@ class ContextRAG:
     @classmethod
     def load(cls, path, *, llm=None, embedder=None, lock_timeout: float | None = None,
              prepare: bool = True) -> "ContextRAG":
-        """Open a saved index. ``prepare`` (default): also ready the query stage (:meth:`prepare`), so
-        the first query runs as fast as the next ones; False for tools that only read the index."""
+        """Open a saved index. ``prepare`` (default): also ready the query stage (:meth:`prepare`) and
+        start loading the embedder model in the background (an ONNX export already cached:
+        ``Embedder.preload``), so the first query runs as fast as the next ones; False for tools that
+        only read the index (nothing is loaded then)."""
         from .index.store import load
-        rag = cls(load(path, embedder=_checked_embedder(embedder)), path, _check_llm(llm),
+        rag = cls(load(path, embedder=_checked_embedder(embedder), preload_embedder=prepare), path, _check_llm(llm),
                   lock_timeout=lock_timeout)
         return rag.prepare() if prepare else rag
 

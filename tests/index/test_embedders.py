@@ -171,17 +171,93 @@ def test_pipelined_lexical_equals_sequential(hotpot_paragraphs):
 
 # ---- cold start ---------------------------------------------------------------------------------
 
-def test_onnx_query_path_imports_no_sentence_transformers(hotpot_paragraphs, tmp_path):
-    """A query on an index built with the ONNX embedder loads neither sentence-transformers nor
-    transformers (torch itself is still imported by contextrag.ops, the kernels' tensor layer)."""
+HEAVY = ("torch", "transformers", "sentence_transformers")
+QUESTION = "Who directed Ed Wood?"
+
+
+def _query_in_fresh_process(index_dir, env=None) -> dict:
+    """Load + retrieve, then the CLI's query --no-llm, in one new interpreter: the hits and which
+    heavy modules ended up imported."""
+    code = (
+        "import io, json, sys, contextlib\n"
+        "from contextrag import ContextRAG\n"
+        f"r = ContextRAG.load({str(index_dir)!r})\n"
+        f"hits = [h.id for h in r.retrieve({QUESTION!r}, k=5)]\n"
+        "after_retrieve = sorted(m for m in " + repr(HEAVY) + " if m in sys.modules)\n"
+        "from contextrag.cli import main\n"
+        "buf = io.StringIO()\n"
+        "with contextlib.redirect_stdout(buf):\n"
+        f"    rc = main(['query', {str(index_dir)!r}, {QUESTION!r}, '--no-llm', '--json', '-k', '5'])\n"
+        "cli = [h['id'] for h in json.loads(buf.getvalue())['hits']]\n"
+        "print(json.dumps({'hits': hits, 'cli': cli, 'rc': rc, 'after_retrieve': after_retrieve,\n"
+        "                  'after_cli': sorted(m for m in " + repr(HEAVY) + " if m in sys.modules)}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_onnx_query_path_imports_no_torch(hotpot_paragraphs, tmp_path):
+    """A query on an index built with the ONNX embedder (load + retrieve, and the CLI's query
+    --no-llm) imports none of torch, transformers, sentence-transformers, and finds the same hits as
+    this process, where torch may well be imported."""
     pytest.importorskip("onnxruntime")
     from contextrag import Config, ContextRAG
-    ContextRAG.build(hotpot_paragraphs[:12], path=tmp_path / "idx",
-                     config=Config(embedder="onnx", rq_sizes=(4, 2, 2), n_join=2, n_meet=2, n_summaries=0))
-    code = ("import sys; from contextrag import ContextRAG; "
-            f"r = ContextRAG.load({str(tmp_path / 'idx')!r}); h = r.retrieve('Who directed Ed Wood?', k=3); "
-            "assert len(h) == 3; "
-            "print(sorted(m for m in ('sentence_transformers', 'transformers') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.strip().splitlines()[-1] == "[]"
+    rag = ContextRAG.build(hotpot_paragraphs[:12], path=tmp_path / "idx",
+                           config=Config(embedder="onnx", rq_sizes=(4, 2, 2), n_join=2, n_meet=2, n_summaries=0))
+    res = _query_in_fresh_process(tmp_path / "idx")
+    assert res["rc"] == 0 and res["after_retrieve"] == [] and res["after_cli"] == []
+    want = [h.id for h in rag.retrieve(QUESTION, k=5)]
+    assert res["hits"] == want and res["cli"] == want
+
+
+def _plant_static_model(path: str, cache_dir) -> None:
+    """A model2vec static model made from MiniLM's own input-embedding table, put where the cache
+    (CONTEXTRAG_CACHE_DIR=cache_dir) looks for the distilled one: no minutes-long distillation."""
+    from model2vec import StaticModel
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    from contextrag.index.model_cache import derived_dir
+    from contextrag.index.static_embed import FORMAT, MARKER
+    W = load_file(os.path.join(path, "model.safetensors"))
+    table = next(v for k, v in W.items() if k.endswith("word_embeddings.weight")).astype(np.float32)
+    assert os.environ.get("CONTEXTRAG_CACHE_DIR") == str(cache_dir)
+    d = derived_dir(path, "static", FORMAT)
+    StaticModel(vectors=table, tokenizer=Tokenizer.from_file(os.path.join(path, "tokenizer.json")),
+                normalize=True).save_pretrained(str(d))
+    (d / MARKER).write_text(json.dumps({"source": path, "format": FORMAT, "dim": int(table.shape[1])}))
+
+
+def test_static_query_path_imports_no_torch(hotpot_paragraphs, tmp_path, monkeypatch):
+    pytest.importorskip("model2vec")
+    from contextrag import Config, ContextRAG
+    from contextrag.index.embedding import resolve_model
+    monkeypatch.setenv("CONTEXTRAG_CACHE_DIR", str(tmp_path / "cache"))
+    _plant_static_model(resolve_model("all-MiniLM-L6-v2"), tmp_path / "cache")
+    rag = ContextRAG.build(hotpot_paragraphs[:12], path=tmp_path / "idx",
+                           config=Config(embedder="static", rq_sizes=(4, 2, 2), n_join=2, n_meet=2, n_summaries=0))
+    assert rag.index.embeddings.shape[1] == 384          # the planted model, not a distilled one
+    res = _query_in_fresh_process(tmp_path / "idx", {"CONTEXTRAG_CACHE_DIR": str(tmp_path / "cache")})
+    assert res["rc"] == 0 and res["after_retrieve"] == [] and res["after_cli"] == []
+    want = [h.id for h in rag.retrieve(QUESTION, k=5)]
+    assert res["hits"] == want and res["cli"] == want
+
+
+def test_preload_loads_the_cached_export_in_the_background(tmp_path, monkeypatch):
+    """Embedder.preload starts the ONNX model's load in a thread and the first embedding uses it (the
+    same vectors as a plain load); it starts nothing for torch, or when the export is not cached."""
+    pytest.importorskip("onnxruntime")
+    from contextrag.index.embedding import Embedder
+    plain = Embedder(backend="onnx").embed_queries(TEXTS[:2])        # also makes sure the export is cached
+    e = Embedder(backend="onnx")
+    t = e.preload()
+    assert t is not None
+    t.join(120)
+    assert e.loaded
+    np.testing.assert_array_equal(e.embed_queries(TEXTS[:2]), plain)
+    assert e.preload() is None                                        # already loaded
+    assert Embedder(backend="torch", device="cpu").preload() is None
+    monkeypatch.setenv("CONTEXTRAG_CACHE_DIR", str(tmp_path / "empty-cache"))
+    e2 = Embedder(backend="onnx")
+    assert e2.preload() is None and not e2.loaded      # it would need an export: never in the background

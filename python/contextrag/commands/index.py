@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from contextrag.ingest import Fields, read_documents
+if TYPE_CHECKING:      # contextrag.ingest is imported by the commands that read files, not by every command
+    from contextrag.ingest import Fields
+
 
 
 def add_corpus_arguments(p, *, what="corpus"):
@@ -37,12 +40,14 @@ def add_arguments(p):
 
 
 def fields_of(args) -> Fields:
+    from contextrag.ingest import Fields
     return Fields(getattr(args, "text_field", "text"), getattr(args, "id_field", "id"),
                   getattr(args, "title_field", "title"))
 
 
 def ingest(paths, args):
     """contextrag.ingest.Ingested for ``paths`` with the command's options."""
+    from contextrag.ingest import read_documents
     return read_documents(paths, root=getattr(args, "root", None), strict=bool(getattr(args, "strict", False)),
                           fields=fields_of(args))
 

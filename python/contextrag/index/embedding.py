@@ -139,12 +139,32 @@ class Embedder:
                     variant = "int8" if backend == "onnx-int8" else "fp32"
                     folder = cached_export(self.path, variant) or ensure_export(self.path, variant)
                     self._model = OnnxEncoder(folder)
-                    self._tokenizer = self._model.tokenizer
                 else:
                     from .static_embed import StaticEncoder, ensure_static
                     self._model = StaticEncoder(ensure_static(self.path))
-                    self._tokenizer = self._source_tokenizer()
             return self._model
+
+    def preload(self) -> threading.Thread | None:
+        """Start loading the model in a background thread when that is cheap and imports no torch: an
+        ONNX export already in the cache. Loading an index starts it, so the model loads while the
+        index's arrays are read (ONNX Runtime releases the GIL while it builds its session; the static
+        model's load is Python imports, which would only take turns with the index's); the first
+        embedding waits for it. Returns the thread, or None when nothing was started. A failure is
+        left to the first embedding, which loads again and raises."""
+        if self._model is not None or self.backend not in ("onnx", "onnx-int8"):
+            return None
+        from .onnx_embed import cached_export
+        if cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32") is None:
+            return None
+
+        def run():
+            try:
+                self.load()
+            except Exception:  # noqa: BLE001 - reported by the first embedding's own load
+                pass
+        t = threading.Thread(target=run, name="contextrag-embedder-load")
+        t.start()
+        return t
 
     def _load_torch(self):
         if os.path.isdir(self.path):
@@ -170,7 +190,14 @@ class Embedder:
 
     @property
     def tokenizer(self):
-        self.model  # noqa: B018 - loads
+        """The tokenizer the chunker counts tokens with: the source model's, whatever the backend
+        (made on first use; a query needs none)."""
+        m = self.model
+        with self._lock:
+            if self._tokenizer is None and self.backend in ("onnx", "onnx-int8"):
+                self._tokenizer = m.tokenizer
+            elif self._tokenizer is None and self.backend == "static":
+                self._tokenizer = self._source_tokenizer()
         return self._tokenizer
 
     @property

@@ -179,12 +179,20 @@ class OnnxEncoder:
         tok.no_padding()
         tok.enable_truncation(self.max_seq_length)
         self._tok = tok
-        self.tokenizer = TokenizerSpans(folder / TOKENIZER_FILE)
+        self._folder = folder
+        self._spans = None
         opts = ort.SessionOptions()
         if threads:
             opts.intra_op_num_threads = int(threads)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         self._runner = ort.InferenceSession(str(folder / MODEL_FILE), opts, providers=["CPUExecutionProvider"])
+
+    @property
+    def tokenizer(self) -> TokenizerSpans:
+        """The chunker's tokenizer (offsets, no truncation), made on first use: a query needs none."""
+        if self._spans is None:
+            self._spans = TokenizerSpans(self._folder / TOKENIZER_FILE)
+        return self._spans
 
     def _prepare(self, texts: list[str]) -> list[str]:
         out = [t.strip() for t in texts]       # sentence-transformers strips each text

@@ -413,8 +413,10 @@ def verify(snap: Path, manifest: dict) -> None:
             raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
 
 
-def load(path, *, embedder=None):
-    """Load the index at ``path`` (verifying format, version and checksums).
+def load(path, *, embedder=None, preload_embedder: bool = False):
+    """Load the index at ``path`` (verifying format, version and checksums). ``preload_embedder``:
+    start loading the index's embedder model in the background while the tables are read
+    (``Embedder.preload``), for a caller that is about to query.
 
     A writer may replace the snapshot while it is read (readers take no lock): when reading fails and
     CURRENT meanwhile names another snapshot, the new one is read instead.
@@ -424,7 +426,7 @@ def load(path, *, embedder=None):
     for _ in range(100):
         before = current_snapshot(path)
         try:
-            return _load_once(path, embedder)
+            return _load_once(path, embedder, preload_embedder)
         except (IndexFormatError, OSError, KeyError, IndexError, ValueError, TypeError, AttributeError) as e:
             if before is None or current_snapshot(path) == before:
                 if isinstance(e, (IndexFormatError, OSError)):
@@ -434,7 +436,7 @@ def load(path, *, embedder=None):
     raise IndexFormatError(f"index {os.fspath(path)!r} kept changing while it was read")
 
 
-def _load_once(path, embedder):
+def _load_once(path, embedder, preload_embedder: bool = False):
     import bm25s
     from safetensors.numpy import load_file
 
@@ -447,11 +449,14 @@ def _load_once(path, embedder):
 
     snap = snapshot_dir(path)
     m = read_manifest(snap)
-    verify(snap, m)
     try:
         config = Config.from_dict(_config_dict(m["config"]))
     except (TypeError, ValueError) as e:
         raise IndexFormatError(f"manifest config is invalid: {e}") from None
+    emb = embedder if embedder is not None else Embedder.from_config(config)
+    if preload_embedder and callable(getattr(emb, "preload", None)):
+        emb.preload()          # the model loads while the files are checked and read
+    verify(snap, m)
     try:
         a = load_file(str(snap / ARRAYS))
     except Exception as e:  # safetensors raises its own error types
@@ -461,7 +466,7 @@ def _load_once(path, embedder):
     except sqlite3.Error as e:
         raise IndexFormatError(f"{META} cannot be opened: {e}") from None
     try:
-        docs = {d: {"title": t, "metadata": json.loads(md)}
+        docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}     # most have none
                 for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
         if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='doc_segments'").fetchone():
             for d, segs in con.execute("SELECT doc_id, segments FROM doc_segments"):
@@ -487,7 +492,6 @@ def _load_once(path, embedder):
     g = ConceptGraph(a["node_kind"], a["node_parents"], a["node_attr"], a["node_intent"],
                      _get_csr(a, "node_members", boolean=True), a["node_score"],
                      a["edge_src"], a["edge_dst"], a["edge_kind"], a["edge_weight"])
-    emb = embedder if embedder is not None else Embedder.from_config(config)
     ix = Index(config=config, docs=docs, chunk_ids=[r[0] for r in rows], chunk_doc_ids=[r[1] for r in rows],
                chunk_titles=[r[2] or "" for r in rows], chunk_texts=[r[3] for r in rows],
                chunk_positions=a["chunk_positions"], chunk_spans=a["chunk_spans"],
@@ -512,7 +516,6 @@ def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:
     import logging
     import time as _time
 
-    from .build import build_lexical, lexical_family_names
     from .lexical import lexical_from_arrays
     if meta is not None:
         try:
@@ -520,6 +523,7 @@ def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:
         except (KeyError, ValueError) as e:
             raise IndexFormatError(f"the lexical families of this index cannot be read: {e}") from None
         return
+    from .build import build_lexical, lexical_family_names     # the build stage: only for older snapshots
     if not lexical_family_names(ix.config):
         return
     t = _time.perf_counter()

@@ -5,14 +5,28 @@ current stream), float32 or float64 (fp16/bf16 storage for the k-means family on
 match the input's kind and device. Every op validates its inputs, picks a backend (see
 :func:`backends`) and calls it. Nothing here imports the orchestrator. The op families, and for each
 op and backend its file and test: docs/KERNELS.md.
+
+The op modules load on first use of one of their names: ``spread_hop`` on NumPy input and the
+backend table run without torch, so a query on the CPU never imports it; the other families work on
+torch tensors internally and import it with their module.
 """
+from __future__ import annotations
+
+import importlib
+import sys
+
 from ._backend import backends
-from .fcm import FCMResult, fcm_fit, fcm_memberships
-from ._lloyd import LloydOptions
-from .kmeans import KMeansResult, RQResult, kmeans_assign, kmeans_fit, rq_kmeans, rq_kmeans_batched
-from .lattice import neg, residuum, soft_join, soft_meet, tnorm
-from .semiring import fuzzy_route, luk_closure, luk_down, luk_up, meet_cardinality
-from .spread import SpreadIncidence, spread_hop
+
+_HOME = {
+    "LloydOptions": "_lloyd",
+    "kmeans_assign": "kmeans", "kmeans_fit": "kmeans", "rq_kmeans": "kmeans", "rq_kmeans_batched": "kmeans",
+    "KMeansResult": "kmeans", "RQResult": "kmeans",
+    "fcm_memberships": "fcm", "fcm_fit": "fcm", "FCMResult": "fcm",
+    "tnorm": "lattice", "residuum": "lattice", "neg": "lattice", "soft_join": "lattice", "soft_meet": "lattice",
+    "luk_up": "semiring", "luk_down": "semiring", "luk_closure": "semiring", "meet_cardinality": "semiring",
+    "fuzzy_route": "semiring",
+    "SpreadIncidence": "spread", "spread_hop": "spread",
+}
 
 __all__ = [
     "backends",
@@ -23,4 +37,32 @@ __all__ = [
     "fuzzy_route",
     "SpreadIncidence", "spread_hop",
 ]
-from . import _fcm_gpu, _kmeans_gpu  # noqa: E402,F401  (the Triton/CUDA entries of kmeans and fcm)
+
+
+# the submodules importing the package used to bind as attributes (``ops.kmeans``, ``ops.semiring``, ...)
+_SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "_lloyd", "_elkan", "_cuda",
+                         "_fcm_gpu", "_kmeans_gpu", "_registry", "_tensor"})
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        full = f"{__name__}.{name}"
+        if name in ("kmeans", "fcm") and full not in sys.modules:
+            from ._registry import _load_all      # with their Triton/CUDA entries, as for their names
+            _load_all()
+        # (``from . import _lloyd`` inside an op module asks here too: nothing more than the import)
+        return sys.modules.get(full) or importlib.import_module(full)
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'contextrag.ops' has no attribute {name!r}")
+    if home in ("kmeans", "fcm", "_lloyd"):
+        # their Triton/CUDA entries live in modules of their own, registered with them
+        from ._registry import _load_all
+        _load_all()
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -3,6 +3,9 @@
 Order: explicit ``backend=`` argument, then env ``CONTEXTRAG_BACKEND``, then by device
 (CUDA tensors: cuda > triton; CPU tensors: cpu > ref). An auto-selected backend that is not
 available falls back with a one-time warning; an explicitly requested one raises.
+
+torch is imported only when a GPU backend is asked about: choosing a CPU backend for NumPy input
+(the query path) must not cost torch's import (about 3 s of a cold start, profiled).
 """
 from __future__ import annotations
 
@@ -10,8 +13,6 @@ import functools
 import os
 import warnings
 from typing import Callable
-
-import torch
 
 BACKENDS = ("ref", "cpu", "triton", "cuda")
 _AUTO_ORDER = {"cuda": ("cuda", "triton", "ref"), "cpu": ("cpu", "ref")}
@@ -51,6 +52,16 @@ def _triton():
         return None, f"contextrag.kernels failed to import: {e}"
 
 
+def _cuda_available() -> bool:
+    import torch
+    return torch.cuda.is_available()
+
+
+def _device_type(device) -> str:
+    """The device type, "cuda" or "cpu", of a torch.device or a device name (NumPy input passes "cpu")."""
+    return device if isinstance(device, str) else device.type
+
+
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
@@ -67,7 +78,7 @@ def _check(name: str) -> tuple[bool, str]:
         kern, why_t = _triton()
         if kern is None:
             return False, why_t
-        if torch.cuda.is_available():
+        if _cuda_available():
             return True, "Triton on CUDA"
         if _interpret():
             return True, "Triton interpreter on CPU (TRITON_INTERPRET=1; small shapes only)"
@@ -76,7 +87,7 @@ def _check(name: str) -> tuple[bool, str]:
         return False, why
     if not getattr(C, "cuda_compiled", lambda: False)():
         return False, "contextrag._C was built without CUDA (nvcc not found or CONTEXTRAG_CUDA=OFF)"
-    if not torch.cuda.is_available():
+    if not _cuda_available():
         return False, "CUDA kernels compiled, but no CUDA device is visible"
     return True, "CUDA C++ kernels"
 
@@ -96,8 +107,9 @@ def native():
     return _native()[0]
 
 
-def select(op: str, device: torch.device, backend: str | None, impls: dict[str, Callable]) -> tuple[str, Callable]:
-    """Pick the implementation of ``op`` for tensors on ``device``."""
+def select(op: str, device, backend: str | None, impls: dict[str, Callable]) -> tuple[str, Callable]:
+    """Pick the implementation of ``op`` for tensors on ``device`` (a torch.device, or "cpu"/"cuda")."""
+    dev = _device_type(device)
     explicit = backend if backend is not None else os.environ.get("CONTEXTRAG_BACKEND") or None
     if explicit is not None:
         if explicit not in BACKENDS:
@@ -107,13 +119,13 @@ def select(op: str, device: torch.device, backend: str | None, impls: dict[str, 
         ok, why = _check(explicit)
         if not ok:
             raise RuntimeError(f"backend {explicit!r} requested for {op} but unavailable: {why}")
-        on_gpu = device.type == "cuda"
+        on_gpu = dev == "cuda"
         if explicit in ("cuda",) and not on_gpu:
             raise ValueError(f"backend 'cuda' needs CUDA tensors; {op} got tensors on {device}")
         if explicit == "triton" and not on_gpu and not _interpret():
             raise ValueError(f"backend 'triton' needs CUDA tensors (or TRITON_INTERPRET=1); {op} got {device}")
         return explicit, impls[explicit]
-    order = _AUTO_ORDER["cuda" if device.type == "cuda" else "cpu"]
+    order = _AUTO_ORDER["cuda" if dev == "cuda" else "cpu"]
     for name in order:
         if name in impls and _check(name)[0]:
             if name != order[0] and (op, order[0]) not in _warned:

@@ -1,18 +1,77 @@
-"""Per-op implementation tables. Each op module declares its table here; GPU modules add entries."""
+"""Per-op implementation tables. Each op module declares its table here; GPU modules add entries.
+
+The op modules load lazily (``contextrag.ops``), so a table may be asked for before the module that
+fills it ran: any lookup except the torch-free ``spread_hop``'s first loads every op module (and the
+Triton/CUDA entries of k-means and FCM), as importing ``contextrag.ops`` used to.
+"""
 from __future__ import annotations
 
+import importlib
 from typing import Callable
 
 import numpy as np
-import torch
 
-IMPLS: dict[str, dict[str, Callable]] = {}
+_TORCH_FREE = frozenset({"spread_hop"})
+_loaded = {"done": False, "busy": False}
+
+
+def _load_all() -> None:
+    if _loaded["done"] or _loaded["busy"]:
+        return
+    _loaded["busy"] = True
+    try:
+        for mod in ("lattice", "semiring", "kmeans", "fcm", "spread", "_fcm_gpu", "_kmeans_gpu"):
+            importlib.import_module(f"contextrag.ops.{mod}")
+        _loaded["done"] = True
+    finally:
+        _loaded["busy"] = False
+
+
+class _Tables(dict):
+    """{op: {backend: fn}}; reading it loads the op modules that fill it (see the module docstring)."""
+
+    def __getitem__(self, op):
+        if op not in _TORCH_FREE:
+            _load_all()
+        return super().__getitem__(op)
+
+    def get(self, op, default=None):
+        if op not in _TORCH_FREE:
+            _load_all()
+        return super().get(op, default)
+
+    def __contains__(self, op):
+        _load_all()
+        return super().__contains__(op)
+
+    def __iter__(self):
+        _load_all()
+        return super().__iter__()
+
+    def __len__(self):
+        _load_all()
+        return super().__len__()
+
+    def keys(self):
+        _load_all()
+        return super().keys()
+
+    def items(self):
+        _load_all()
+        return super().items()
+
+    def values(self):
+        _load_all()
+        return super().values()
+
+
+IMPLS: dict[str, dict[str, Callable]] = _Tables()
 
 
 def register(op: str, backend: str):
     """Decorator: register ``fn`` as ``backend``'s implementation of ``op``."""
     def deco(fn):
-        IMPLS.setdefault(op, {})[backend] = fn
+        dict.setdefault(IMPLS, op, {})[backend] = fn
         return fn
     return deco
 
@@ -20,6 +79,7 @@ def register(op: str, backend: str):
 def from_ref(fn: Callable) -> Callable:
     """Wrap a float64 NumPy reference so it takes and returns torch tensors (result in the inputs' dtype)."""
     def run(*tensors, **kw):
+        import torch
         dtype, device = tensors[0].dtype, tensors[0].device
         arrs = [t.detach().cpu().double().numpy() for t in tensors]
         out = fn(*arrs, **kw)

@@ -3,19 +3,35 @@
 Ops work on torch tensors internally (zero-copy for NumPy via ``torch.from_numpy``, for CuPy via
 DLPack) so one code path serves CPU BLAS, the C++ extension (through ``.numpy()`` views) and CUDA
 tensors. CuPy support is the :func:`accepts_cupy` decorator on every public op (bottom of this
-module); CuPy itself is imported only when a CuPy array is passed.
+module); CuPy itself is imported only when a CuPy array is passed, and torch only when a function
+here that needs it is called (the decorator and the checks on NumPy input do not).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-FLOAT_DTYPES = (torch.float32, torch.float64)
-GPU_EXTRA_DTYPES = (torch.float16, torch.bfloat16)
+if TYPE_CHECKING:
+    import torch
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def __getattr__(name):
+    # FLOAT_DTYPES / GPU_EXTRA_DTYPES are torch dtypes: made on first use, not at import
+    if name == "FLOAT_DTYPES":
+        return (_torch().float32, _torch().float64)
+    if name == "GPU_EXTRA_DTYPES":
+        return (_torch().float16, _torch().bfloat16)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass(frozen=True)
@@ -37,6 +53,9 @@ def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool 
     Raises ``TypeError`` for anything that is not a float array/tensor and ``ValueError`` for
     wrong ndim, NaN/inf, or values outside [0, 1] when ``unit_interval`` is set.
     """
+    torch = _torch()
+    FLOAT_DTYPES = (torch.float32, torch.float64)
+    GPU_EXTRA_DTYPES = (torch.float16, torch.bfloat16)
     if isinstance(x, torch.Tensor):
         kind = Kind(numpy=False)
         t = x
@@ -69,9 +88,33 @@ def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool 
     return t, kind
 
 
+def as_array(x: np.ndarray, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool = True,
+             unit_interval: bool = False) -> np.ndarray:
+    """:func:`as_tensor`'s checks and messages for a NumPy array, without torch: the ops that compute
+    NumPy input in NumPy (on the CPU) validate with this."""
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got numpy dtype {x.dtype}")
+    if x.ndim not in ndim:
+        want = " or ".join(f"{d}-D" for d in ndim)
+        raise ValueError(f"{name} must be {want}, got shape {tuple(x.shape)}")
+    if x.size:
+        lo, hi = float(np.min(x)), float(np.max(x))      # NaN propagates; inf shows as an extreme
+        if check_finite and not (np.isfinite(lo) and np.isfinite(hi)):
+            raise ValueError(f"{name} contains NaN or inf")
+        if unit_interval and (lo < 0.0 or hi > 1.0):
+            raise ValueError(f"{name} must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
+    return x
+
+
+def all_numpy(*xs) -> bool:
+    """True when every argument is a NumPy array (the ops' torch-free path)."""
+    return all(isinstance(x, np.ndarray) for x in xs)
+
+
 def check_half_on_gpu(t: torch.Tensor, name: str) -> None:
     """float16/bfloat16 storage is a GPU feature; the CPU paths compute in float32/float64 only."""
-    if t.dtype in GPU_EXTRA_DTYPES and t.device.type != "cuda":
+    torch = _torch()
+    if t.dtype in (torch.float16, torch.bfloat16) and t.device.type != "cuda":
         raise TypeError(f"{name} has dtype {str(t.dtype).replace('torch.', '')}, which is only accepted for "
                         "CUDA tensors; use float32 or float64 on the CPU")
 
@@ -83,6 +126,7 @@ def same_device(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> N
 
 def common_dtype(*ts: torch.Tensor) -> torch.dtype:
     """float64 if any input is float64, else float32 (halves compute in float32)."""
+    torch = _torch()
     return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
 
 
@@ -98,7 +142,8 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 
 def is_sparse(x) -> bool:
     """True for scipy.sparse matrices/arrays and torch sparse (CSR or COO) tensors."""
-    if isinstance(x, torch.Tensor):
+    torch = sys.modules.get("torch")       # a torch tensor means torch is imported already
+    if torch is not None and isinstance(x, torch.Tensor):
         return x.layout in (torch.sparse_csr, torch.sparse_coo)
     return hasattr(x, "tocoo") and hasattr(x, "nnz") and hasattr(x, "shape")
 
@@ -114,9 +159,11 @@ class CSR:
 
     @property
     def dtype(self) -> torch.dtype:
+        torch = _torch()
         return torch.float64 if self.data.dtype == np.float64 else torch.float32
 
     def astype(self, dtype: torch.dtype) -> "CSR":
+        torch = _torch()
         want = np.float64 if dtype == torch.float64 else np.float32
         if self.data.dtype == want:
             return self
@@ -131,7 +178,7 @@ class CSR:
         out = np.zeros(self.shape, dtype=self.data.dtype)
         rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
         out[rows, self.indices] = self.data
-        t = torch.from_numpy(out)
+        t = _torch().from_numpy(out)
         return t if dtype is None else t.to(dtype)
 
 
@@ -156,7 +203,8 @@ def _coo_to_csr(rows, cols, vals, shape, *, summed: bool = False) -> CSR:
 
 def as_csr(x, name: str, *, unit_interval: bool = True) -> CSR:
     """Validate a sparse matrix (scipy.sparse or torch sparse) and return its canonical CSR."""
-    if isinstance(x, torch.Tensor):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
         if x.dim() != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
         coo = x.detach().to_sparse_coo().coalesce().cpu()
@@ -216,6 +264,7 @@ def cupy_device(x) -> int:
 def cupy_to_torch(x) -> torch.Tensor:
     """A torch view of the CuPy array ``x`` (same memory, same strides), through DLPack or, for
     objects without it, the CUDA array interface."""
+    torch = _torch()
     if hasattr(x, "__dlpack__"):
         return torch.from_dlpack(x)
     return torch.as_tensor(x, device=torch.device("cuda", cupy_device(x)))
@@ -236,6 +285,7 @@ def cupy_current_stream(device: int) -> int:
 def torch_stream(ptr: int, device: int):
     """A context in which torch (and the CUDA/Triton launchers, which take torch's current stream)
     works on the CUDA stream ``ptr`` of ``device``; 0, CuPy's null stream, is torch's default stream."""
+    torch = _torch()
     dev = torch.device("cuda", device)
     s = torch.cuda.ExternalStream(ptr, device=dev) if ptr else torch.cuda.default_stream(dev)
     stack = contextlib.ExitStack()
@@ -274,7 +324,7 @@ def unwrap_cupy(x):
 
 
 def wrap_cupy(x):
-    return torch_to_cupy(x) if isinstance(x, torch.Tensor) else x
+    return torch_to_cupy(x) if isinstance(x, _torch().Tensor) else x
 
 
 def accepts_cupy(fn):

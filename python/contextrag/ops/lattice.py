@@ -2,18 +2,38 @@
 operations on fuzzy extents (eq. 8-9).
 
 Elementwise with broadcasting, so they run as torch's own fused elementwise ops on any device (no
-native kernel would beat them); the float64 definitions are in ``ref/lattice.py``.
+native kernel would beat them), and as NumPy's on NumPy input, without importing torch (the query
+path derives concept extents with them); the float64 definitions are in ``ref/lattice.py``.
 """
 from __future__ import annotations
 
-import torch
+import numpy as np
 
-from ._tensor import accepts_cupy, as_tensor, common_dtype, same_device
+from ._tensor import accepts_cupy, all_numpy, as_array, as_tensor, common_dtype, same_device
+
+_ANY_NDIM = (0, 1, 2, 3)
+
+
+def _common_np(a: np.ndarray, b: np.ndarray):
+    dt = np.float64 if np.float64 in (a.dtype, b.dtype) else np.float32
+    return a.astype(dt, copy=False), b.astype(dt, copy=False)
+
+
+def _elementwise_np(a, b, name_a, name_b):
+    a = as_array(a, name_a, ndim=_ANY_NDIM, unit_interval=True)
+    b = as_array(b, name_b, ndim=_ANY_NDIM, unit_interval=True)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise ValueError(f"{name_a} of shape {tuple(a.shape)} and {name_b} of shape {tuple(b.shape)} "
+                         "do not broadcast") from None
+    return _common_np(a, b)
 
 
 def _elementwise(a, b, name_a, name_b):
-    ta, kind = as_tensor(a, name_a, ndim=(0, 1, 2, 3), unit_interval=True)
-    tb, _ = as_tensor(b, name_b, ndim=(0, 1, 2, 3), unit_interval=True)
+    import torch
+    ta, kind = as_tensor(a, name_a, ndim=_ANY_NDIM, unit_interval=True)
+    tb, _ = as_tensor(b, name_b, ndim=_ANY_NDIM, unit_interval=True)
     same_device(name_a, ta, name_b, tb)
     try:
         torch.broadcast_shapes(ta.shape, tb.shape)
@@ -27,6 +47,10 @@ def _elementwise(a, b, name_a, name_b):
 @accepts_cupy
 def tnorm(a, b):
     """Łukasiewicz t-norm a ⊗ b = max(0, a + b − 1) (eq. 4), elementwise with broadcasting."""
+    if all_numpy(a, b):
+        x, y = _elementwise_np(a, b, "a", "b")
+        return np.asarray(np.maximum(x + y - x.dtype.type(1), x.dtype.type(0)))   # 0-d stays an array
+    import torch
     ta, tb, kind = _elementwise(a, b, "a", "b")
     return kind.out(torch.clamp_min(ta + tb - 1.0, 0.0))
 
@@ -34,6 +58,10 @@ def tnorm(a, b):
 @accepts_cupy
 def residuum(a, b):
     """Łukasiewicz residuum a → b = min(1, 1 − a + b) (eq. 5), elementwise with broadcasting."""
+    if all_numpy(a, b):
+        x, y = _elementwise_np(a, b, "a", "b")
+        return np.asarray(np.minimum(x.dtype.type(1) - x + y, x.dtype.type(1)))
+    import torch
     ta, tb, kind = _elementwise(a, b, "a", "b")
     return kind.out(torch.clamp_max(1.0 - ta + tb, 1.0))
 
@@ -41,8 +69,19 @@ def residuum(a, b):
 @accepts_cupy
 def neg(a):
     """Involutive negation ¬a = 1 − a."""
-    ta, kind = as_tensor(a, "a", ndim=(0, 1, 2, 3), unit_interval=True)
+    if all_numpy(a):
+        x = as_array(a, "a", ndim=_ANY_NDIM, unit_interval=True)
+        return np.asarray(x.dtype.type(1) - x)
+    ta, kind = as_tensor(a, "a", ndim=_ANY_NDIM, unit_interval=True)
     return kind.out(1.0 - ta)
+
+
+def _pair_np(A1, A2):
+    a = as_array(A1, "A1", ndim=(1, 2), unit_interval=True)
+    b = as_array(A2, "A2", ndim=(1, 2), unit_interval=True)
+    if a.shape != b.shape:
+        raise ValueError(f"A1 and A2 must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
+    return _common_np(a, b)
 
 
 def _pair(A1, A2):
@@ -58,6 +97,9 @@ def _pair(A1, A2):
 @accepts_cupy
 def soft_join(A1, A2):
     """Soft join (bridge) extent max(A1(g), A2(g)) (eq. 8 before closure)."""
+    if all_numpy(A1, A2):
+        return np.maximum(*_pair_np(A1, A2))
+    import torch
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.maximum(t1, t2))
 
@@ -65,5 +107,8 @@ def soft_join(A1, A2):
 @accepts_cupy
 def soft_meet(A1, A2):
     """Soft meet extent min(A1(g), A2(g)) (eq. 9)."""
+    if all_numpy(A1, A2):
+        return np.minimum(*_pair_np(A1, A2))
+    import torch
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.minimum(t1, t2))

@@ -14,19 +14,33 @@ device copies on demand), so a query touches only the seeds' rows and the column
 they activate above 0. Backends: "ref" (float64, dense), "cpu" (C++/OpenMP, queries in parallel),
 "triton" and "cuda" (one program/block per activated attribute column, atomic max into the output;
 the few seed rows are gathered into activation entries with torch on the device).
+
+NumPy in, NumPy out on the "cpu" and "ref" backends without importing torch: this is the op a CPU
+query calls, and torch's import would be most of a cold start.
 """
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING
+
 import numpy as np
 import scipy.sparse as sp
-import torch
 
 from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = ["SpreadIncidence", "spread_hop"]
+
+
+def _is_torch(x) -> bool:
+    """A torch tensor (checked without importing torch: a tensor means torch is imported already)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(x, torch.Tensor)
 
 
 class SpreadIncidence:
@@ -39,9 +53,10 @@ class SpreadIncidence:
 
     @accepts_cupy
     def __init__(self, I, doc=None):
-        if isinstance(doc, torch.Tensor):
+        if _is_torch(doc):
             doc = doc.cpu().numpy()
-        if isinstance(I, torch.Tensor):
+        if _is_torch(I):
+            import torch
             I = I.detach().cpu()
             I = sp.csr_matrix(I.to_dense().numpy() if I.layout != torch.strided else I.numpy())
         elif not sp.issparse(I):
@@ -93,6 +108,7 @@ class SpreadIncidence:
 
     def on(self, device: torch.device) -> dict:
         """Torch copies of the arrays on ``device`` (cached)."""
+        import torch
         key = str(device)
         if key not in self._dev:
             names = ("indptr", "indices", "data", "t_indptr", "t_indices", "t_data")
@@ -102,13 +118,28 @@ class SpreadIncidence:
         return self._dev[key]
 
 
+def _seeds_numpy(seeds, seed_deg: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(Q, S) int64 seeds and (Q, S) degrees as NumPy arrays (the checks of :func:`_seeds`)."""
+    s = seeds.detach().cpu().numpy() if _is_torch(seeds) else np.asarray(seeds)
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"seeds must be an integer array, got {s.dtype}")
+    d = seed_deg
+    if d.dtype.kind != "f":
+        raise TypeError(f"seed_deg must be float, got {d.dtype}")
+    if s.ndim != 2 or d.shape != s.shape:
+        raise ValueError(f"seeds and seed_deg must be (Q, S) of one shape, got {tuple(s.shape)} and {tuple(d.shape)}")
+    if s.size:
+        if int(s.max()) >= n or int(s.min()) < -1:
+            raise ValueError(f"seeds must be chunk indices in [0, {n}) or -1 (no seed)")
+        if not bool(np.isfinite(d).all()) or float(d.min()) < 0 or float(d.max()) > 1:
+            raise ValueError("seed_deg must hold degrees in [0, 1]")
+    return np.ascontiguousarray(s, dtype=np.int64), d
+
+
 def _seeds(seeds, seed_deg, n: int):
-    """(Q, S) int64 seeds and (Q, S) degrees as torch tensors; kind of the caller's degrees."""
-    if isinstance(seed_deg, np.ndarray):
-        numpy_out = True
-    elif isinstance(seed_deg, torch.Tensor):
-        numpy_out = False
-    else:
+    """(Q, S) int64 seeds and (Q, S) degrees as torch tensors (for torch degrees)."""
+    import torch
+    if not isinstance(seed_deg, torch.Tensor):
         raise TypeError(f"seed_deg must be a numpy.ndarray or torch.Tensor, got {type(seed_deg).__name__}")
     s = torch.as_tensor(seeds) if not isinstance(seeds, torch.Tensor) else seeds
     if s.dtype.is_floating_point or s.dtype == torch.bool:
@@ -123,15 +154,15 @@ def _seeds(seeds, seed_deg, n: int):
             raise ValueError(f"seeds must be chunk indices in [0, {n}) or -1 (no seed)")
         if not bool(torch.isfinite(d).all()) or float(d.min()) < 0 or float(d.max()) > 1:
             raise ValueError("seed_deg must hold degrees in [0, 1]")
-    return s.to(torch.int64), d, numpy_out
+    return s.to(torch.int64), d
 
 
 def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
     if mu is None:
         return None
-    if isinstance(mu, torch.Tensor):
+    if _is_torch(mu):
         mu = mu.detach().cpu()
-        mu = mu.to_dense().numpy() if mu.layout != torch.strided else mu.numpy()
+        mu = mu.to_dense().numpy() if mu.layout != sys.modules["torch"].strided else mu.numpy()
     m = sp.csr_matrix(mu) if sp.issparse(mu) else sp.csr_matrix(np.asarray(mu, dtype=np.float64))
     if m.shape != (Q, M):
         raise ValueError(f"mu must be (Q, M) = ({Q}, {M}), got {m.shape}")
@@ -153,23 +184,36 @@ def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | N
     """
     if not isinstance(G, SpreadIncidence):
         raise TypeError(f"G must be a SpreadIncidence (prepare the incidence once), got {type(G).__name__}")
-    s, d, numpy_out = _seeds(seeds, seed_deg, G.n)
+    if isinstance(seed_deg, np.ndarray):
+        s, d = _seeds_numpy(seeds, seed_deg, G.n)
+        m = _mu_csr(mu, s.shape[0], G.shape[1], G.dtype)
+        name, impl = select("spread_hop", "cpu", backend, IMPLS["spread_hop"])
+        d = np.ascontiguousarray(d, dtype=G.dtype)
+        if name in _NUMPY_IMPLS:
+            return _NUMPY_IMPLS[name](G, s, d, m)
+        import torch      # the Triton interpreter on the CPU
+        return impl(G, torch.from_numpy(s), torch.from_numpy(d), m).detach().cpu().numpy()
+    import torch
+    s, d = _seeds(seeds, seed_deg, G.n)
     m = _mu_csr(mu, s.shape[0], G.shape[1], G.dtype)
     _, impl = select("spread_hop", d.device, backend, IMPLS["spread_hop"])
-    out = impl(G, s, d.to(torch.float64 if G.dtype == np.float64 else torch.float32), m)
-    return out.detach().cpu().numpy() if numpy_out else out
+    return impl(G, s, d.to(torch.float64 if G.dtype == np.float64 else torch.float32), m)
 
 
 # ---- implementations -----------------------------------------------------------------------
 
-@register("spread_hop", "ref")
-def _ref_spread(G, s, d, m):
-    out = ref.spread_hop(G.csr(), s.cpu().numpy(), d.cpu().numpy(), None if m is None else m.toarray(), G.doc)
-    return torch.from_numpy(out).to(device=d.device, dtype=d.dtype)
+# The "ref" and "cpu" backends on NumPy arrays: s (Q, S) int64, d (Q, S) in the incidence's dtype.
+# Their registered entries below adapt torch tensors to them.
+
+def _ref_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
+    out = ref.spread_hop(G.csr(), s, d, None if m is None else m.toarray(), G.doc)
+    return out.astype(d.dtype, copy=False)
 
 
-def _gather_py(G: SpreadIncidence, s, d, m):
-    """The NumPy gather (per seed: its row, then the activated columns): the fallback without _C."""
+def _gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
+    """The NumPy gather (per seed: its row, then the activated columns): the fallback without _C.
+    s, d: NumPy arrays (or CPU torch tensors)."""
+    s, d = (x.cpu().numpy() if _is_torch(x) else np.asarray(x) for x in (s, d))
     Q, n = s.shape[0], G.n
     dt = G.data.dtype
     out = np.zeros((Q, n), dt)
@@ -179,7 +223,7 @@ def _gather_py(G: SpreadIncidence, s, d, m):
         if m is not None:
             r0, r1 = m.indptr[q], m.indptr[q + 1]
             acts += [(a, v, -1) for a, v in zip(m.indices[r0:r1], m.data[r0:r1]) if v > 0]
-        for sj, rj in zip(s[q].tolist(), d[q].cpu().numpy().astype(dt)):
+        for sj, rj in zip(s[q].tolist(), d[q].astype(dt)):
             if sj < 0:
                 continue
             p0, p1 = G.indptr[sj], G.indptr[sj + 1]
@@ -195,22 +239,36 @@ def _gather_py(G: SpreadIncidence, s, d, m):
     return out
 
 
-@register("spread_hop", "cpu")
-def _cpu_spread(G, s, d, m):
+def _cpu_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     C = native()
     fn = getattr(C, "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32", None) if C else None
     if fn is None:
-        return torch.from_numpy(_gather_py(G, s, d, m))
-    out = fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc,
-             s.cpu().numpy(), d.cpu().numpy(),
-             None if m is None else m.indptr.astype(np.int64), None if m is None else m.indices.astype(np.int64),
-             None if m is None else m.data)
-    return torch.from_numpy(out)
+        return _gather_py(G, s, d, m)
+    return fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc, s, d,
+              None if m is None else m.indptr.astype(np.int64), None if m is None else m.indices.astype(np.int64),
+              None if m is None else m.data)
+
+
+_NUMPY_IMPLS = {"ref": _ref_numpy, "cpu": _cpu_numpy}
+
+
+@register("spread_hop", "ref")
+def _ref_spread(G, s, d, m):
+    import torch
+    out = _ref_numpy(G, s.cpu().numpy(), d.cpu().numpy(), m)
+    return torch.from_numpy(out).to(device=d.device, dtype=d.dtype)
+
+
+@register("spread_hop", "cpu")
+def _cpu_spread(G, s, d, m):
+    import torch
+    return torch.from_numpy(_cpu_numpy(G, s.cpu().numpy(), d.cpu().numpy(), m))
 
 
 def activation_entries(G: SpreadIncidence, s: torch.Tensor, d: torch.Tensor, m, device):
     """The chunks → attributes step as flat entries (q, a, v, sdoc, self) on ``device``: every seed
     row entry with v = (ρ + I(s, a)) − 1 > 0 (self = the seed) and every μ entry (self = −1)."""
+    import torch
     g = G.on(device)
     s, d = s.to(device), d.to(device=device, dtype=g["data"].dtype)
     Q, S = s.shape
@@ -248,6 +306,8 @@ def _triton_spread(G, s, d, m):
 
 @register("spread_hop", "cuda")
 def _cuda_spread(G, s, d, m):
+    import torch
+
     from ._cuda import DTYPE_CODE, cu, stream
     device = d.device
     eq, ea, ev, esdoc, eself = activation_entries(G, s, d, m, device)

@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 
@@ -198,6 +197,7 @@ async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewri
     rws, calls = (await arewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites
                   else ([], []))
     qs = [question] + rws
+    import asyncio      # imported here: a synchronous query does not need it (start-up time)
     Q = await asyncio.to_thread(embed_queries, view, qs)
     hits = _fuse(view, qs, Q, cfg, mask)
     reranked = False

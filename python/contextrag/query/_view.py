@@ -42,6 +42,20 @@ def norm_kind(k) -> str:
     return k
 
 
+def norm_kinds(kinds) -> np.ndarray:
+    """:func:`norm_kind` of every entry as an object array; integer codes (the stored form) in one
+    vectorised lookup."""
+    if isinstance(kinds, np.ndarray) and np.issubdtype(kinds.dtype, np.integer):
+        bad = (kinds < 0) | (kinds >= len(KINDS))
+        if bad.any():
+            norm_kind(kinds[bad][0])       # raises with the offending code
+        return np.asarray(KINDS, dtype=object)[kinds]
+    vals = list(kinds)
+    if all(type(k) is str for k in vals) and set(vals) <= set(KINDS):    # already normal
+        return np.asarray(vals, dtype=object)
+    return np.asarray([norm_kind(k) for k in vals], dtype=object)
+
+
 @dataclass
 class CorpusView:
     ids: list
@@ -58,7 +72,7 @@ class CorpusView:
 
     def __post_init__(self):
         n = len(self.ids)
-        self.kinds = np.asarray([norm_kind(k) for k in self.kinds], dtype=object)
+        self.kinds = norm_kinds(self.kinds)
         self.E = np.ascontiguousarray(self.E, dtype=np.float32)
         if self.E.ndim != 2 or self.E.shape[0] != n:
             raise ValueError(f"embeddings must be (n_items={n}, d), got {self.E.shape}")
@@ -167,7 +181,7 @@ def _build_view(ix) -> CorpusView:
 
     n_chunks = len(ix.chunk_ids)
     ids = [str(x) for x in ix.item_ids]
-    kinds = [norm_kind(k) for k in np.asarray(ix.item_kinds).tolist()]
+    kinds = norm_kinds(np.asarray(ix.item_kinds))
     doc_ids = list(ix.chunk_doc_ids) + [None] * (len(ids) - n_chunks)
     item_docs = [(d,) for d in ix.chunk_doc_ids]
     src = getattr(ix, "item_sources", None)
@@ -185,7 +199,7 @@ def _build_view(ix) -> CorpusView:
     if not callable(bm25):
         bm25 = _OwnBM25(list(ix.item_texts))
     router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
-    return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=np.asarray(kinds, dtype=object),
+    return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=kinds,
                       doc_ids=doc_ids, E=E, embed=embed, bm25_raw=bm25,
                       mask_fn=getattr(ix, "item_mask", None), router=router, source=weakref.ref(ix),
                       item_docs=item_docs)

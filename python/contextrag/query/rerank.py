@@ -8,7 +8,6 @@ falls back to the fused order unchanged — ``RerankResult.reranked`` says which
 """
 from __future__ import annotations
 
-import asyncio
 import re
 from dataclasses import dataclass
 
@@ -65,6 +64,7 @@ def rerank(llm, question: str, texts: list[str], top: int = 12) -> RerankResult:
 
 
 async def arerank(llm, question: str, texts: list[str], top: int = 12) -> RerankResult:
+    import asyncio
     if not texts:
         return RerankResult([], False)
     try:

@@ -8,7 +8,6 @@ A rewrite that comes back empty or unusable is dropped; the original question is
 """
 from __future__ import annotations
 
-import asyncio
 import re
 from concurrent.futures import ThreadPoolExecutor
 
@@ -82,6 +81,7 @@ async def arewrites(llm, question: str, n: int = 3) -> list[str]:
 
 
 async def arewrite_calls(llm, question: str, n: int = 3) -> tuple[list[str], list[dict]]:
+    import asyncio
     kinds = _kinds(n)
     if not kinds:
         return [], []
