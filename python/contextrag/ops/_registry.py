@@ -28,7 +28,8 @@ def _load_all() -> None:
 
 
 class _Tables(dict):
-    """{op: {backend: fn}}; reading it loads the op modules that fill it (see the module docstring)."""
+    """{op: {backend: fn}}; a lookup loads the op modules that fill it (see the module docstring).
+    The ops only look up by name (``IMPLS[op]``, ``IMPLS.get(op)``), so only those load."""
 
     def __getitem__(self, op):
         if op not in _TORCH_FREE:
@@ -39,30 +40,6 @@ class _Tables(dict):
         if op not in _TORCH_FREE:
             _load_all()
         return super().get(op, default)
-
-    def __contains__(self, op):
-        _load_all()
-        return super().__contains__(op)
-
-    def __iter__(self):
-        _load_all()
-        return super().__iter__()
-
-    def __len__(self):
-        _load_all()
-        return super().__len__()
-
-    def keys(self):
-        _load_all()
-        return super().keys()
-
-    def items(self):
-        _load_all()
-        return super().items()
-
-    def values(self):
-        _load_all()
-        return super().values()
 
 
 IMPLS: dict[str, dict[str, Callable]] = _Tables()
