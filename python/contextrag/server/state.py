@@ -42,3 +42,10 @@ class IndexHolder:
             return out
         finally:
             self._write.release()
+
+
+class Served:
+    """What the routers share: the index holder, the LLM (or None), the auth dependencies."""
+
+    def __init__(self, *, holder: IndexHolder, llm, guarded: list, version: str):
+        self.holder, self.llm, self.guarded, self.version = holder, llm, guarded, version

@@ -1,0 +1,38 @@
+"""The one answer function behind /answer and the chat endpoint: (answer text or None, hits,
+citations, cost, extra) for a question on one index, with or without an LLM."""
+from __future__ import annotations
+
+from fastapi import HTTPException
+
+NO_LLM = "no LLM configured: retrieval only"
+
+
+def bad_request(e: Exception) -> HTTPException:
+    return HTTPException(400, str(e))
+
+
+def answer_question(r, llm, question, *, k, doc_ids=None, filter=None, explain=False, rewrite=True,
+                    rerank=True, style=None, max_tokens=None):
+    """(answer text or None, hits, citations, cost, extra) for one question on index ``r``."""
+    from .. import query
+    try:
+        if llm is None:
+            hits = r.retrieve(question, k=k, doc_ids=doc_ids, filter=filter, explain=explain)
+            return None, hits, [], {"total": {"calls": 0}}, {"note": NO_LLM}
+        ans = r.answer(question, llm=llm, k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
+                       rerank=rerank, style=style, max_tokens=max_tokens)
+        if explain:
+            from ..query.filters import doc_ids_for
+            query.explain(r.index, question, ans.hits, doc_ids=doc_ids_for(r.index, doc_ids, filter))
+    except (ValueError, TypeError) as e:
+        raise bad_request(e) from None
+    return ans.text, ans.hits, ans.citations, ans.cost, {"style": ans.style, "rewrites": ans.rewrites,
+                                                          "reranked": ans.reranked}
+
+
+def hits_payload(hits, explain):
+    from ..query import neighbourhood
+    out = {"hits": [h.to_dict() for h in hits]}
+    if explain:
+        out["graph"] = neighbourhood(hits)
+    return out
