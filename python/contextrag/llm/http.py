@@ -2,8 +2,9 @@
 
 ``POST {base_url}/chat/completions`` with httpx. Timeouts, retries with exponential backoff (and
 ``Retry-After`` when the server sends one) on 429, 5xx, connection errors, timeouts, a response cut
-off mid-way and a body that is not a chat completion, all within one ``deadline`` per call (a server
-that hangs costs at most that long, then a clear LLMHTTPError), and a concurrency limit shared by the
+off mid-way and a body that is not a chat completion, all within one ``deadline`` per call, the whole
+call (every read is checked against it, so a server that hangs or sends a byte at a time costs at most
+that long, then a clear LLMHTTPError; the model discovery of ``GET /models`` too), and a concurrency limit shared by the
 sync and async paths. ``acomplete`` is truly asynchronous (httpx.AsyncClient),
 so the three query rewrites go out at the same time. ``stream`` sends ``"stream": true`` and reads the
 server-sent events as token deltas; a failure before the first delta is retried like any other, a
@@ -24,11 +25,17 @@ RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class LLMHTTPError(RuntimeError):
-    """A request failed for good: a non-retryable status, or retries exhausted."""
+    """A request failed for good: a non-retryable status, or retries exhausted. ``timed_out``: the
+    call's deadline passed (a server answers 504 for it, 502 for the rest)."""
 
-    def __init__(self, message: str, status: int | None = None):
+    def __init__(self, message: str, status: int | None = None, timed_out: bool = False):
         super().__init__(message)
         self.status = status
+        self.timed_out = timed_out
+
+
+class _PastDeadline(Exception):
+    """The call's deadline passed while a response was still arriving (internal to HTTPClient)."""
 
 
 class _Retry(Exception):
@@ -107,8 +114,12 @@ class HTTPClient(LLMClient):
 
     # ---- helpers
     def _discover_model(self) -> str:
+        """The first model the server lists; within the call deadline (a server that hangs or drips
+        its reply costs at most that long), "default" when it cannot say."""
+        t_end = time.monotonic() + self.deadline
         try:
-            r = self._client.get("/models")
+            with self._client.stream("GET", "/models", timeout=self._attempt_timeout(t_end)) as r:
+                r = self._whole(r, t_end)
             r.raise_for_status()
             data = r.json().get("data") or []
             if data and isinstance(data[0], dict) and data[0].get("id"):
@@ -180,9 +191,46 @@ class HTTPClient(LLMClient):
         if attempt >= self.max_retries or pause >= left:
             n = attempt + 1
             raise LLMHTTPError(f"{self.base_url} failed {n} attempt{'s' if n > 1 else ''} within "
-                               f"{self.deadline:g} s; last: {why}", status)
+                               f"{self.deadline:g} s; last: {why}", status,
+                               timed_out=pause >= left or "Timeout" in why)
         self.retries += 1
         return pause
+
+    def _whole(self, r, t_end):
+        """The streamed response ``r`` read whole, checking the deadline after every piece: each read
+        has its own timeout, so a server sending a byte at a time would otherwise outlast any deadline."""
+        parts = []
+        for b in r.iter_bytes():
+            parts.append(b)
+            if time.monotonic() > t_end:
+                raise _PastDeadline()
+        return self._httpx.Response(r.status_code, headers=r.headers, content=b"".join(parts), request=r.request)
+
+    async def _awhole(self, r, t_end):
+        parts = []
+        async for b in r.aiter_bytes():
+            parts.append(b)
+            if time.monotonic() > t_end:
+                raise _PastDeadline()
+        return self._httpx.Response(r.status_code, headers=r.headers, content=b"".join(parts), request=r.request)
+
+    def _timed_lines(self, r, t_end):
+        """``r.iter_lines()`` with the deadline checked after every read (a '\\n' byte never occurs
+        inside a UTF-8 sequence, so splitting the bytes first is safe)."""
+        buf = b""
+        for b in r.iter_bytes():
+            if time.monotonic() > t_end:
+                raise _PastDeadline()
+            buf += b
+            *lines, buf = buf.split(b"\n")
+            for ln in lines:
+                yield ln.rstrip(b"\r").decode("utf-8", "replace")
+        if buf:
+            yield buf.rstrip(b"\r").decode("utf-8", "replace")
+
+    def _past_deadline(self, attempt) -> LLMHTTPError:
+        return LLMHTTPError(f"{self.base_url} did not finish within the {self.deadline:g} s deadline "
+                            f"(attempt {attempt + 1})", timed_out=True)
 
     def _attempt_timeout(self, t_end):
         left = max(t_end - time.monotonic(), 0.001)
@@ -196,8 +244,12 @@ class HTTPClient(LLMClient):
         with self._sync_sem:
             for attempt in range(self.max_retries + 1):
                 try:
-                    r = self._client.post("/chat/completions", json=body, timeout=self._attempt_timeout(t_end))
+                    with self._client.stream("POST", "/chat/completions", json=body,
+                                             timeout=self._attempt_timeout(t_end)) as r:
+                        r = self._whole(r, t_end)
                     return self._outcome(r, t0)
+                except _PastDeadline:
+                    raise self._past_deadline(attempt) from None
                 except self._httpx.TransportError as e:
                     time.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
                 except _Retry as e:
@@ -217,20 +269,21 @@ class HTTPClient(LLMClient):
                     with self._client.stream("POST", "/chat/completions", json=body,
                                              timeout=self._attempt_timeout(t_end)) as r:
                         if r.status_code != 200 or "text/event-stream" not in r.headers.get("content-type", ""):
-                            r.read()                # an error, or a server that ignored "stream"
-                            c = self._outcome(r, t0)
+                            c = self._outcome(self._whole(r, t_end), t0)   # an error, or "stream" ignored
                             if c.text:
                                 yield c.text
                             yield c
                             return
                         final = Completion(text="")
-                        for delta in self._events(r, final):
+                        for delta in self._events(self._timed_lines(r, t_end), final):
                             sent.append(delta)
                             yield delta
                     final.text = "".join(sent)
                     final.seconds = time.perf_counter() - t0
                     yield final
                     return
+                except _PastDeadline:
+                    raise self._past_deadline(attempt) from None
                 except self._httpx.TransportError as e:
                     if sent:
                         raise LLMHTTPError(f"{self.base_url} cut the stream after {len(''.join(sent))} "
@@ -244,11 +297,11 @@ class HTTPClient(LLMClient):
         raise AssertionError("unreachable")
 
     @staticmethod
-    def _events(r, final: Completion):
-        """The content deltas of an SSE chat-completions stream; usage, model and finish reason go
-        into ``final``. A stream that ends without ``[DONE]`` or a finish reason was cut."""
+    def _events(lines, final: Completion):
+        """The content deltas of an SSE chat-completions stream (its ``lines``); usage, model and finish
+        reason go into ``final``. A stream that ends without ``[DONE]`` or a finish reason was cut."""
         done = False
-        for line in r.iter_lines():
+        for line in lines:
             if not line.startswith("data:"):
                 continue                            # comments, event names, keep-alives
             data = line[5:].strip()
@@ -303,13 +356,20 @@ class HTTPClient(LLMClient):
         async with sem:
             for attempt in range(self.max_retries + 1):
                 try:
-                    r = await client.post("/chat/completions", json=body, timeout=self._attempt_timeout(t_end))
+                    # the whole attempt, response head included, under the time left
+                    r = await asyncio.wait_for(self._apost(client, body, t_end), max(t_end - time.monotonic(), 0.001))
                     return self._outcome(r, t0)
+                except (_PastDeadline, asyncio.TimeoutError):
+                    raise self._past_deadline(attempt) from None
                 except self._httpx.TransportError as e:
                     await asyncio.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
                 except _Retry as e:
                     await asyncio.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
         raise AssertionError("unreachable")
+
+    async def _apost(self, client, body, t_end):
+        async with client.stream("POST", "/chat/completions", json=body, timeout=self._attempt_timeout(t_end)) as r:
+            return await self._awhole(r, t_end)
 
     async def aclose(self) -> None:
         for ac, _, _ in list(self._aclients.values()):

@@ -5,10 +5,12 @@ import time
 from importlib import resources
 
 from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse
 
 from .answering import answer_question, bad_request, hits_payload
 from .schemas import AnswerRequest, RetrieveRequest
+from .validate import check_filter, check_overrides
 
 
 def router(s) -> APIRouter:
@@ -34,6 +36,8 @@ def router(s) -> APIRouter:
     @api.post("/retrieve", dependencies=s.guarded)
     def retrieve(req: RetrieveRequest):
         t0 = time.perf_counter()
+        check_filter(req.filter)
+        check_overrides(req.overrides)
         r = holder.rag
         try:
             hits = r.retrieve(req.question, k=req.k, doc_ids=req.doc_ids, filter=req.filter,
@@ -44,13 +48,17 @@ def router(s) -> APIRouter:
                 "seconds": time.perf_counter() - t0, "generation": holder.generation}
 
     @api.post("/answer", dependencies=s.guarded)
-    def answer(req: AnswerRequest):
+    async def answer(req: AnswerRequest):
         t0 = time.perf_counter()
-        text, hits, cites, cost, extra = answer_question(holder.rag, s.llm, req.question, k=req.k,
-                                                         doc_ids=req.doc_ids, filter=req.filter,
-                                                         explain=req.explain, rewrite=req.rewrite,
-                                                         rerank=req.rerank, style=req.style,
-                                                         max_tokens=req.max_tokens)
+        check_filter(req.filter)
+        # with an LLM: in the LLM gate's threads (its own limit and queue), so hung LLM calls never
+        # hold the threads /retrieve and /health run in
+        run = s.llm_gate.run if s.llm is not None else run_in_threadpool
+        text, hits, cites, cost, extra = await run(answer_question, holder.rag, s.llm, req.question, k=req.k,
+                                                   doc_ids=req.doc_ids, filter=req.filter,
+                                                   explain=req.explain, rewrite=req.rewrite,
+                                                   rerank=req.rerank, style=req.style,
+                                                   max_tokens=req.max_tokens)
         return {"question": req.question, "answer": text, "citations": cites,
                 **hits_payload(hits, req.explain), "cost": cost,
                 "seconds": time.perf_counter() - t0, "generation": holder.generation, **extra}

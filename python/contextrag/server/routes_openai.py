@@ -7,25 +7,22 @@ import time
 import uuid
 
 from fastapi import APIRouter, HTTPException
-from fastapi.responses import StreamingResponse
+from sse_starlette.sse import EventSourceResponse
 
 from .answering import answer_question, bad_request
 from .citations import reply_tail, reply_text
-from .schemas import MODEL_NAME, ChatMessage, ChatRequest
-from .streaming import aiter_list, chain, pieces, tail_pieces, thread_stream
+from .conversation import split_turns, standalone_question
+from .schemas import MODEL_NAME, ChatRequest
+from .streaming import aiter_list, chain, pieces, tail_pieces
 
 
-def question_of(messages: list[ChatMessage]) -> str:
-    for m in reversed(messages):
-        if m.role != "user" or m.content is None:
-            continue
-        if isinstance(m.content, str):
-            text = m.content
-        else:
-            text = " ".join(p.get("text", "") for p in m.content if p.get("type") == "text")
-        if text.strip():
-            return text.strip()
-    raise HTTPException(400, "messages must hold a user message with text content")
+MODEL_ALIASES = (MODEL_NAME,)    # the names /v1/chat/completions answers to; any other is a 404
+
+
+def check_model(name: str) -> None:
+    if name not in MODEL_ALIASES:
+        raise HTTPException(404, f"the model {name!r} does not exist; this server answers as "
+                                 f"{', '.join(repr(m) for m in MODEL_ALIASES)} (GET /v1/models)")
 
 
 def usage(cost: dict) -> dict:
@@ -34,13 +31,16 @@ def usage(cost: dict) -> dict:
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
 
 
-def _sse(obj) -> bytes:
-    return f"data: {json.dumps(obj)}\n\n".encode()
+PING_SECONDS = 15     # a comment line this often keeps proxies from closing a stream whose LLM is slow
+
+
+def _sse(obj) -> dict:
+    return {"data": json.dumps(obj)}
 
 
 def router(s) -> APIRouter:
     api = APIRouter()
-    holder, llm = s.holder, s.llm
+    holder, llm, gate = s.holder, s.llm, s.llm_gate
 
     @api.get("/v1/models", dependencies=s.guarded)
     def models():
@@ -49,18 +49,27 @@ def router(s) -> APIRouter:
 
     @api.post("/v1/chat/completions", dependencies=s.guarded)
     async def chat(req: ChatRequest):
-        question = question_of(req.messages)
+        check_model(req.model)
+        split_turns(req.messages)                   # 400 before any work when there is no user text
+        if llm is None:
+            question = standalone_question(req.messages, None)
+        else:
+            question = await gate.run(standalone_question, req.messages, llm)
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not req.stream:
-            text, hits, cites, cost, extra = await asyncio.to_thread(answer_question, holder.rag, llm, question,
-                                                                     k=req.k, style=req.style)
+            if llm is None:
+                text, hits, cites, cost, extra = await asyncio.to_thread(answer_question, holder.rag, llm, question,
+                                                                         k=req.k, style=req.style)
+            else:
+                text, hits, cites, cost, extra = await gate.run(answer_question, holder.rag, llm, question,
+                                                                k=req.k, style=req.style)
             return {"id": cid, "object": "chat.completion", "created": created, "model": MODEL_NAME,
                     "choices": [{"index": 0, "message": {"role": "assistant",
                                                          "content": reply_text(text, hits, cites,
                                                                                extra.get("style", "short"))},
                                  "finish_reason": "stop"}],
                     "usage": usage(cost),
-                    "contextrag": {"answer": text, "citations": cites,
+                    "contextrag": {"question": question, "answer": text, "citations": cites,
                                    "hits": [{"n": n, **h.to_dict()} for n, h in enumerate(hits, 1)]}}
 
         def chunk(delta, finish=None):
@@ -73,7 +82,7 @@ def router(s) -> APIRouter:
             items = aiter_list([*pieces(reply_text(text, hits, cites)), ("cost", cost)])
         else:
             r = holder.rag
-            items = thread_stream(lambda: r.answer_stream(question, llm=llm, k=req.k, style=req.style))
+            items = gate.stream(lambda: r.answer_stream(question, llm=llm, k=req.k, style=req.style))
             # retrieval, rewrites and rerank run before the first delta: a bad request is still a status code
             try:
                 first = await items.__anext__()
@@ -99,15 +108,17 @@ def router(s) -> APIRouter:
                             yield _sse(chunk({"content": piece}))
             except Exception as e:  # noqa: BLE001 - the response has started: report it in the stream
                 yield _sse({"error": {"message": f"{type(e).__name__}: {e}", "type": "server_error"}})
-                yield b"data: [DONE]\n\n"
+                yield {"data": "[DONE]"}
                 return
             yield _sse(chunk({}, "stop"))
             if want_usage:
                 yield _sse({"id": cid, "object": "chat.completion.chunk", "created": created, "model": MODEL_NAME,
                             "choices": [], "usage": usage(cost)})
-            yield b"data: [DONE]\n\n"
+            yield {"data": "[DONE]"}
 
-        return StreamingResponse(events(), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        # sse-starlette: the event framing, keep-alive comments while the LLM thinks, and the end of the
+        # stream when the client goes away
+        return EventSourceResponse(events(), ping=PING_SECONDS, headers={
+            "X-Contextrag-Question": question.encode("ascii", "backslashreplace").decode()})
 
     return api

@@ -37,9 +37,10 @@ async def chain(first, rest):
         yield x
 
 
-def thread_stream(make):
+def thread_stream(make, executor=None):
     """An async iterator over the sync generator ``make()``, which runs in a worker thread (the LLM
-    stream blocks); items pass through a queue as they come. Closing it early stops the generator."""
+    stream blocks; ``executor``: the pool to run it in, else a thread of its own); items pass through
+    a queue as they come. Closing it early stops the generator."""
     loop = asyncio.get_running_loop()
     q: asyncio.Queue = asyncio.Queue()
     stop = threading.Event()
@@ -67,8 +68,10 @@ def thread_stream(make):
             put((True, done))
 
     async def items():
-        th = threading.Thread(target=work, name="contextrag-answer-stream", daemon=True)
-        th.start()
+        if executor is None:
+            threading.Thread(target=work, name="contextrag-answer-stream", daemon=True).start()
+        else:
+            executor.submit(work)
         try:
             while True:
                 ok, x = await q.get()
