@@ -158,7 +158,7 @@ def _run(args) -> int:
         hits = query.retrieve(rag.index, args.question, k=args.k, doc_ids=args.doc_ids)
         dt = time.perf_counter() - t0
         if args.json:
-            print(json.dumps({"question": args.question, "answer": None, "hits": [h.to_dict() for h in hits],
+            print(_dumps({"question": args.question, "answer": None, "hits": [h.to_dict() for h in hits],
                               "cost": {"total": {"calls": 0}}, "seconds": dt, "note": note}, indent=2))
         else:
             print_result(args.question, hits, seconds=dt, chars=args.chars, note=note)
@@ -177,7 +177,7 @@ def _run(args) -> int:
         d.update(question=args.question, model=model, seconds_total=dt)
         if note:
             d["note"] = note
-        print(json.dumps(d, indent=2))
+        print(_dumps(d, indent=2))
     else:
         text = ans.text + ("" if ans.style == "paragraph" or not ans.citations
                            else " " + "".join(f"[{n}]" for n in ans.citations))
@@ -187,3 +187,20 @@ def _run(args) -> int:
                      note="; ".join(x for x in (answer_note(ans, model), note) if x), citations=ans.citations,
                      answer_shown=args.stream)
     return 0
+
+
+def _finite(x):
+    """``x`` with NaN and ±Infinity as null: JSON has no such numbers (an index written before its
+    metadata was checked at the door may still hold them)."""
+    import math
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
+def _dumps(obj, **kw) -> str:
+    return json.dumps(_finite(obj), allow_nan=False, **kw)

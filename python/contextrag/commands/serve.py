@@ -20,6 +20,11 @@ def add_arguments(p):
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk LLM call cache")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body in MiB (default 8)")
     p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="accept requests whose Host is NAME (repeatable; '*' any): besides the loopback names "
+                        "only these are served, against DNS rebinding (a --host address is added itself)")
+    p.add_argument("--header-timeout", type=float, default=10.0,
+                   help="close a connection whose request head is not complete within this many seconds (default 10)")
 
 
 def make_app(args):
@@ -46,7 +51,11 @@ def make_app(args):
             print(f"contextrag serve: retrieval only ({e})", file=sys.stderr)
     if args.host not in LOOPBACK and key is None:
         print(f"contextrag serve: warning: listening on {args.host} without an API key", file=sys.stderr)
-    return create_app(rag, llm=client, api_key=key, max_body_bytes=int(args.max_body_mb * (1 << 20)))
+    hosts = list(getattr(args, "allow_host", None) or [])
+    if args.host not in LOOPBACK and args.host not in ("0.0.0.0", "::"):
+        hosts.append(args.host)
+    return create_app(rag, llm=client, api_key=key, max_body_bytes=int(args.max_body_mb * (1 << 20)),
+                      allowed_hosts=hosts)
 
 
 def run(args) -> int:
@@ -54,6 +63,10 @@ def run(args) -> int:
         import uvicorn
     except ImportError:
         raise ValueError("contextrag serve needs the server extra: pip install 'contextrag[server]'") from None
+    from contextrag.server.limits import header_deadline_protocol
+    if not args.header_timeout > 0:
+        raise ValueError(f"--header-timeout must be > 0 seconds, got {args.header_timeout}")
     app = make_app(args)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                http=header_deadline_protocol(args.header_timeout), timeout_keep_alive=5)
     return 0

@@ -9,6 +9,8 @@ whitespace around them), so nothing is rewritten. See docs/ALGORITHM.md, "Chunki
 """
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
@@ -64,6 +66,19 @@ def split_chunk_id(cid: str) -> tuple[str, int]:
     return doc, int(pos)
 
 
+def _check_finite(value, where: str) -> None:
+    """NaN and ±Infinity have no JSON form: stored in metadata they would break every JSON reply
+    that shows the document, so they are refused here, naming the field."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{where}: {value!r} is not a finite number (NaN and Infinity cannot be stored)")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _check_finite(v, f"{where}[{k!r}]")
+    elif isinstance(value, (list, tuple)):
+        for j, v in enumerate(value):
+            _check_finite(v, f"{where}[{j}]")
+
+
 def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 0) -> list[Document]:
     """Accept str or dict(id, text, title=..., metadata=..., segments=...) items; reject anything else
     naming ``docs``. ``segments``: pages/sections of the text (contextrag.index.segments).
@@ -97,6 +112,7 @@ def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 
             meta = d.get("metadata") or {}
             if not isinstance(meta, dict):
                 raise TypeError(f"docs[{i}]['metadata'] must be a dict, got {type(meta).__name__}")
+            _check_finite(meta, f"docs[{i}]['metadata']")
             segs = check_segments(d.get("segments"), len(text), f"docs[{i}]['segments']")
             doc = Document(str(did), text, title, dict(meta), segs)
         else:
