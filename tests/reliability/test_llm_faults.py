@@ -127,3 +127,75 @@ def test_async_path_retries_the_same_faults():
 def test_deadline_is_validated():
     with pytest.raises(ValueError, match="deadline"):
         HTTPClient("http://127.0.0.1:9/v1", model="m", deadline=0)
+
+
+class DripServer:
+    """Sends its reply (a JSON body, an SSE stream or the /models list) one byte every ``pause``
+    seconds: every read succeeds, so only a deadline on the whole call can end it."""
+
+    def __init__(self, pause=0.2):
+        owner = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _drip(self, ctype, body):
+                owner.requests += 1
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", ctype)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    for i in range(len(body)):
+                        self.wfile.write(body[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except OSError:
+                    pass
+
+            def do_GET(self):
+                self._drip("application/json", b'{"data": [{"id": "dripped-model"}]}' + b" " * 200)
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+                if body.get("stream"):
+                    ev = {"choices": [{"delta": {"content": "hi "}}]}
+                    self._drip("text/event-stream", b"".join(f"data: {json.dumps(ev)}\n\n".encode() for _ in range(60)))
+                else:
+                    self._drip("application/json", OK + b" " * 400)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("path", ["sync", "stream", "async"])
+def test_a_dripping_server_is_cut_at_the_deadline(path):
+    with DripServer() as srv:
+        c = _client(srv.url, timeout=1.0, deadline=1.5, max_retries=3)
+        t = time.monotonic()
+        with pytest.raises(LLMHTTPError, match="1.5 s deadline") as e:
+            if path == "sync":
+                c.complete(MSG)
+            elif path == "stream":
+                list(c.stream(MSG))
+            else:
+                asyncio.run(c.acomplete(MSG))
+        assert e.value.timed_out and time.monotonic() - t < 3.0    # each byte came within the read timeout
+
+
+def test_model_discovery_runs_within_the_deadline():
+    with DripServer() as srv:
+        t = time.monotonic()
+        c = HTTPClient(srv.url, timeout=1.0, deadline=1.0)
+        assert c.model == "default" and time.monotonic() - t < 2.5 and srv.requests == 1
