@@ -58,12 +58,11 @@ _OPENAI_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403:
                  422: "invalid_request_error", 429: "rate_limit_error", 503: "server_error"}
 
 
-def _openai_error(status: int, message: str, headers=None, code=None) -> JSONResponse:
+def _openai_error(status: int, message: str, headers=None) -> JSONResponse:
     """OpenAI's error body, so the official clients show the message."""
     kind = _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return JSONResponse({"error": {"message": message, "type": kind, "param": None,
-                                   "code": code or (str(status) if status != 404 else "model_not_found"
-                                                    if "model" in message else "not_found")}},
+    code = "model_not_found" if status == 404 and message.startswith("the model ") else None
+    return JSONResponse({"error": {"message": message, "type": kind, "param": None, "code": code}},
                         status_code=status, headers=headers)
 
 

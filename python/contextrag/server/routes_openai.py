@@ -50,11 +50,10 @@ def router(s) -> APIRouter:
     @api.post("/v1/chat/completions", dependencies=s.guarded)
     async def chat(req: ChatRequest):
         check_model(req.model)
-        split_turns(req.messages)                   # 400 before any work when there is no user text
-        if llm is None:
-            question = standalone_question(req.messages, None)
-        else:
-            question = await gate.run(standalone_question, req.messages, llm)
+        _, turns, question = split_turns(req.messages)    # 400 before any work when there is no user text
+        if turns:                                           # an LLM call when there is one: in the LLM gate
+            question = (await gate.run(standalone_question, req.messages, llm) if llm is not None
+                        else standalone_question(req.messages, None))
         cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if not req.stream:
             if llm is None:
