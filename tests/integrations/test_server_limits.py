@@ -143,3 +143,17 @@ def test_a_request_head_that_never_ends_is_closed(index_dir):
         server.should_exit = True
         th.join(10)
         sock.close()
+
+
+def test_serve_hosts_from_the_command_line(index_dir):
+    import argparse
+
+    from contextrag.commands import serve
+    p = argparse.ArgumentParser()
+    serve.add_arguments(p)
+    args = p.parse_args([str(index_dir), "--llm", "none", "--host", "10.1.2.3", "--allow-host", "rag.lan"])
+    with LiveServer(serve.make_app(args)) as s:
+        for host, code in (("10.1.2.3:8000", 200), ("rag.lan", 200), ("127.0.0.1", 200), ("evil.example", 400)):
+            assert httpx.get(s.url + "/health", headers={"Host": host}).status_code == code, host
+    with pytest.raises(SystemExit):
+        p.parse_args([str(index_dir), "--header-timeout", "soon"])
