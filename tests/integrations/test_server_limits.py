@@ -157,3 +157,12 @@ def test_serve_hosts_from_the_command_line(index_dir):
             assert httpx.get(s.url + "/health", headers={"Host": host}).status_code == code, host
     with pytest.raises(SystemExit):
         p.parse_args([str(index_dir), "--header-timeout", "soon"])
+
+
+def test_a_body_too_large_under_v1_is_an_openai_error(index_dir):
+    with LiveServer(create_app(ContextRAG.load(index_dir), max_body_bytes=2048)) as s:
+        msgs = [{"role": "user", "content": "word " * 1000}]
+        r = httpx.post(s.url + "/v1/chat/completions", json={"model": "contextrag", "messages": msgs})
+        assert r.status_code == 413 and "2048" in r.json()["error"]["message"]
+        r = httpx.post(s.url + "/retrieve", json={"question": "word " * 1000})
+        assert r.status_code == 413 and "2048" in r.json()["detail"]

@@ -20,8 +20,13 @@ class BodyLimit:
         self.app = app
         self.max_bytes = int(max_bytes)
 
-    async def _refuse(self, send):
-        body = json.dumps({"detail": f"request body larger than {self.max_bytes} bytes"}).encode()
+    async def _refuse(self, scope, send):
+        msg = f"request body larger than {self.max_bytes} bytes"
+        if scope.get("path", "").startswith("/v1/"):     # OpenAI's error shape there, as app.py's handlers
+            payload = {"error": {"message": msg, "type": "invalid_request_error", "param": None, "code": None}}
+        else:
+            payload = {"detail": msg}
+        body = json.dumps(payload).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
@@ -37,7 +42,7 @@ class BodyLimit:
                 except ValueError:
                     declared = 0
                 if declared > self.max_bytes:
-                    return await self._refuse(send)
+                    return await self._refuse(scope, send)
         seen = 0
         started = False
 
@@ -60,7 +65,7 @@ class BodyLimit:
             await self.app(scope, counted, tracked)
         except _TooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, send)
 
 
 # ---------------------------------------------------------------- hosts (DNS rebinding)
