@@ -80,3 +80,12 @@ def test_unknown_model_is_an_openai_404(condensing):
         client.chat.completions.create(model="gpt-4o", messages=TURNS[-1:])
     bad = _chat(condensing.url, [{"role": "user"}], k=0)
     assert bad.status_code == 400 and "k" in bad.json()["error"]["message"]
+
+
+def test_a_question_with_line_breaks_and_accents_streams(condensing):
+    q = [{"role": "user", "content": "Wer gründete\r\nHalvorsen Labs?\x00"}]
+    with httpx.stream("POST", condensing.url + "/v1/chat/completions", timeout=120,
+                      json={"model": "contextrag", "messages": q, "stream": True}) as r:
+        assert r.status_code == 200
+        assert r.headers["x-contextrag-question"] == "Wer gr\\xfcndete Halvorsen Labs?\\x00"
+        assert r.read().decode().rstrip().endswith("data: [DONE]")

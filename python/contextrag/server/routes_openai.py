@@ -25,6 +25,12 @@ def check_model(name: str) -> None:
                                  f"{', '.join(repr(m) for m in MODEL_ALIASES)} (GET /v1/models)")
 
 
+def header_text(text: str, limit: int = 1000) -> str:
+    """``text`` as a header value: one line of printable ASCII (other characters as \\u escapes)."""
+    one = " ".join(text.split())[:limit]
+    return "".join(c if " " <= c <= "~" else c.encode("unicode_escape").decode() for c in one)
+
+
 def usage(cost: dict) -> dict:
     tot = (cost or {}).get("total", {})
     p, c = int(tot.get("prompt_tokens", 0)), int(tot.get("completion_tokens", 0))
@@ -118,6 +124,6 @@ def router(s) -> APIRouter:
         # sse-starlette: the event framing, keep-alive comments while the LLM thinks, and the end of the
         # stream when the client goes away
         return EventSourceResponse(events(), ping=PING_SECONDS, headers={
-            "X-Contextrag-Question": question.encode("ascii", "backslashreplace").decode()})
+            "X-Contextrag-Question": header_text(question)})
 
     return api
