@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cpu_common import loadavg, machine, timed, write  # noqa: E402
 
 from contextrag import ops  # noqa: E402
-from contextrag.index.lexical import lexical_families  # noqa: E402
+from contextrag.index.lexical.families import lexical_families  # noqa: E402
 from contextrag.query.spread import LexicalState, hop_from_seeds, pick_seeds, seed_relevance  # noqa: E402
 
 

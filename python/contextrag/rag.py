@@ -184,7 +184,7 @@ class ContextRAG:
         show = show_progress(progress)
         from .index.build import build_index
         from .index.chunking import normalize_docs
-        from .index.embedding import Embedder
+        from .embed.embedder import Embedder
         config = _check_config(config)
         llm = _check_llm(llm)
         if path is not None and not isinstance(path, (str, os.PathLike)):

@@ -196,8 +196,8 @@ def lexical_on_ray(titles, texts, names, n_tasks: int):
     (``lexical.map_reduce_families``). The same families as the single-process build (tested)."""
     import ray
 
-    from ..index import lexical
-    from ..index import lexical_map as lm
+    from ..index.lexical import families as lexical
+    from ..index.lexical import tokens as lm
 
     @ray.remote
     def _map(jobs, names, max_n):

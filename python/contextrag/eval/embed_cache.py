@@ -20,7 +20,7 @@ def caching_embedder(config, path: str | Path):
     """An ``Embedder`` for ``config`` whose ``embed_passages`` reads/writes the cache at ``path``;
     None when the index's Embedder is not available (then builds embed as usual)."""
     try:
-        from contextrag.index.embedding import Embedder
+        from contextrag.embed.embedder import Embedder
     except ImportError:
         return None
 

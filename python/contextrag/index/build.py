@@ -138,7 +138,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
         members.append(ix.graph.members[v].indices)
         sources.append(src)
         embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
-    from .lexical_nodes import JOIN as LJOIN, node_sources
+    from .lexical.nodes import JOIN as LJOIN, node_sources
     for nd in lexical_nodes:
         src = node_sources(nd, ix.chunk_doc_ids, k)
         kind = JOIN_ITEM if nd.kind == LJOIN else MEET_ITEM
@@ -220,7 +220,7 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     stored with the index and read by query-time spreading. ``tokens``: the BM25 tokenisation of
     ``ix.search_texts()`` (chunks first), reused for the "term" family. ``prebuilt``: families
     already built over these chunks (a ``LexicalContext``), taken as they are."""
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     if prebuilt is not None:
         ix.lexical = prebuilt
         return
@@ -231,7 +231,7 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
 def lexical_nodes_of(ix: Index, families) -> list:
     """The lexical concept nodes ``Config.lexical_joins``/``lexical_meets`` ask for, over ``families``
     (the index's lexical families of its current chunks); recorded in ``ix.info["lexical_nodes"]``."""
-    from .lexical_nodes import describe, select_lexical_nodes
+    from .lexical.nodes import describe, select_lexical_nodes
     cfg = ix.config
     nj, nm = int(getattr(cfg, "lexical_joins", 0)), int(getattr(cfg, "lexical_meets", 0))
     if not (nj or nm):
@@ -284,7 +284,7 @@ def _lexical_of_index(ix: Index):
     """The lexical families of the index's current chunks, tokenised on their own (the build's
     ``_lexical_of_chunks`` on the chunk table)."""
     from .core import bm25_tokenize_ids
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     names = lexical_family_names(ix.config)
     texts = [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(ix.chunk_titles, ix.chunk_texts)]
     tokens = bm25_tokenize_ids(texts) if "term" in names else None
@@ -294,7 +294,7 @@ def _lexical_of_index(ix: Index):
 def _lexical_of_chunks(chunks, config):
     """The lexical families from the chunks alone (they need no vectors): run beside the embedder."""
     from .core import bm25_tokenize_ids
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     names = lexical_family_names(config)
     tokens = bm25_tokenize_ids(_chunk_search_texts(chunks)) if "term" in names else None
     return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens)

@@ -424,4 +424,4 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
         b.members = sp.hstack([Mem[:, c] if c >= 0 else sp.csc_matrix((M.shape[0], 1), dtype=bool)
                                for c in cols], format="csr")
     b.state, b.rows = res.state, res.rows
-from . import lexical as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term")
+from .lexical import families as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term")

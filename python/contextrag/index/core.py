@@ -58,7 +58,7 @@ _EXTENTS_LOCK = threading.Lock()
 def bm25_tokenize(texts: list[str]) -> list[list[str]]:
     """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords):
     bm25s.tokenize(texts, stopwords="en", return_ids=False), token for token."""
-    from .lexical_map import query_tokens
+    from .lexical.tokens import query_tokens
     return [query_tokens(t) for t in texts]
 
 
@@ -66,7 +66,7 @@ def bm25_tokenize_ids(texts: list[str]):
     """bm25s.tokenize(texts, stopwords="en")'s ``Tokenized`` (token ids per text, vocabulary), computed
     with C-level loops (``lexical_map.bm25_tokenize``, tested equal): what the BM25 index and the
     lexical "term" family are both built from (one tokenisation pass)."""
-    from .lexical_map import bm25_tokenize
+    from .lexical.tokens import bm25_tokenize
     return bm25_tokenize(list(texts))
 
 

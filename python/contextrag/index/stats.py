@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import Index
-from .lexical import lexical_stats
+from .lexical.families import lexical_stats
 
 
 def _dir_bytes(path) -> int | None:

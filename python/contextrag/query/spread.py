@@ -248,7 +248,7 @@ def _build_state(view, key: tuple) -> LexicalState:
     is built here from the chunk texts once per view, with a warning: that is the slow path."""
     import warnings
 
-    from ..index.lexical import BUILDERS, LexicalContext
+    from ..index.lexical.families import BUILDERS, LexicalContext
 
     src = getattr(view, "source", None)
     ix = src() if callable(src) else None

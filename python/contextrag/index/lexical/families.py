@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .lexical_map import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
+from .tokens import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
 
 FAMILIES = ("title", "phrase", "term")
 
@@ -277,7 +277,7 @@ class TermPairs:
 
 def term_family(titles, texts, block: int = BLOCK) -> Family:
     """Informative terms of "title\\ntext", tokenised like the BM25 index, block by block."""
-    from .core import bm25_tokenize_ids
+    from ..core import bm25_tokenize_ids
     acc = TermPairs()
     texts = list(texts)
     for s in range(0, len(texts), block):
@@ -496,7 +496,7 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int | None 
     Where the map runs: with the native map, in threads of this process (it holds no GIL while it
     tokenises and matches, so threads share the texts: no copies to worker processes); with the
     Python map, or when ``mp_context`` is given, in worker processes."""
-    from . import lexical_map as lm
+    from . import tokens as lm
     use_native = native is not False and lm.native_extension() is not None
     if native and not use_native:
         raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
@@ -640,7 +640,7 @@ def family_from_arrays(name: str, names, matrix, state: dict | None = None) -> F
 
 
 def _register():
-    from .context import FamilyResult, register_family
+    from ..context import FamilyResult, register_family
 
     def make(name):
         def fit(chunks, embeddings, config):
