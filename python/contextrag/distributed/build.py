@@ -54,7 +54,7 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, 
     ray = shards._ray
     tm = {}
     t0 = time.perf_counter()
-    min_support = int(getattr(config, "min_support", 2))
+    min_support = config.min_support
     support = np.sum(shards.get(shards.map("support", spec_ref)), axis=0)
     seeds = np.flatnonzero(support >= min_support)
     S = len(seeds)
@@ -132,7 +132,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     and the graph's 'members' become sizes/counts): what a sharded index writer would use.
     """
     from ..index.build import _unit_rows
-    fw = getattr(config, "family_weights", {"rq": 1.0})
+    fw = config.family_weights
     other = sorted(k for k, w in fw.items() if k != "rq" and w)
     if other:
         raise ValueError(f"executor='ray' builds the 'rq' attribute family only; Config.family_weights "
@@ -149,7 +149,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
         c0 = c1
     t0 = time.perf_counter()
     rq = rq_kmeans(shards, tuple(config.rq_sizes), n_iter=config.rq_iters, seed=config.seed, init=init,
-                   max_points_per_centroid=getattr(config, "rq_max_points_per_centroid", None), reduce=reduce)
+                   max_points_per_centroid=config.rq_max_points_per_centroid, reduce=reduce)
     timings["rq_kmeans"] = time.perf_counter() - t0
     _cpu("rq_kmeans")
     spec = context_spec(rq.codebooks, config, float(fw.get("rq", 1.0)))

@@ -107,7 +107,7 @@ class Embedder:
 
     @classmethod
     def from_config(cls, config, **kw) -> "Embedder":
-        return cls(config.embedding_model, backend=getattr(config, "embedder", "auto"),
+        return cls(config.embedding_model, backend=config.embedder,
                    query_prefix=config.query_prefix, passage_prefix=config.passage_prefix,
                    batch_size=config.embed_batch_size, device=config.device, **kw)
 

@@ -277,11 +277,11 @@ class TermPairs:
 
 def term_family(titles, texts, block: int = BLOCK) -> Family:
     """Informative terms of "title\\ntext", tokenised like the BM25 index, block by block."""
-    from ..core import bm25_tokenize_ids
+    from .tokens import bm25_tokenize
     acc = TermPairs()
     texts = list(texts)
     for s in range(0, len(texts), block):
-        ids, vocab = bm25_tokenize_ids([f"{t}\n{x}" if t else x for t, x in zip(titles[s:s + block], texts[s:s + block])])
+        ids, vocab = bm25_tokenize([f"{t}\n{x}" if t else x for t, x in zip(titles[s:s + block], texts[s:s + block])])
         acc.add(ids, vocab, s)
     return acc.family(len(texts))
 
@@ -608,14 +608,6 @@ def lexical_stats(ctx: LexicalContext | None) -> list[dict]:
     return out
 
 
-# ---- registration with the index's fuzzy context (contextrag.index.context) -----------------------
-#
-# With Config.family_weights = {"rq": 1, "title": w, ...} a lexical family joins the fuzzy context of
-# the index (stored with it, and seen by the concept graph: meet nodes of a topic and an entity are the
-# "chunks that share an entity and a topic"). The graph code works on the dense context, so this is
-# for small corpora; query-time spreading (query/spread.py) does not need it: it reuses these blocks
-# when the index has them and otherwise builds the lexical context from the chunk texts once per index.
-
 MEMBER_DEGREE = 0.5   # crisp support of a lexical attribute: chunks holding it with degree >= 0.5
 
 
@@ -638,22 +630,3 @@ def family_from_arrays(name: str, names, matrix, state: dict | None = None) -> F
         max([len(a.split()) for a in vocab] + [1])
     return Family(name=name, vocab=vocab, df=df, weight=w, incidence=I, max_n=max_n)
 
-
-def _register():
-    from ..context import FamilyResult, register_family
-
-    def make(name):
-        def fit(chunks, embeddings, config):
-            fam = BUILDERS[name]([t or "" for t in chunks.titles], list(chunks.texts))
-            members = sp.csr_matrix(fam.incidence >= MEMBER_DEGREE, dtype=bool)
-            return FamilyResult(fam.incidence, fam.attributes, members=members, state=family_state(fam),
-                                info={"attributes": len(fam.vocab), "nnz": int(fam.incidence.nnz),
-                                      "linking_attributes": int((fam.df >= 2).sum())})
-        fit.__name__ = f"{name}_fit"
-        return fit
-
-    for name in BUILDERS:
-        register_family(name, make(name))   # no transform: df-based weights are refitted on add
-
-
-_register()
