@@ -49,7 +49,7 @@ class Config:
     # Config.paper() keeps the paper's 64 + 64.
     n_join: int = 0
     n_meet: int = 0
-    # concept nodes over the lexical families (index/lexical_nodes.py): up to this many joins (the chunks
+    # concept nodes over the lexical families (index/lexical/nodes.py): up to this many joins (the chunks
     # sharing a rare entity/term) and meets (two such sets intersected) as retrievable items; 0 = none
     lexical_joins: int = 0
     lexical_meets: int = 0

@@ -1,4 +1,4 @@
-"""Concept nodes over the lexical context (index/lexical_nodes.py): joins are exactly the chunks that
+"""Concept nodes over the lexical context (index/lexical/nodes.py): joins are exactly the chunks that
 hold a rare linking attribute, meets exact intersections of two of them; both checked against a
 brute-force reference on real HotpotQA text, then as retrievable items of an index (build, save/load,
 add/delete, stats)."""

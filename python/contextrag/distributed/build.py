@@ -12,8 +12,9 @@ Map-reduce, per stage (driver work is on k×d, M×M, V×V-sized matrices only):
 * Co-occurrence counts: shards hold whole documents, windows never cross documents: integer partials.
 * Attribute centroids: per-shard partial sums of member embeddings.
 
-The node-selection rules are index.graph's (``select_nodes``), applied by the driver to the reduced
-matrices; tests check the graph against the single-process ``build_graph`` on the same context.
+The node-selection rules are index.graph's (``select_nodes``), restated by the driver on the reduced
+matrices (``distributed_graph`` does not call it); tests check the graph against the single-process
+``build_graph`` on the same context.
 """
 from __future__ import annotations
 
@@ -191,7 +192,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
 def lexical_on_ray(titles, texts, names, n_tasks: int):
     """The lexical families with the map on Ray tasks and the reduce in the driver: each task takes a
     run of consecutive blocks (a shard of the chunks), builds the title matcher once, tokenises and
-    matches its blocks (``lexical_map.map_block``); the driver merges the term vocabularies in block
+    matches its blocks (``index.lexical.tokens.map_block``); the driver merges the term vocabularies in block
     order, counts the document frequencies and assembles the CSR incidence
     (``lexical.map_reduce_families``). The same families as the single-process build (tested)."""
     import ray

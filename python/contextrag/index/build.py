@@ -110,7 +110,7 @@ def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
 
 def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lexical_nodes=()) -> None:
     """items = chunks, then summaries (kept as given), then one item per join/meet node, then one per
-    lexical concept node (index/lexical_nodes.py; kinds join/meet, no graph node: item_node = -1)."""
+    lexical concept node (index/lexical/nodes.py; kinds join/meet, no graph node: item_node = -1)."""
     n = ix.n_chunks
     k = ix.config.node_text_chunks
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)

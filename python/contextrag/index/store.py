@@ -193,7 +193,7 @@ def _arrays(ix) -> dict:
             a[f"ctx.{i}.state.{k}"] = v
         for k, v in b.rows.items():
             a[f"ctx.{i}.rows.{k}"] = v
-    if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical.py)
+    if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical/)
         from .lexical.families import lexical_arrays
         a.update(lexical_arrays(ix.lexical))
     return {k: _np(v) for k, v in a.items()}

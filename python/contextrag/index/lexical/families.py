@@ -367,7 +367,7 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
     Map (per block, in a thread or a worker process): tokenise each chunk once and find its title
-    mentions and term pairs (:mod:`.lexical_map`; natively, csrc/cpu/lexical_tokens.cpp, when
+    mentions and term pairs (:mod:`.tokens`; natively, csrc/cpu/lexical_tokens.cpp, when
     ``native`` is not False and the extension loads). Reduce (here): the global term vocabulary in
     order of first occurrence, the document frequencies and the CSR incidence, assembled with NumPy.
     Equal to :func:`title_family` and :func:`term_family` (tested). ``workers``: threads for the
@@ -490,7 +490,7 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int | None 
                         map_fn=None, native: bool | None = None) -> dict:
     """The "title" and/or "term" families (``want``) by map/reduce over blocks of chunks.
     ``map_fn(jobs, names, max_n)``, optional, runs the map elsewhere (e.g. on Ray tasks): it gets the
-    jobs (argument tuples of :func:`.lexical_map.map_block`) and the title matcher's inputs, and
+    jobs (argument tuples of :func:`.tokens.map_block`) and the title matcher's inputs, and
     returns the block results in order. ``native``: the C++ map (None: when the extension loads).
 
     Where the map runs: with the native map, in threads of this process (it holds no GIL while it
