@@ -425,6 +425,8 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
         b.members = sp.hstack([Mem[:, c] if c >= 0 else sp.csc_matrix((M.shape[0], 1), dtype=bool)
                                for c in cols], format="csr")
     b.state, b.rows = res.state, res.rows
+
+
 # ---- the lexical families (index/lexical) as context families -----------------------------------
 #
 # With Config.family_weights = {"rq": 1, "title": w, ...} a lexical family joins the fuzzy context of
@@ -432,6 +434,7 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
 # "chunks that share an entity and a topic"). The graph code works on the dense context, so this is
 # for small corpora; query-time spreading (query/spread.py) does not need it: it reuses these blocks
 # when the index has them and otherwise builds the lexical context from the chunk texts once per index.
+
 
 def _lexical_fit(name: str) -> Callable:
     def fit(chunks, embeddings, config):

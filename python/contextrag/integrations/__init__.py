@@ -48,5 +48,3 @@ def hit_metadata(hit, rank: int) -> dict:
     if hit.explain is not None:
         out["explain"] = hit.explain
     return out
-
-
