@@ -83,7 +83,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     cli = [sys.executable, "-m", "contextrag.cli", "query", args.index, QUESTION, "--no-llm"]
     forced = [sys.executable, "-c",
-              "import sys; from contextrag import ContextRAG; from contextrag.index.embedding import Embedder; "
+              "import sys; from contextrag import ContextRAG; from contextrag.embed.embedder import Embedder; "
               f"r = ContextRAG.load({args.index!r}, embedder=Embedder(backend='torch', device='cpu')); "
               f"r.retrieve({QUESTION!r}, k=12)"]
     out = {"benchmark": "cold_start_query", "machine": machine(), "index": Path(args.index).name,

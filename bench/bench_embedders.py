@@ -35,7 +35,7 @@ def corpus_texts(n: int) -> list[str]:
     from contextrag.eval import datasets as ds
     from contextrag.index.build import embed_inputs, make_chunker
     from contextrag.index.chunking import normalize_docs
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     qa = ds.load(DATA / "hotpotqa_500.json", "hotpotqa")
     docs = normalize_docs(qa.docs_for_index())
     chunker = make_chunker(Config(), Embedder(backend="onnx"))
@@ -62,8 +62,8 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--out", default="embedders.json")
     args = p.parse_args(argv)
-    from contextrag.index.embedding import Embedder, resolve_model
-    from contextrag.index.onnx_embed import OnnxEncoder, ensure_export
+    from contextrag.embed.embedder import Embedder, resolve_model
+    from contextrag.embed.onnx import OnnxEncoder, ensure_export
     texts = corpus_texts(args.n)
     out = {"benchmark": "embedders_side_by_side", "machine": machine(), "texts": len(texts),
            "corpus": "hotpotqa_500.json (first chunks in indexed order)",
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     except ImportError:
         out["variants"]["openvino-fp32 bs32"] = {"skipped": "openvino is not installed"}
     try:
-        from contextrag.index.static_embed import StaticEncoder, ensure_static
+        from contextrag.embed.static import StaticEncoder, ensure_static
         senc = StaticEncoder(ensure_static(path))
         record("static bs1024", lambda x: senc.encode(x, batch_size=1024), batch=1024, dim=senc.dim)
     except ImportError as e:

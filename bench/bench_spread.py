@@ -1,5 +1,5 @@
-"""Spreading throughput on the CPU: ``ops.spread_hop`` (C++/OpenMP, one query or a batch) against the
-per-query NumPy gather the query path used before (``query.spread.hop_from_seeds``).
+"""Spreading throughput on the CPU: ``ops.spread_hop`` (C++/OpenMP, one query or a batch) against a
+per-query NumPy gather (``ops.spread``'s own path when the compiled extension is missing).
 
 Workload: the HotpotQA-500 lexical context (title + term families over the 4,955 paragraphs) and its
 500 questions; seeds are each question's 5 best paragraphs of distinct documents by BM25 with
@@ -19,14 +19,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cpu_common import loadavg, machine, timed, write  # noqa: E402
 
 from contextrag import ops  # noqa: E402
-from contextrag.index.lexical import lexical_families  # noqa: E402
-from contextrag.query.spread import LexicalState, hop_from_seeds, pick_seeds, seed_relevance  # noqa: E402
+from contextrag.index.lexical.families import lexical_families  # noqa: E402
+from contextrag.ops.spread import _gather_py  # noqa: E402
+from contextrag.query.spread import LexicalState, pick_seeds, seed_relevance  # noqa: E402
 
 
 def hotpot(d: Path):
@@ -68,14 +68,10 @@ def workload(titles, texts, questions, n_seeds=5, candidates=25, bm25_seeds=True
 
 
 def gather_all(st, seeds, degs, mu):
-    """Today's path: per query, the seed-degree vector and μ as dense arrays, then the NumPy gather."""
-    I, It = st.I, st.G.csr().T.tocsr()
+    """The NumPy gather, one query at a time: per seed its row, then the activated columns."""
     out = np.zeros((len(seeds), st.G.n), np.float32)
     for q in range(len(seeds)):
-        rho = np.zeros(st.G.n, np.float32)
-        ok = seeds[q] >= 0
-        rho[seeds[q][ok]] = degs[q][ok]
-        out[q] = hop_from_seeds(rho, seeds[q][ok], I, It, mu=mu[q].toarray().ravel(), doc=st.G.doc)
+        out[q] = _gather_py(st.G, seeds[q:q + 1], degs[q:q + 1].astype(st.G.dtype), mu[q:q + 1])[0]
     return out
 
 

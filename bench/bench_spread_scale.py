@@ -78,7 +78,7 @@ def lexical_scale(n: int, workers: int, how: str = "thread") -> dict:
     workers."""
     from spread_corpus import make_corpus
 
-    from contextrag.index import lexical
+    from contextrag.index.lexical import families as lexical
     t0 = time.perf_counter()
     titles, texts = make_corpus(n)
     out = {"chunks": n, "corpus_s": time.perf_counter() - t0,
@@ -120,7 +120,7 @@ def prepare_hotpot() -> dict:
     from spread_corpus import data_dir
 
     from contextrag import ops
-    from contextrag.index.lexical import lexical_families
+    from contextrag.index.lexical.families import lexical_families
     from contextrag.query.spread import LexicalState
     titles, texts, questions = hotpot(data_dir())
     ctx = lexical_families(titles, texts, ["title", "term"])

@@ -549,7 +549,7 @@ def group_embedding(ctx: Ctx):
     batch (chunks/s), then stages 2–3 on the same vectors, for one end-to-end build rate
     (chunks / (embed + graph seconds)). CPU smoke: fp32 on the CPU, tiny batch, graph on "cpu"."""
     try:
-        from contextrag.index.embedding import Embedder
+        from contextrag.embed.embedder import Embedder
         emb = Embedder(backend="torch", device=str(ctx.dev))
         st = emb.load().model
     except ImportError as e:

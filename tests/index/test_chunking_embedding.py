@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from contextrag.index.chunking import Chunker, Document, normalize_docs
-from contextrag.index.embedding import Embedder, default_prefixes, resolve_model
+from contextrag.embed.embedder import Embedder, default_prefixes, resolve_model
 
 
 def _doc(n_words, did="d"):

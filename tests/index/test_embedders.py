@@ -29,14 +29,14 @@ INT8_TOL = 3e-2       # 1 - cosine: int8 weights (measured about 1e-2 at worst, 
 @pytest.fixture(scope="module")
 def torch_vectors():
     pytest.importorskip("sentence_transformers")
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     return Embedder(backend="torch", device="cpu").embed_passages(TEXTS)
 
 
 @pytest.mark.parametrize("backend,tol", [("onnx", FP32_TOL), ("onnx-int8", INT8_TOL)])
 def test_onnx_backends_match_torch(torch_vectors, backend, tol):
     pytest.importorskip("onnxruntime")
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     e = Embedder(backend=backend, device="cpu", batch_size=4)     # several batches of mixed lengths
     E = e.embed_passages(TEXTS)
     assert E.shape == torch_vectors.shape and E.dtype == np.float32
@@ -54,8 +54,8 @@ def test_onnx_tokenizer_offsets_equal_transformers(hotpot_paragraphs):
     pytest.importorskip("transformers")
     from transformers import AutoTokenizer
 
-    from contextrag.index.embedding import resolve_model
-    from contextrag.index.onnx_embed import TokenizerSpans
+    from contextrag.embed.embedder import resolve_model
+    from contextrag.embed.onnx import TokenizerSpans
     path = resolve_model("all-MiniLM-L6-v2")
     ours, theirs = TokenizerSpans(os.path.join(path, "tokenizer.json")), AutoTokenizer.from_pretrained(path)
     texts = [p["text"] for p in hotpot_paragraphs[:20]] + [LONG]
@@ -74,8 +74,8 @@ def test_static_encoder_shape_and_determinism(tmp_path):
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
-    from contextrag.index.embedding import resolve_model
-    from contextrag.index.static_embed import StaticEncoder
+    from contextrag.embed.embedder import resolve_model
+    from contextrag.embed.static import StaticEncoder
     path = resolve_model("all-MiniLM-L6-v2")
     W = load_file(os.path.join(path, "model.safetensors"))
     table = next(v for k, v in W.items() if k.endswith("word_embeddings.weight")).astype(np.float32)
@@ -92,7 +92,7 @@ def test_static_encoder_shape_and_determinism(tmp_path):
 
 def test_backend_choice_and_errors():
     from contextrag import Config
-    from contextrag.index.embedding import CPU_DEFAULT, Embedder, resolve_backend
+    from contextrag.embed.embedder import CPU_DEFAULT, Embedder, resolve_backend
     assert resolve_backend("auto", "cpu") == (CPU_DEFAULT, "cpu")
     assert resolve_backend("auto", "cuda:0") == ("torch", "cuda:0")
     assert resolve_backend("static", None) == ("static", None)
@@ -218,8 +218,8 @@ def _plant_static_model(path: str, cache_dir) -> None:
     from safetensors.numpy import load_file
     from tokenizers import Tokenizer
 
-    from contextrag.index.model_cache import derived_dir
-    from contextrag.index.static_embed import FORMAT, MARKER
+    from contextrag.embed.model_cache import derived_dir
+    from contextrag.embed.static import FORMAT, MARKER
     W = load_file(os.path.join(path, "model.safetensors"))
     table = next(v for k, v in W.items() if k.endswith("word_embeddings.weight")).astype(np.float32)
     assert os.environ.get("CONTEXTRAG_CACHE_DIR") == str(cache_dir)
@@ -232,7 +232,7 @@ def _plant_static_model(path: str, cache_dir) -> None:
 def test_static_query_path_imports_no_torch(hotpot_paragraphs, tmp_path, monkeypatch):
     pytest.importorskip("model2vec")
     from contextrag import Config, ContextRAG
-    from contextrag.index.embedding import resolve_model
+    from contextrag.embed.embedder import resolve_model
     monkeypatch.setenv("CONTEXTRAG_CACHE_DIR", str(tmp_path / "cache"))
     _plant_static_model(resolve_model("all-MiniLM-L6-v2"), tmp_path / "cache")
     rag = ContextRAG.build(hotpot_paragraphs[:12], path=tmp_path / "idx",
@@ -248,7 +248,7 @@ def test_preload_loads_the_cached_export_in_the_background(tmp_path, monkeypatch
     """Embedder.preload starts the ONNX model's load in a thread and the first embedding uses it (the
     same vectors as a plain load); it starts nothing for torch, or when the export is not cached."""
     pytest.importorskip("onnxruntime")
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     plain = Embedder(backend="onnx").embed_queries(TEXTS[:2])        # also makes sure the export is cached
     e = Embedder(backend="onnx")
     t = e.preload()

@@ -5,7 +5,7 @@ import pytest
 
 from contextrag.cli import main
 from contextrag.index import store
-from contextrag.index.embedding import Embedder
+from contextrag.embed.embedder import Embedder
 
 
 @pytest.fixture

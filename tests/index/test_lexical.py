@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from contextrag.index.lexical import (LexicalContext, entity_phrases, idf_weight, normalise_title,
+from contextrag.index.lexical.families import (LexicalContext, entity_phrases, idf_weight, normalise_title,
                                       term_family, terms, title_family)
 
 from shared_data import hotpot_file
@@ -111,7 +111,7 @@ def _by_name(fam):
 
 def test_title_mentions_by_automaton_equal_ngram_lookup(corpus):
     """The Aho–Corasick matcher finds exactly the title n-grams (<= 10 tokens) of each normalised text."""
-    from contextrag.index.lexical import STOPWORDS, normalise
+    from contextrag.index.lexical.families import STOPWORDS, normalise
     _, titles, texts = corpus
     texts = texts + ["Mentions of moscow state university, and Moscow-State University twice."]
     titles = titles + ["Moscow State University"]
@@ -137,7 +137,7 @@ def test_title_mentions_by_automaton_equal_ngram_lookup(corpus):
 
 def test_term_family_blocks_and_bm25_tokens_agree(corpus):
     from contextrag.index.core import bm25_tokenize_ids
-    from contextrag.index.lexical import term_family_from_tokens
+    from contextrag.index.lexical.families import term_family_from_tokens
     _, titles, texts = corpus
     whole = _by_name(term_family(titles, texts))
     assert whole == _by_name(term_family(titles, texts, block=7))      # blocks of 7 chunks, one vocabulary

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from contextrag.index import lexical, lexical_map
+from contextrag.index.lexical import families as lexical, tokens as lexical_map
 
 from shared_data import data_dir, hotpot_file
 

@@ -24,7 +24,7 @@ def _same_family(a, b):
 
 
 def _fresh_families(rag):
-    from contextrag.index.lexical import lexical_families
+    from contextrag.index.lexical.families import lexical_families
     ix = rag.index
     return lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families))
 
@@ -44,7 +44,7 @@ def test_built_stored_and_loaded(base):
 
 def test_first_query_builds_nothing(base_dir, embedder, monkeypatch):
     from contextrag import ContextRAG
-    from contextrag.index import lexical
+    from contextrag.index.lexical import families as lexical
     rag = ContextRAG.load(base_dir, embedder=embedder)
 
     def boom(*a, **k):

@@ -1,4 +1,4 @@
-"""Concept nodes over the lexical context (index/lexical_nodes.py): joins are exactly the chunks that
+"""Concept nodes over the lexical context (index/lexical/nodes.py): joins are exactly the chunks that
 hold a rare linking attribute, meets exact intersections of two of them; both checked against a
 brute-force reference on real HotpotQA text, then as retrievable items of an index (build, save/load,
 add/delete, stats)."""
@@ -40,7 +40,7 @@ def corpus(paragraphs):
             titles.append(p["title"])
             texts.append(" ".join(sents[s:s + 2]))
             docs.append(p["id"])
-    from contextrag.index.lexical import lexical_families
+    from contextrag.index.lexical.families import lexical_families
     return lexical_families(titles, texts, ["title", "term"]), docs
 
 
@@ -83,7 +83,7 @@ def _reference_joins(cands, n_join):
 # ---- construction ----------------------------------------------------------------------------
 
 def test_joins_are_the_chunks_holding_a_rare_linking_attribute(corpus):
-    from contextrag.index.lexical_nodes import JOIN, select_lexical_nodes
+    from contextrag.index.lexical.nodes import JOIN, select_lexical_nodes
     ctx, docs = corpus
     n = len(docs)
     nodes = select_lexical_nodes(ctx, docs, n_join=40, n_meet=0)
@@ -110,7 +110,7 @@ def test_joins_are_the_chunks_holding_a_rare_linking_attribute(corpus):
 def test_title_entity_links_its_own_chunk_and_its_mentions(corpus):
     """A title attribute's join holds the titled document's chunks (degree 1) and the chunks that
     mention it (degree w(a)); its link is w(a)."""
-    from contextrag.index.lexical_nodes import select_lexical_nodes
+    from contextrag.index.lexical.nodes import select_lexical_nodes
     ctx, docs = corpus
     nodes = select_lexical_nodes(ctx, docs, n_join=10 ** 6, n_meet=0)
     titled = [x for x in nodes if x.attributes[0].startswith("title:")]
@@ -132,7 +132,7 @@ def test_title_entity_links_its_own_chunk_and_its_mentions(corpus):
 
 @pytest.mark.parametrize("min_support", [2, 3])
 def test_meets_are_exact_intersections(corpus, min_support):
-    from contextrag.index.lexical_nodes import MEET, select_lexical_nodes
+    from contextrag.index.lexical.nodes import MEET, select_lexical_nodes
     ctx, docs = corpus
     nodes = select_lexical_nodes(ctx, docs, n_join=0, n_meet=30, min_support=min_support)
     assert 0 < len(nodes) <= 30 and all(x.kind == MEET for x in nodes)
@@ -166,8 +166,8 @@ def test_meets_are_exact_intersections(corpus, min_support):
 
 
 def test_degenerate_inputs():
-    from contextrag.index.lexical import lexical_families
-    from contextrag.index.lexical_nodes import select_lexical_nodes
+    from contextrag.index.lexical.families import lexical_families
+    from contextrag.index.lexical.nodes import select_lexical_nodes
     assert select_lexical_nodes(None, ["d"], 5, 5) == []
     one = lexical_families(["Paris"], ["Paris is the capital of France."], ["title", "term"])
     assert select_lexical_nodes(one, ["d0"], 5, 5) == []                      # N = 1
@@ -186,7 +186,7 @@ def test_degenerate_inputs():
 
 
 def test_sources_prefer_distinct_documents():
-    from contextrag.index.lexical_nodes import JOIN, LexicalNode, node_sources
+    from contextrag.index.lexical.nodes import JOIN, LexicalNode, node_sources
     nd = LexicalNode(JOIN, ("term:x",), np.array([0, 1, 2, 5]), np.array([1.0, 1.0, 0.7, 0.9], np.float32), 0.7)
     docs = ["a", "a", "b", "a", "c", "c"]
     np.testing.assert_array_equal(node_sources(nd, docs, 2), [0, 5])      # best of "a", then best of "c"
@@ -238,7 +238,7 @@ def _lexical_items(ix):
 
 def _expected(ix):
     from contextrag.index.build import _render
-    from contextrag.index.lexical_nodes import node_sources, select_lexical_nodes
+    from contextrag.index.lexical.nodes import node_sources, select_lexical_nodes
     nodes = select_lexical_nodes(ix.lexical, ix.chunk_doc_ids, ix.config.lexical_joins, ix.config.lexical_meets,
                                  ix.config.min_support)
     return {f"{x.kind}:{x.label}": (x.members.tolist(),

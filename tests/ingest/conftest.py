@@ -26,7 +26,7 @@ def paras():
 
 @pytest.fixture
 def hash_embedder(monkeypatch):
-    from contextrag.index.embedding import Embedder
+    from contextrag.embed.embedder import Embedder
     monkeypatch.setattr(Embedder, "from_config", classmethod(lambda cls, config, **kw: HashEmbedder()))
     return HashEmbedder()
 

@@ -14,7 +14,7 @@ import pytest
 
 from contextrag.cli import main
 from contextrag.index import store
-from contextrag.index.embedding import Embedder
+from contextrag.embed.embedder import Embedder
 from hash_embedder import HashEmbedder
 
 HERE = Path(__file__).parent
@@ -135,7 +135,7 @@ def test_ctrl_c_during_index_exits_130_and_leaves_the_old_index(tiny, tmp_path, 
         import sys, time
         sys.path.insert(0, {str(HERE)!r})
         from hash_embedder import HashEmbedder
-        from contextrag.index.embedding import Embedder
+        from contextrag.embed.embedder import Embedder
         class Slow(HashEmbedder):
             def embed_passages(self, texts):
                 print("embedding", flush=True)

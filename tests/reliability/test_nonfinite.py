@@ -11,7 +11,7 @@ from hash_embedder import HashEmbedder
 
 from contextrag import ContextRAG
 from contextrag.cli import main
-from contextrag.index.embedding import Embedder
+from contextrag.embed.embedder import Embedder
 
 
 @pytest.fixture

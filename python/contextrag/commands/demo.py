@@ -23,6 +23,8 @@ import time
 import warnings
 from pathlib import Path
 
+from contextrag.config import check_k
+
 DEFAULT_QUESTION = "How is the BM25 score normalised in the hybrid retrieval score?"
 
 
@@ -95,8 +97,7 @@ def _run(args) -> int:
     from contextrag import Config, ContextRAG, query
     from .query import answer_note, print_result
 
-    if args.k < 1:
-        raise ValueError(f"-k must be >= 1, got {args.k}")
+    check_k(args.k, "-k")
     if args.summaries < 0:
         raise ValueError(f"--summaries must be >= 0, got {args.summaries}")
     log = (lambda *a: print(*a, file=sys.stderr)) if args.json else print

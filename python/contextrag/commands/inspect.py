@@ -16,9 +16,9 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from contextrag.index import stats, store
-    ix = store.load(args.index)
-    st = stats.index_stats(ix, args.index)
+    from contextrag import ContextRAG
+    rag = ContextRAG.load(args.index, prepare=False)
+    st = rag.stats()
     if args.json:
         print(json.dumps(st, indent=2, default=str))
     else:
@@ -49,7 +49,7 @@ def run(args) -> int:
         if out.suffix.lower() not in (".png", ".html"):
             raise ValueError(f"--out {args.plot}: the picture is written as .png or .html")
         from contextrag.index.picture import draw
-        draw(ix, out)
+        draw(rag.index, out)
         print(f"concept graph picture: {out}")
     elif not args.json and not args.no_plot:
         print("(--out graph.png or graph.html writes a picture of the concept graph)")

@@ -16,11 +16,13 @@ import json
 import sys
 import time
 
+from contextrag.config import DEFAULT_K, check_k
+
 
 def add_arguments(p):
     p.add_argument("index", help="index directory (from `contextrag index` or `contextrag demo`)")
     p.add_argument("question", help="the question")
-    p.add_argument("-k", type=int, default=12, help="passages to retrieve / answer from (default 12)")
+    p.add_argument("-k", type=int, default=DEFAULT_K, help=f"passages to retrieve / answer from (default {DEFAULT_K})")
     p.add_argument("--doc", action="append", dest="doc_ids", metavar="DOC_ID",
                    help="only search these documents (repeatable; §4.6 doc_id filter)")
     p.add_argument("--filter", metavar="JSON", help="only documents whose metadata match, e.g. "
@@ -133,15 +135,14 @@ def run(args) -> int:
 def _run(args) -> int:
     from contextrag import ContextRAG, query
 
-    if args.k < 1:
-        raise ValueError(f"-k must be >= 1, got {args.k}")
+    check_k(args.k, "-k")
     if args.max_tokens is not None and args.max_tokens < 1:
         raise ValueError(f"--max-tokens must be >= 1, got {args.max_tokens}")
     t0 = time.perf_counter()
     rag = ContextRAG.load(args.index)
     if args.filter is not None:
-        from contextrag.query.filters import doc_ids_for, parse_filter
-        args.doc_ids = doc_ids_for(rag.index, args.doc_ids, parse_filter(args.filter, "--filter"))
+        from contextrag.query.filters import parse_filter
+        args.doc_ids = rag.doc_ids_for(args.doc_ids, parse_filter(args.filter, "--filter"))
     spec = "none" if args.no_llm else args.llm
     client = None
     note = None

@@ -12,8 +12,9 @@ Map-reduce, per stage (driver work is on k×d, M×M, V×V-sized matrices only):
 * Co-occurrence counts: shards hold whole documents, windows never cross documents: integer partials.
 * Attribute centroids: per-shard partial sums of member embeddings.
 
-The node-selection rules are index.graph's (``select_nodes``), applied by the driver to the reduced
-matrices; tests check the graph against the single-process ``build_graph`` on the same context.
+The node-selection rules are index.graph's (``select_nodes``), restated by the driver on the reduced
+matrices (``distributed_graph`` does not call it); tests check the graph against the single-process
+``build_graph`` on the same context.
 """
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, 
     ray = shards._ray
     tm = {}
     t0 = time.perf_counter()
-    min_support = int(getattr(config, "min_support", 2))
+    min_support = config.min_support
     support = np.sum(shards.get(shards.map("support", spec_ref)), axis=0)
     seeds = np.flatnonzero(support >= min_support)
     S = len(seeds)
@@ -132,7 +133,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     and the graph's 'members' become sizes/counts): what a sharded index writer would use.
     """
     from ..index.build import _unit_rows
-    fw = getattr(config, "family_weights", {"rq": 1.0})
+    fw = config.family_weights
     other = sorted(k for k, w in fw.items() if k != "rq" and w)
     if other:
         raise ValueError(f"executor='ray' builds the 'rq' attribute family only; Config.family_weights "
@@ -149,7 +150,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
         c0 = c1
     t0 = time.perf_counter()
     rq = rq_kmeans(shards, tuple(config.rq_sizes), n_iter=config.rq_iters, seed=config.seed, init=init,
-                   max_points_per_centroid=getattr(config, "rq_max_points_per_centroid", None), reduce=reduce)
+                   max_points_per_centroid=config.rq_max_points_per_centroid, reduce=reduce)
     timings["rq_kmeans"] = time.perf_counter() - t0
     _cpu("rq_kmeans")
     spec = context_spec(rq.codebooks, config, float(fw.get("rq", 1.0)))
@@ -191,13 +192,13 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
 def lexical_on_ray(titles, texts, names, n_tasks: int):
     """The lexical families with the map on Ray tasks and the reduce in the driver: each task takes a
     run of consecutive blocks (a shard of the chunks), builds the title matcher once, tokenises and
-    matches its blocks (``lexical_map.map_block``); the driver merges the term vocabularies in block
+    matches its blocks (``index.lexical.tokens.map_block``); the driver merges the term vocabularies in block
     order, counts the document frequencies and assembles the CSR incidence
     (``lexical.map_reduce_families``). The same families as the single-process build (tested)."""
     import ray
 
-    from ..index import lexical
-    from ..index import lexical_map as lm
+    from ..index.lexical import families as lexical
+    from ..index.lexical import tokens as lm
 
     @ray.remote
     def _map(jobs, names, max_n):

@@ -29,7 +29,7 @@ class EmbedShardWriter:
 
     def __init__(self, model: str, work_dir: str, bounds: list, passage_prefix: str | None = None,
                  batch_size: int = 64, device: str | None = None):
-        from ..index.embedding import Embedder
+        from ..embed.embedder import Embedder
         self.emb = Embedder(model, passage_prefix=passage_prefix, batch_size=batch_size, device=device,
                             show_progress=False)
         self.work_dir = work_dir

@@ -20,7 +20,7 @@ def caching_embedder(config, path: str | Path):
     """An ``Embedder`` for ``config`` whose ``embed_passages`` reads/writes the cache at ``path``;
     None when the index's Embedder is not available (then builds embed as usual)."""
     try:
-        from contextrag.index.embedding import Embedder
+        from contextrag.embed.embedder import Embedder
     except ImportError:
         return None
 
@@ -76,7 +76,7 @@ def caching_embedder(config, path: str | Path):
             return np.ascontiguousarray(np.stack([found[k] for k in keys]), dtype=np.float32)
 
     try:
-        return CachingEmbedder(config.embedding_model, backend=getattr(config, "embedder", "auto"),
+        return CachingEmbedder(config.embedding_model, backend=config.embedder,
                                query_prefix=config.query_prefix,
                                passage_prefix=config.passage_prefix, batch_size=config.embed_batch_size,
                                device=config.device, cache_path=Path(path))

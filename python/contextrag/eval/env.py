@@ -29,11 +29,11 @@ def _hash_sources(subdirs: tuple[str, ...], files: tuple[str, ...]) -> str:
 
 @lru_cache(maxsize=1)
 def code_fingerprint() -> str:
-    """Hash of the sources that decide an index's content (index/ and rag.py), so a cached index is
+    """Hash of the sources that decide an index's content (index/, embed/ and rag.py), so a cached index is
     rebuilt when that code changes even if the version string does not. The kernels (ops/) are left
     out: their backends are tested equal to the reference, and they change often without changing
     what an index holds. Config values are hashed separately."""
-    return _hash_sources(("index",), ("rag.py",))
+    return _hash_sources(("index", "embed"), ("rag.py",))
 
 
 @lru_cache(maxsize=1)

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ..config import DEFAULT_K
+
 
 def _pcts(xs) -> dict[str, float | None]:
     if not xs:
@@ -38,7 +40,7 @@ def _check(hits, k, ix) -> str | None:
     return None
 
 
-def run_load(rag, questions: list[str], clients: int, *, k: int = 12, writer_docs: list | None = None,
+def run_load(rag, questions: list[str], clients: int, *, k: int = DEFAULT_K, writer_docs: list | None = None,
              writer_batch: int = 1, max_error_samples: int = 5) -> dict[str, Any]:
     if isinstance(clients, bool) or not isinstance(clients, int) or clients < 1:
         raise ValueError(f"clients must be an int >= 1, got {clients!r}")
@@ -98,8 +100,8 @@ def run_load(rag, questions: list[str], clients: int, *, k: int = 12, writer_doc
     if writer_docs:
         want = [d["id"] if isinstance(d, dict) else None for d in writer_docs]
         if rag.path is not None:
-            from contextrag.index import store
-            on_disk = store.load(rag.path, embedder=rag.index.embedder).docs
+            from contextrag.rag import ContextRAG
+            on_disk = ContextRAG.load(rag.path, embedder=rag.index.embedder, prepare=False).index.docs
         else:
             on_disk = rag.index.docs
         lost = [d for d in want if d is not None and d not in on_disk]

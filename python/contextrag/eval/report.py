@@ -9,12 +9,12 @@ from typing import Any
 
 from . import diagnostics as D
 from .env import machine, versions
+from .jsonable import jsonable
 
 FLAT_REFERENCE = "hybrid"
 
 
 def build_results(qa, systems, rows, index_info, client, cfg, backend_name, run_info) -> dict[str, Any]:
-    from .runner import jsonable
     by_sys: dict[str, list[dict]] = {s.name: [] for s in systems}
     for r in rows:                       # latest row per (system, question) wins
         if r.get("system") in by_sys:
@@ -85,8 +85,20 @@ def _table(header: list[str], rows: list[list[Any]], nd=1) -> str:
 
 
 def render_markdown(res: dict) -> str:
+    """report.md: one section after another, each written by its own function below."""
+    L: list[str] = []
+    for section in SECTIONS:
+        L += section(res)
+    return "\n".join(L)
+
+
+def _names(res: dict) -> list[str]:
+    return list(res["systems"])
+
+
+def _heading(res: dict) -> list[str]:
     ds, sysm = res["dataset"], res["systems"]
-    names = list(sysm)
+    names = _names(res)
     L = [f"# Evaluation: {ds['name']} ({ds['format']})", "",
          f"{ds['questions']} questions ({ds['with_gold']} with gold passages), corpus of {ds['corpus_docs']} "
          f"documents (deduplicated, shuffled with seed {ds['seed']}, hash {ds['corpus_hash']}). "
@@ -105,11 +117,16 @@ def render_markdown(res: dict) -> str:
                 lines.append(f"`{n}` {a:.1f} ({a - b:+.1f})")
         if lines:
             L += [f"**recall@5**: best flat baseline `{best}` {sysm[best]['recall@5']:.1f}; " + ", ".join(lines) + ".", ""]
-    L += ["## Retrieval", "",
-          "recall@k: gold passages among the first k distinct documents of the chunk hits (virtual items skipped); "
-          "strict: within the first k items of any kind; complete@5: all gold passages in the top 5. "
-          "Latency: one `retrieve` call without LLM, including embedding the question once; "
-          "'w/o embed' subtracts that question's embedding time (the same for every system).", ""]
+    return L
+
+
+def _retrieval(res: dict) -> list[str]:
+    sysm, names = res["systems"], _names(res)
+    L = ["## Retrieval", "",
+         "recall@k: gold passages among the first k distinct documents of the chunk hits (virtual items skipped); "
+         "strict: within the first k items of any kind; complete@5: all gold passages in the top 5. "
+         "Latency: one `retrieve` call without LLM, including embedding the question once; "
+         "'w/o embed' subtracts that question's embedding time (the same for every system).", ""]
     L.append(_table(["system", "recall@2", "recall@5", "recall@10", "complete@5", "strict r@5",
                      "p50 ms", "p95 ms", "p50 ms w/o embed", "p95 ms w/o embed", "virtual in top 5 %"],
                     [[n, sysm[n].get("recall@2"), sysm[n].get("recall@5"), sysm[n].get("recall@10"),
@@ -117,45 +134,64 @@ def render_markdown(res: dict) -> str:
                       sysm[n].get("latency_p95_ms"), sysm[n].get("latency_no_embed_p50_ms"),
                       sysm[n].get("latency_no_embed_p95_ms"), sysm[n].get("virtual_top5_share")] for n in names]))
     L.append("")
-    if res.get("answers"):
-        L += ["## Answers", ""]
-        L.append(_table(["system", "EM", "F1", "context recall", "LLM calls/q", "cached calls/q", "tokens/q",
-                         "answer p50 ms", "answer p95 ms"],
-                        [[n, sysm[n].get("em"), sysm[n].get("f1"), sysm[n].get("answer_context_recall"),
-                          sysm[n].get("llm_calls_per_query"), sysm[n].get("llm_cached_calls_per_query"),
-                          sysm[n].get("llm_tokens_per_query"),
-                          sysm[n].get("answer_latency_p50_ms"), sysm[n].get("answer_latency_p95_ms")] for n in names]))
-        L += ["", "Cached calls were answered by the LLM call cache (a question's rewrites are the same for every "
-              "system and are generated once per run); they add no tokens.", ""]
-    L += ["## Cost (paper Table 1)", ""]
+    return L
+
+
+def _answers(res: dict) -> list[str]:
+    if not res.get("answers"):
+        return []
+    sysm, names = res["systems"], _names(res)
+    L = ["## Answers", ""]
+    L.append(_table(["system", "EM", "F1", "context recall", "LLM calls/q", "cached calls/q", "tokens/q",
+                     "answer p50 ms", "answer p95 ms"],
+                    [[n, sysm[n].get("em"), sysm[n].get("f1"), sysm[n].get("answer_context_recall"),
+                      sysm[n].get("llm_calls_per_query"), sysm[n].get("llm_cached_calls_per_query"),
+                      sysm[n].get("llm_tokens_per_query"),
+                      sysm[n].get("answer_latency_p50_ms"), sysm[n].get("answer_latency_p95_ms")] for n in names]))
+    L += ["", "Cached calls were answered by the LLM call cache (a question's rewrites are the same for every "
+          "system and are generated once per run); they add no tokens.", ""]
+    return L
+
+
+def _cost(res: dict) -> list[str]:
+    sysm, names = res["systems"], _names(res)
+    L = ["## Cost (paper Table 1)", ""]
     L.append(_table(["system", "index s", "from cache", "index LLM calls", "index LLM tokens", "query LLM calls/q",
                      "query tokens/q", "retrieve p50 ms"],
                     [[n, sysm[n].get("index_seconds"), sysm[n].get("index_from_cache"), sysm[n].get("index_llm_calls"),
                       sysm[n].get("index_llm_tokens"), sysm[n].get("llm_calls_per_query", 0),
                       sysm[n].get("llm_tokens_per_query", 0), sysm[n].get("latency_p50_ms")] for n in names]))
     L.append("")
-    # per type
+    return L
+
+
+def _per_type(res: dict) -> list[str]:
+    names = _names(res)
     types = sorted({t for n in names for t in res["per_type"].get(n, {})})
-    if len(types) > 1:
-        L += ["## Per question type (recall@5" + (" / F1" if res.get("answers") else "") + ")", ""]
-        rows = []
-        for n in names:
-            pt = res["per_type"].get(n, {})
-            row = [n]
-            for t in types:
-                v = pt.get(t, {})
-                row.append(f"{_fmt(v.get('recall@5'))} / {_fmt(v.get('f1'))}" if res.get("answers")
-                           else v.get("recall@5"))
-            rows.append(row)
-        L.append(_table(["system"] + [f"{t} (n={res['per_type'][names[0]].get(t, {}).get('n', '?')})"
-                                      for t in types], rows))
-        L.append("")
-    # activation
-    L += ["## Activation analysis (paper §7, Table 3)", "",
-          "Queries with at least one lattice-derived item (summary, bridge/join or meet node) in the top 5, "
-          "against those without. Correlational, as in the paper.", ""]
-    arows = []
+    if len(types) <= 1:
+        return []
+    L = ["## Per question type (recall@5" + (" / F1" if res.get("answers") else "") + ")", ""]
+    rows = []
     for n in names:
+        pt = res["per_type"].get(n, {})
+        row = [n]
+        for t in types:
+            v = pt.get(t, {})
+            row.append(f"{_fmt(v.get('recall@5'))} / {_fmt(v.get('f1'))}" if res.get("answers")
+                       else v.get("recall@5"))
+        rows.append(row)
+    L.append(_table(["system"] + [f"{t} (n={res['per_type'][names[0]].get(t, {}).get('n', '?')})"
+                                  for t in types], rows))
+    L.append("")
+    return L
+
+
+def _activation(res: dict) -> list[str]:
+    L = ["## Activation analysis (paper §7, Table 3)", "",
+         "Queries with at least one lattice-derived item (summary, bridge/join or meet node) in the top 5, "
+         "against those without. Correlational, as in the paper.", ""]
+    arows = []
+    for n in _names(res):
         a = res["diagnostics"][n]["activation"]
         arows.append([n, a["activated_share"], a["activated"].get("n"), a["activated"].get("recall@5"),
                       a["not_activated"].get("n"), a["not_activated"].get("recall@5"),
@@ -163,35 +199,51 @@ def render_markdown(res: dict) -> str:
     L.append(_table(["system", "activated %", "n act.", "recall@5 act.", "n not", "recall@5 not", "F1 act.",
                      "F1 not"], arows))
     L.append("")
-    eff = [(n, res["diagnostics"][n].get(f"vs_{FLAT_REFERENCE}")) for n in names]
+    return L
+
+
+def _graph_effect(res: dict) -> list[str]:
+    eff = [(n, res["diagnostics"][n].get(f"vs_{FLAT_REFERENCE}")) for n in _names(res)]
     eff = [(n, e) for n, e in eff if e]
-    if eff:
-        L += [f"## What the graph changes against `{FLAT_REFERENCE}` (same index, same questions)", "",
-              "Top-5 documents that differ from flat hybrid's: how many, how many of them are gold, and the "
-              "questions won/lost at recall@5.", ""]
-        L.append(_table(["system", "top-5 changed %", "promoted/q", "gold promoted", "gold demoted",
-                         "precision of promotions %", "won", "lost"],
-                        [[n, e["top_k_changed_share"], e["promoted_per_query"], e["gold_promoted"], e["gold_demoted"],
-                          e["promoted_precision"], e["questions_won"], e["questions_lost"]] for n, e in eff]))
-        L.append("")
+    if not eff:
+        return []
+    L = [f"## What the graph changes against `{FLAT_REFERENCE}` (same index, same questions)", "",
+         "Top-5 documents that differ from flat hybrid's: how many, how many of them are gold, and the "
+         "questions won/lost at recall@5.", ""]
+    L.append(_table(["system", "top-5 changed %", "promoted/q", "gold promoted", "gold demoted",
+                     "precision of promotions %", "won", "lost"],
+                    [[n, e["top_k_changed_share"], e["promoted_per_query"], e["gold_promoted"], e["gold_demoted"],
+                      e["promoted_precision"], e["questions_won"], e["questions_lost"]] for n, e in eff]))
+    L.append("")
+    return L
+
+
+def _score_parts(res: dict) -> list[str]:
     prow = []
-    for n in names:
+    for n in _names(res):
         for part, v in res["diagnostics"][n]["score_parts"].items():
             prow.append([n, part, v["mean"], v["std"], v["nonzero_share"]])
-    if prow:
-        L += ["## Score components over the top-5 hits", ""]
-        L.append(_table(["system", "part", "mean", "std", "nonzero %"], prow, nd=3))
-        L.append("")
-    occ = res.get("occupancy") or {}
-    for key, rows_ in occ.items():
+    if not prow:
+        return []
+    return ["## Score components over the top-5 hits", "",
+            _table(["system", "part", "mean", "std", "nonzero %"], prow, nd=3), ""]
+
+
+def _occupancy(res: dict) -> list[str]:
+    L = []
+    for key, rows_ in (res.get("occupancy") or {}).items():
         if rows_:
             L += [f"## Cluster occupancy per level (paper §8.1, Table 4), index {key[:12]}", ""]
             cols = sorted({c for r in rows_ for c in r if c != "level"})
             L.append(_table(["level"] + cols, [[r.get("level")] + [r.get(c) for c in cols] for r in rows_], nd=3))
             L.append("")
-    tb = [(n, res["diagnostics"][n]["token_breakdown"]) for n in names]
+    return L
+
+
+def _tokens(res: dict) -> list[str]:
+    tb = [(n, res["diagnostics"][n]["token_breakdown"]) for n in _names(res)]
     tb = [(n, t) for n, t in tb if t]
-    L += ["## Token breakdown (paper Appendix B, Table 6)", ""]
+    L = ["## Token breakdown (paper Appendix B, Table 6)", ""]
     if tb:
         L.append(_table(["system", "stage", "calls", "cached calls", "prompt tokens", "completion tokens", "seconds"],
                         [[n, st, c.get("calls"), c.get("cached_calls", 0), c.get("prompt_tokens"),
@@ -202,35 +254,47 @@ def render_markdown(res: dict) -> str:
     else:
         L.append("No LLM calls at index or query time in this run (graph construction spends 0 tokens).")
     L.append("")
-    L += ["## Indexes", ""]
-    def _emb(v):
+    return L
+
+
+def _indexes(res: dict) -> list[str]:
+    def emb(v):
         e = v.get("passage_embedding_cache")
         return f"{e['hits']} of {e['hits'] + e['misses']}" if isinstance(e, dict) else "–"
 
-    def _timings(v):
+    def timings(v):
         t = D._find(v.get("stats", {}), ("timings",))
         return ", ".join(f"{k} {float(x):.1f}" for k, x in t.items() if isinstance(x, (int, float))) \
             if isinstance(t, dict) else "–"
-    L.append(_table(["index", "systems", "built/loaded s", "from cache", "passage embeddings from cache", "chunks",
-                     "stage seconds (index stats)"],
-                    [[k[:12], ", ".join(v["systems"]), v["seconds"], v["from_cache"], _emb(v),
-                      D._find(v.get("stats", {}), ("chunks", "n_chunks", "num_chunks")), _timings(v)]
-                     for k, v in res["indexes"].items()]))
-    L.append("")
-    L.append("Index seconds are this run's: a build that found its passage embeddings in the cache skipped "
-             "the embedder, the slowest stage on a CPU; see the stage seconds of the build that embedded.")
-    L.append("")
-    ver, mac = res["versions"], res["machine"]
-    L += ["## Environment", "",
-          f"Machine: {mac.get('cpu_model', mac.get('processor'))}, {mac.get('cpus')} CPUs, "
-          f"{mac.get('memory_gb', '?')} GB, CUDA: {mac.get('cuda')}, load average at the end "
-          f"{mac.get('load_average_1m', '?')} (latencies are wall time on this machine as shared). "
-          + ", ".join(f"{k} {v}" for k, v in ver.items()) + ".",
-          "", f"Run: {res['run'].get('new_rows')} new rows, {res['run'].get('resumed_rows')} resumed, "
-          f"{res['run'].get('seconds')} s.", ""]
+    return ["## Indexes", "",
+            _table(["index", "systems", "built/loaded s", "from cache", "passage embeddings from cache", "chunks",
+                    "stage seconds (index stats)"],
+                   [[k[:12], ", ".join(v["systems"]), v["seconds"], v["from_cache"], emb(v),
+                     D._find(v.get("stats", {}), ("chunks", "n_chunks", "num_chunks")), timings(v)]
+                    for k, v in res["indexes"].items()]),
+            "",
+            "Index seconds are this run's: a build that found its passage embeddings in the cache skipped "
+            "the embedder, the slowest stage on a CPU; see the stage seconds of the build that embedded.",
+            ""]
+
+
+def _environment(res: dict) -> list[str]:
+    ds, ver, mac = res["dataset"], res["versions"], res["machine"]
+    L = ["## Environment", "",
+         f"Machine: {mac.get('cpu_model', mac.get('processor'))}, {mac.get('cpus')} CPUs, "
+         f"{mac.get('memory_gb', '?')} GB, CUDA: {mac.get('cuda')}, load average at the end "
+         f"{mac.get('load_average_1m', '?')} (latencies are wall time on this machine as shared). "
+         + ", ".join(f"{k} {v}" for k, v in ver.items()) + ".",
+         "", f"Run: {res['run'].get('new_rows')} new rows, {res['run'].get('resumed_rows')} resumed, "
+         f"{res['run'].get('seconds')} s.", ""]
     if ds.get("warnings"):
         L += ["Warnings: " + "; ".join(ds["warnings"][:10]), ""]
-    return "\n".join(L)
+    return L
+
+
+# report.md's sections, in order
+SECTIONS = (_heading, _retrieval, _answers, _cost, _per_type, _activation, _graph_effect, _score_parts,
+            _occupancy, _tokens, _indexes, _environment)
 
 
 def plot(res: dict, outdir: Path) -> list[str]:

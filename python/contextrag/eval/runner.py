@@ -21,6 +21,7 @@ from contextrag.config import Config
 
 from . import datasets as ds
 from . import metrics as M
+from .jsonable import jsonable
 from .systems import System, index_key, make_systems, query_fields
 
 RESULTS_FILE = "questions.jsonl"
@@ -79,34 +80,6 @@ def _to_llm(llm, llm_cache: bool = True):
     if isinstance(llm, str):
         return make_client(llm, cache=bool(llm_cache))
     raise TypeError(f"llm must be None, an LLMClient or a spec string, got {type(llm).__name__}")
-
-
-def jsonable(x: Any) -> Any:
-    """numpy scalars/arrays, dataclasses, tuples, paths → plain JSON values."""
-    import dataclasses
-    try:
-        import numpy as np
-        if isinstance(x, np.generic):
-            return x.item()
-        if isinstance(x, np.ndarray):
-            return x.tolist() if x.size <= 10000 else f"<array {x.shape} {x.dtype}>"
-    except ImportError:  # pragma: no cover
-        pass
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
-        return jsonable(dataclasses.asdict(x))
-    if isinstance(x, dict):
-        return {str(k): jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple, set)):
-        return [jsonable(v) for v in x]
-    if isinstance(x, Path):
-        return str(x)
-    if isinstance(x, float) and (x != x or x in (float("inf"), float("-inf"))):
-        return None
-    if x is None or isinstance(x, (str, int, float, bool)):
-        return x
-    if hasattr(x, "to_dict"):
-        return jsonable(x.to_dict())
-    return str(x)
 
 
 def _field(h, name, default=None):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 def __getattr__(name):
     import importlib
-    table = {"Index": "core", "ITEM_KINDS": "core", "Embedder": "embedding", "Chunker": "chunking",
+    table = {"Index": "core", "ITEM_KINDS": "core", "Chunker": "chunking",
              "register_family": "context", "FamilyResult": "context", "FuzzyContext": "context",
              "ConceptGraph": "graph", "IndexFormatError": "store"}
     if name in table:

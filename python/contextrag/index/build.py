@@ -32,7 +32,7 @@ class _Timer:
 
 def make_chunker(config, embedder) -> Chunker:
     tok = None
-    if getattr(config, "chunk_tokenizer", "model") == "model" and embedder is not None:
+    if config.chunk_tokenizer == "model" and embedder is not None:
         tok = getattr(embedder, "tokenizer", None)
         limit = getattr(embedder, "max_tokens", None)
         if limit is not None and config.chunk_tokens > limit:
@@ -42,7 +42,7 @@ def make_chunker(config, embedder) -> Chunker:
 
 
 def embed_inputs(titles, texts, config) -> list[str]:
-    if getattr(config, "embed_title", True):
+    if config.embed_title:
         return [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(titles, texts)]
     return list(texts)
 
@@ -110,9 +110,9 @@ def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
 
 def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lexical_nodes=()) -> None:
     """items = chunks, then summaries (kept as given), then one item per join/meet node, then one per
-    lexical concept node (index/lexical_nodes.py; kinds join/meet, no graph node: item_node = -1)."""
+    lexical concept node (index/lexical/nodes.py; kinds join/meet, no graph node: item_node = -1)."""
     n = ix.n_chunks
-    k = int(getattr(ix.config, "node_text_chunks", 2))
+    k = ix.config.node_text_chunks
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
     ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
                                                         [-1] * n, [[i] for i in range(n)],
@@ -138,7 +138,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
         members.append(ix.graph.members[v].indices)
         sources.append(src)
         embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
-    from .lexical_nodes import JOIN as LJOIN, node_sources
+    from .lexical.nodes import JOIN as LJOIN, node_sources
     for nd in lexical_nodes:
         src = node_sources(nd, ix.chunk_doc_ids, k)
         kind = JOIN_ITEM if nd.kind == LJOIN else MEET_ITEM
@@ -177,7 +177,7 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
         return []
     I = ix.context.dense()
     nodes = summ.select_concepts(ix.graph, ix.context.attr_group, n)
-    k = int(getattr(ix.config, "summary_chunks", 8))
+    k = ix.config.summary_chunks
     out, texts, failed = [], [], []
     jobs = [(v, src) for v, src in ((v, summ.central_chunks(ix.graph, I, v, k)) for v in nodes) if len(src)]
     # concurrently, within the client's concurrency limit; a flaky server must not throw away the
@@ -220,7 +220,7 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     stored with the index and read by query-time spreading. ``tokens``: the BM25 tokenisation of
     ``ix.search_texts()`` (chunks first), reused for the "term" family. ``prebuilt``: families
     already built over these chunks (a ``LexicalContext``), taken as they are."""
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     if prebuilt is not None:
         ix.lexical = prebuilt
         return
@@ -231,25 +231,25 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
 def lexical_nodes_of(ix: Index, families) -> list:
     """The lexical concept nodes ``Config.lexical_joins``/``lexical_meets`` ask for, over ``families``
     (the index's lexical families of its current chunks); recorded in ``ix.info["lexical_nodes"]``."""
-    from .lexical_nodes import describe, select_lexical_nodes
+    from .lexical.nodes import describe, select_lexical_nodes
     cfg = ix.config
-    nj, nm = int(getattr(cfg, "lexical_joins", 0)), int(getattr(cfg, "lexical_meets", 0))
+    nj, nm = cfg.lexical_joins, cfg.lexical_meets
     if not (nj or nm):
         ix.info.pop("lexical_nodes", None)
         return []
-    nodes = select_lexical_nodes(families, ix.chunk_doc_ids, nj, nm, int(getattr(cfg, "min_support", 2)))
+    nodes = select_lexical_nodes(families, ix.chunk_doc_ids, nj, nm, cfg.min_support)
     ix.info["lexical_nodes"] = describe(nodes)
     return nodes
 
 
 def wants_lexical_nodes(config) -> bool:
-    return bool(getattr(config, "lexical_joins", 0) or getattr(config, "lexical_meets", 0))
+    return bool(config.lexical_joins or config.lexical_meets)
 
 
 def lexical_family_names(config) -> list[str]:
     """The lexical families an index stores: those ``Config.spread_families`` names with a weight > 0
     (also when ``w_spread`` is 0: one index serves every query configuration)."""
-    return [str(k) for k, v in (getattr(config, "spread_families", None) or {}).items() if v > 0]
+    return [str(k) for k, v in config.spread_families.items() if v > 0]
 
 
 # ---- build ---------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ def _lexical_of_index(ix: Index):
     """The lexical families of the index's current chunks, tokenised on their own (the build's
     ``_lexical_of_chunks`` on the chunk table)."""
     from .core import bm25_tokenize_ids
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     names = lexical_family_names(ix.config)
     texts = [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(ix.chunk_titles, ix.chunk_texts)]
     tokens = bm25_tokenize_ids(texts) if "term" in names else None
@@ -294,7 +294,7 @@ def _lexical_of_index(ix: Index):
 def _lexical_of_chunks(chunks, config):
     """The lexical families from the chunks alone (they need no vectors): run beside the embedder."""
     from .core import bm25_tokenize_ids
-    from .lexical import lexical_families
+    from .lexical.families import lexical_families
     names = lexical_family_names(config)
     tokens = bm25_tokenize_ids(_chunk_search_texts(chunks)) if "term" in names else None
     return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens)

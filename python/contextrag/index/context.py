@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import ops
+from .lexical import families as lexical
 
 RQ_MEMBER_TOP = 2     # an RQ chunk belongs to at most its two nearest clusters per level
 RQ_ROW_BLOCK = 65536 # rows per block when mapping chunks through the codebooks (bounds memory)
@@ -154,7 +155,7 @@ def default_members(M, groups: np.ndarray, ratio: float, top: int | None = None)
 
 def _fcm_level(R: np.ndarray, C: np.ndarray, config) -> np.ndarray:
     U = ops.fcm_memberships(R, C, m=float(config.fcm_m), top_k=config.fcm_top_k)
-    if getattr(config, "fcm_normalize", "none") == "max":
+    if config.fcm_normalize == "max":
         U = U / np.maximum(U.max(axis=1, keepdims=True), 1e-30)
     return np.asarray(U, dtype=np.float32)
 
@@ -189,7 +190,7 @@ def _rq_result(codebooks, codes, blocks, resid, sizes, config) -> FamilyResult:
     # chunks are what join (bridge) nodes connect. FCM degrees at one level are nearly uniform
     # (distances concentrate in high dimensions), so without the cap of 2 a ratio rule admits
     # most clusters of a level.
-    members = default_members(M, groups, float(getattr(config, "member_ratio", 0.9)), top=RQ_MEMBER_TOP)
+    members = default_members(M, groups, config.member_ratio, top=RQ_MEMBER_TOP)
     state = {f"codebook_{i}": np.ascontiguousarray(C, dtype=np.float32) for i, C in enumerate(codebooks)}
     return FamilyResult(M, names, groups, members, state,
                         {"codes": codes.astype(np.int64), "residual_sq": resid}, {"sizes": list(sizes)})
@@ -199,7 +200,7 @@ def rq_fit(chunks: ChunkView, embeddings: np.ndarray, config) -> FamilyResult:
     n = len(embeddings)
     if n == 0:
         raise ValueError("cannot cluster an empty corpus")
-    mppc = getattr(config, "rq_max_points_per_centroid", None)
+    mppc = config.rq_max_points_per_centroid
     rq = ops.rq_kmeans(np.ascontiguousarray(embeddings, dtype=np.float32), tuple(config.rq_sizes),
                        n_iter=config.rq_iters, seed=config.seed, max_points_per_centroid=mppc)
     books = [np.asarray(C, dtype=np.float32) for C in rq.codebooks]
@@ -331,7 +332,7 @@ def _block_from(name: str, w: float, res: FamilyResult, config) -> FamilyBlock:
     M = maybe_sparse(_weighted(res.matrix, w))
     members = res.members
     if members is None:
-        members = default_members(M, res.groups, float(getattr(config, "member_ratio", 0.9)))
+        members = default_members(M, res.groups, config.member_ratio)
     members = sp.csr_matrix(members, dtype=bool)
     if members.shape != M.shape:
         raise ValueError(f"family {name!r} returned members of shape {members.shape}, matrix {M.shape}")
@@ -418,10 +419,33 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
     b.matrix = maybe_sparse(out)
     b.names, b.groups = names, groups
     if res.members is None:
-        b.members = default_members(b.matrix, groups, float(getattr(config, "member_ratio", 0.9)))
+        b.members = default_members(b.matrix, groups, config.member_ratio)
     else:
         Mem = sp.csc_matrix(res.members, dtype=bool)
         b.members = sp.hstack([Mem[:, c] if c >= 0 else sp.csc_matrix((M.shape[0], 1), dtype=bool)
                                for c in cols], format="csr")
     b.state, b.rows = res.state, res.rows
-from . import lexical as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term")
+
+
+# ---- the lexical families (index/lexical) as context families -----------------------------------
+#
+# With Config.family_weights = {"rq": 1, "title": w, ...} a lexical family joins the fuzzy context of
+# the index (stored with it, and seen by the concept graph: meet nodes of a topic and an entity are the
+# "chunks that share an entity and a topic"). The graph code works on the dense context, so this is
+# for small corpora; query-time spreading (query/spread.py) does not need it: it reuses these blocks
+# when the index has them and otherwise builds the lexical context from the chunk texts once per index.
+
+
+def _lexical_fit(name: str) -> Callable:
+    def fit(chunks, embeddings, config):
+        fam = lexical.BUILDERS[name]([t or "" for t in chunks.titles], list(chunks.texts))
+        members = sp.csr_matrix(fam.incidence >= lexical.MEMBER_DEGREE, dtype=bool)
+        return FamilyResult(fam.incidence, fam.attributes, members=members, state=lexical.family_state(fam),
+                            info={"attributes": len(fam.vocab), "nnz": int(fam.incidence.nnz),
+                                  "linking_attributes": int((fam.df >= 2).sum())})
+    fit.__name__ = f"{name}_fit"
+    return fit
+
+
+for _name in lexical.BUILDERS:
+    register_family(_name, _lexical_fit(_name))   # no transform: df-based weights are refitted on add

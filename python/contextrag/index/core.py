@@ -58,15 +58,15 @@ _EXTENTS_LOCK = threading.Lock()
 def bm25_tokenize(texts: list[str]) -> list[list[str]]:
     """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords):
     bm25s.tokenize(texts, stopwords="en", return_ids=False), token for token."""
-    from .lexical_map import query_tokens
+    from .lexical.tokens import query_tokens
     return [query_tokens(t) for t in texts]
 
 
 def bm25_tokenize_ids(texts: list[str]):
     """bm25s.tokenize(texts, stopwords="en")'s ``Tokenized`` (token ids per text, vocabulary), computed
-    with C-level loops (``lexical_map.bm25_tokenize``, tested equal): what the BM25 index and the
+    with C-level loops (``lexical.tokens.bm25_tokenize``, tested equal): what the BM25 index and the
     lexical "term" family are both built from (one tokenisation pass)."""
-    from .lexical_map import bm25_tokenize
+    from .lexical.tokens import bm25_tokenize
     return bm25_tokenize(list(texts))
 
 
@@ -96,7 +96,7 @@ class Index:
     ledger: CostLedger = field(default_factory=CostLedger)
     timings: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
-    lexical: object = None          # index/lexical.py LexicalContext: the spreading families (title, term)
+    lexical: object = None          # index/lexical/families.py LexicalContext: the spreading families (title, term)
     _extents: np.ndarray | None = None
 
     # ---- sizes

@@ -140,7 +140,7 @@ def select_nodes(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndar
 
     Returns (kind, parents, attr, score); node order: seeds, joins, meets.
     """
-    min_support = int(getattr(config, "min_support", 2))
+    min_support = config.min_support
     memT = attr_members.T.tocsr()                                   # (M, n)
     support = np.asarray(memT.sum(axis=1)).ravel()
     seeds = np.flatnonzero(support >= min_support)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .core import Index
-from .lexical import lexical_stats
+from .lexical.families import lexical_stats
 
 
 def _dir_bytes(path) -> int | None:
@@ -36,7 +36,7 @@ def drift(ix: Index) -> dict:
 
 
 def lexical_node_stats(ix: Index) -> dict:
-    """Lexical concept nodes (index/lexical_nodes.py) per kind: the join/meet items of no RQ graph node."""
+    """Lexical concept nodes (index/lexical/nodes.py) per kind: the join/meet items of no RQ graph node."""
     from .core import JOIN_ITEM, MEET_ITEM
     sizes = np.diff(ix.item_members.indptr)
     out = {}

@@ -193,8 +193,8 @@ def _arrays(ix) -> dict:
             a[f"ctx.{i}.state.{k}"] = v
         for k, v in b.rows.items():
             a[f"ctx.{i}.rows.{k}"] = v
-    if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical.py)
-        from .lexical import lexical_arrays
+    if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical/)
+        from .lexical.families import lexical_arrays
         a.update(lexical_arrays(ix.lexical))
     return {k: _np(v) for k, v in a.items()}
 
@@ -233,7 +233,7 @@ def _write_sqlite(ix, p: Path) -> None:
             ("info", json.dumps(ix.info, default=str)), ("timings", json.dumps(ix.timings)),
             ("ledger", json.dumps(ix.ledger.to_dict()))])
         if getattr(ix, "lexical", None) is not None:
-            from .lexical import lexical_meta
+            from .lexical.families import lexical_meta
             con.execute("INSERT INTO kv VALUES (?,?)", ("lexical", json.dumps(lexical_meta(ix.lexical))))
         con.commit()
     finally:
@@ -444,7 +444,7 @@ def _load_once(path, embedder, preload_embedder: bool = False):
     from ..llm.ledger import CostLedger
     from .context import FamilyBlock, FuzzyContext
     from .core import Index
-    from .embedding import Embedder
+    from ..embed.embedder import Embedder
     from .graph import ConceptGraph
 
     snap = snapshot_dir(path)
@@ -516,7 +516,7 @@ def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:
     import logging
     import time as _time
 
-    from .lexical import lexical_from_arrays
+    from .lexical.families import lexical_from_arrays
     if meta is not None:
         try:
             ix.lexical = lexical_from_arrays(arrays, meta)

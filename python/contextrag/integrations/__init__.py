@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 
+from ..config import check_k  # noqa: F401  (the adapters check k as the queries do)
+
 
 def open_rag(index):
     """A ContextRAG from a ContextRAG (returned as is) or an index directory (loaded)."""
@@ -46,9 +48,3 @@ def hit_metadata(hit, rank: int) -> dict:
     if hit.explain is not None:
         out["explain"] = hit.explain
     return out
-
-
-def check_k(k):
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-    return k

@@ -21,6 +21,7 @@ except ImportError as e:   # pragma: no cover - exercised only without the extra
                       "pip install 'contextrag[langchain]'") from e
 from pydantic import ConfigDict, model_validator
 
+from ..config import DEFAULT_K
 from . import check_k, hit_metadata, open_rag
 
 _CALL_KEYS = ("k", "doc_ids", "filter", "explain", "overrides")
@@ -32,7 +33,7 @@ class ContextRAGRetriever(BaseRetriever):
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     index: Any
-    k: int = 12
+    k: int = DEFAULT_K
     doc_ids: list[str] | None = None
     filter: dict | Callable | None = None
     explain: bool = False

@@ -22,6 +22,7 @@ except ImportError as e:   # pragma: no cover - exercised only without the extra
     raise ImportError("contextrag.integrations.llamaindex needs llama-index-core: "
                       "pip install 'contextrag[llamaindex]'") from e
 
+from ..config import DEFAULT_K
 from ..query.filters import matches
 from . import check_k, hit_metadata, open_rag
 
@@ -62,7 +63,7 @@ def to_filter(filters):
 class ContextRAGRetriever(BaseRetriever):
     """A LlamaIndex retriever over a contextrag index (a ContextRAG or an index directory)."""
 
-    def __init__(self, index, *, k: int = 12, doc_ids=None, filters=None, explain: bool = False,
+    def __init__(self, index, *, k: int = DEFAULT_K, doc_ids=None, filters=None, explain: bool = False,
                  overrides: dict | None = None, callback_manager=None, verbose: bool = False):
         self.rag = open_rag(index)
         self.k = check_k(k)

@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 
-# the submodules importing the package used to bind as attributes (``ops.kmeans``, ``ops.semiring``, ...)
+# the submodules, reachable as attributes of the package (``ops.kmeans``, ``ops.semiring``, ...)
 _SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "_lloyd", "_elkan", "_cuda",
                          "_fcm_gpu", "_kmeans_gpu", "_registry", "_tensor"})
 

@@ -1,9 +1,10 @@
 """The one Lloyd driver: centroid update, empty-cluster split, stopping rule and statistics.
 
-Every k-means loop (the plain and bounded CPU loops in ``ops.kmeans``, the Ray build in
-``distributed.kmeans``) supplies only a *step*: for the current centroids, the per-cluster sums,
-counts and the inertia of the assignment to them. Everything else is here, so the loops cannot
-drift apart (the Ray build is tested to give the single-process centroids bit for bit).
+The plain and bounded CPU loops in ``ops.kmeans`` and the Ray build in ``distributed.kmeans`` supply
+only a *step*: for the current centroids, the per-cluster sums, counts and the inertia of the
+assignment to them. Everything else is here, so those loops cannot drift apart (the Ray build is
+tested to give the single-process centroids bit for bit). The batched GPU fit
+(``ops._kmeans_gpu.rq_kmeans_batched_impl``) runs a loop of its own.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The op modules load lazily (``contextrag.ops``), so a table may be asked for before the module that
 fills it ran: any lookup except the torch-free ``spread_hop``'s first loads every op module (and the
-Triton/CUDA entries of k-means and FCM), as importing ``contextrag.ops`` used to.
+Triton/CUDA entries of k-means and FCM).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from ..config import Config
+from ..config import DEFAULT_K, Config, check_k
 from ._view import CorpusView, view_of
 from .answer import Answer, STYLES, cost_delta
 from .answering import answer_style, compose, prepare_answer
@@ -66,16 +66,11 @@ def _check_question(question):
         raise ValueError("question must be a non-empty str")
 
 
-def _check_k(k):
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
-
-
-def retrieve(index, question: str, *, k: int = 12, doc_ids=None, explain: bool = False, **overrides) -> list[Hit]:
+def retrieve(index, question: str, *, k: int = DEFAULT_K, doc_ids=None, explain: bool = False, **overrides) -> list[Hit]:
     """Top-k items by the hybrid score of eq. 13 (no LLM). Each Hit has parts {bm25, cos, fuzzy, boost}.
     ``explain=True`` also sets ``Hit.explain``: why each item came (query/explain.py)."""
     _check_question(question)
-    _check_k(k)
+    check_k(k)
     cfg = _config(index, overrides)
     view = view_of(index)
     mask = view.doc_mask(doc_ids)
@@ -95,7 +90,7 @@ def explain(index, question: str, hits, *, doc_ids=None, **overrides) -> list[Hi
     return explain_hits(view, question, list(hits), cfg, view.doc_mask(doc_ids))
 
 
-def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -> list[list[Hit]]:
+def retrieve_many(index, questions, *, k: int = DEFAULT_K, doc_ids=None, **overrides) -> list[list[Hit]]:
     """:func:`retrieve` for a batch of questions: one embedding call for all of them and one batched
     spreading hop (``ops.spread_hop``) instead of one per question. Same hits as calling
     :func:`retrieve` on each question."""
@@ -104,7 +99,7 @@ def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -
     questions = list(questions)
     for q in questions:
         _check_question(q)
-    _check_k(k)
+    check_k(k)
     if not questions:
         return []
     cfg = _config(index, overrides)
@@ -112,7 +107,7 @@ def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -
     mask = view.doc_mask(doc_ids)
     Q = embed_queries(view, questions)
     parts = [base_parts(view, q, Q[i:i + 1], cfg, mask) for i, q in enumerate(questions)]
-    if getattr(cfg, "w_spread", 0):
+    if cfg.w_spread:
         from .spread import spread_many
         spread = spread_many(view, questions, [p["base"] for p in parts], cfg, mask)
     else:
@@ -160,7 +155,7 @@ def _fuse(view, questions: list[str], Q: np.ndarray, cfg, mask):
 
 def _prepare(index, question, k, doc_ids, overrides):
     _check_question(question)
-    _check_k(k)
+    check_k(k)
     cfg = _config(index, overrides)
     view = view_of(index)
     return cfg, view, view.doc_mask(doc_ids)
@@ -174,7 +169,7 @@ def _apply_rerank(hits, rr, k):
     return out
 
 
-def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: bool = True, rerank: bool = True,
+def search(index, question: str, *, llm, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True, rerank: bool = True,
            **overrides) -> tuple[list[Hit], dict]:
     """(hits, info): rewrites → per-query hybrid retrieval → RRF → LLM rerank → top-k."""
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
@@ -190,7 +185,7 @@ def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: boo
     return hits[:k], {"rewrites": rws, "rewrite_calls": calls, "reranked": reranked}
 
 
-async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: bool = True,
+async def asearch(index, question: str, *, llm, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True,
                   rerank: bool = True, **overrides) -> tuple[list[Hit], dict]:
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
@@ -211,7 +206,7 @@ def _cost(client, before) -> dict:
     return cost_delta(client.ledger, before) if client is not None else {"total": {"calls": 0}}
 
 
-def answer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+def answer(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True,
            rerank: bool = True, style: str | None = None, max_tokens: int | None = None, prompt: str | None = None,
            **overrides) -> Answer:
     """Search, then answer from the top-k hits (query/answer.py has the styles).
@@ -228,7 +223,7 @@ def answer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite
     raise AssertionError("unreachable")
 
 
-def answer_stream(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+def answer_stream(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True,
                   rerank: bool = True, style: str | None = None, max_tokens: int | None = None,
                   prompt: str | None = None, **overrides):
     """:func:`answer` as it is written: text deltas (str), then the final :class:`Answer`. The deltas
@@ -275,7 +270,7 @@ def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None 
                   style=style, citations=cites)
 
 
-async def aanswer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
+async def aanswer(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True,
                   rerank: bool = True, style: str | None = None, max_tokens: int | None = None,
                   prompt: str | None = None, **overrides) -> Answer:
     """:func:`answer` on the client's async path (rewrites and rerank awaited concurrently)."""

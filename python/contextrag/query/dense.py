@@ -11,6 +11,8 @@ import weakref
 
 import numpy as np
 
+from ..config import check_k
+
 FAISS_MIN_ITEMS = 100_000
 _FAISS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
@@ -48,8 +50,7 @@ def _faiss_index(view):
 
 def dense_topk(view, qvecs: np.ndarray, k: int, *, use_faiss: bool | None = None):
     """(scores, indices), each (Q, k'), k' = min(k, n), best first."""
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"k must be an int >= 1, got {k!r}")
+    check_k(k)
     q = np.ascontiguousarray(np.atleast_2d(qvecs), dtype=np.float32)
     k = min(k, view.n)
     if use_faiss is None:

@@ -52,7 +52,7 @@ def _best_path(c: int, st, seeds, rho, mu, doc):
     for s in seeds:
         s = int(s)
         if s != c and doc[s] == doc[c]:
-            continue          # no path from a seed to its sibling chunks (spread.hop_from_seeds)
+            continue          # no path from a seed to its sibling chunks (ops.spread_hop)
         cols_s, vals_s = _row(st.I, s)
         common, ia, ib = np.intersect1d(cols_s, cols_c, assume_unique=True, return_indices=True)
         if common.size == 0:
@@ -70,7 +70,7 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
         from .dense import embed_queries
         parts = score_all(view, question, embed_queries(view, [question]), cfg, mask)
     eq13 = parts.get("eq13")
-    tr = spread_trace(view, question, eq13, cfg, mask) if eq13 is not None and getattr(cfg, "w_spread", 0) else None
+    tr = spread_trace(view, question, eq13, cfg, mask) if eq13 is not None and cfg.w_spread else None
     pos = {x: i for i, x in enumerate(view.ids)}
     if tr is not None:
         st, seeds, rho, mu, doc, r = tr

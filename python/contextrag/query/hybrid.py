@@ -73,7 +73,7 @@ def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | Non
     "score"} and "eq13" (the eq. 13 score before spreading and boosts)."""
     p = base_parts(view, question, qvec, cfg, mask)
     base, hop = p["base"], np.zeros(view.n, dtype=np.float32)
-    if getattr(cfg, "w_spread", 0):   # spreading over the lexical context (query/spread.py)
+    if cfg.w_spread:   # spreading over the lexical context (query/spread.py)
         from .spread import spread_view
         base, hop = spread_view(view, question, base, cfg, mask)
     return finish_parts(view, p, base, hop, cfg, mask)

@@ -17,11 +17,10 @@ the graph still competes on its relevance to the query (topic drift is penalised
     score(c) = r(c) + λ · hop(c)          λ = Config.w_spread
 
 The hook computes the hop with the kernel op ``contextrag.ops.spread_hop`` (C++/OpenMP on the CPU,
-Triton or CUDA on a GPU), batched over the questions of ``query.retrieve_many``; a query costs
-O(nnz of the seeds' rows and of the activated attributes' columns). The lexical families are index
-families (built at index time, stored in the snapshot, loaded with it). The NumPy functions above
-(``seed_activation``, ``hop``, ``hop_from_seeds``, ``spread_scores``) are the same computation as a
-per-query gather; bench/bench_spread.py compares the two.
+Triton or CUDA on a GPU; its float64 definition is ``contextrag.ref.spread_hop``), batched over the
+questions of ``query.retrieve_many``; a query costs O(nnz of the seeds' rows and of the activated
+attributes' columns). This module picks the seeds and their degrees and prepares the incidence. The
+lexical families are index families (built at index time, stored in the snapshot, loaded with it).
 """
 from __future__ import annotations
 
@@ -32,75 +31,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._once import build_once
-
-def _csr(I) -> sp.csr_matrix:
-    if not sp.issparse(I):
-        I = sp.csr_matrix(np.asarray(I, dtype=np.float32))
-    if I.format != "csr":
-        I = I.tocsr()
-    if I.nnz and (I.data.min() < 0 or I.data.max() > 1):
-        raise ValueError("I must hold degrees in [0, 1]")
-    return I
-
-
-def _gather_rows(M: sp.csr_matrix, rows: np.ndarray):
-    """(row position in `rows`, column, value) of every stored entry of M's `rows`, without scipy's
-    fancy indexing (which costs about a millisecond per call at this size)."""
-    rows = np.asarray(rows, dtype=np.int64)
-    starts, ends = M.indptr[rows], M.indptr[rows + 1]
-    lens = (ends - starts).astype(np.int64)
-    total = int(lens.sum())
-    if total == 0:
-        z = np.zeros(0, np.int64)
-        return z, z, np.zeros(0, M.dtype)
-    which = np.repeat(np.arange(len(rows)), lens)
-    offs = np.arange(total) - np.repeat(np.cumsum(lens) - lens, lens)
-    pos = starts[which] + offs
-    return which, M.indices[pos], M.data[pos]
-
-
-def seed_activation(r, seeds, I, mu=None) -> np.ndarray:
-    """act(a) = max(μ(a), max_{s ∈ seeds} r(s) ⊗ I(s, a)); r: (n,) in [0, 1]; seeds: chunk indices.
-
-    I: (n, M) CSR. mu: optional (M,) dense or (1, M) sparse query activation. Returns (M,) float32.
-    """
-    I = _csr(I)
-    act = np.zeros(I.shape[1], dtype=np.float32)
-    seeds = np.asarray(seeds, dtype=np.int64)
-    if seeds.size:
-        row, col, val = _gather_rows(I, seeds)
-        v = np.asarray(r, dtype=np.float32)[seeds][row] + val - 1.0
-        m = v > 0
-        np.maximum.at(act, col[m], v[m])
-    if mu is not None:
-        mu = mu.toarray().ravel() if sp.issparse(mu) else np.asarray(mu, dtype=np.float32).ravel()
-        np.maximum(act, mu.astype(np.float32), out=act)
-    return act
-
-
-def hop(act, It, n=None, agg: str = "max") -> np.ndarray:
-    """hop(c) = max_a act(a) ⊗ I(c, a); It: the transposed incidence (M, n) in CSR (= CSC of I).
-
-    agg="sum" aggregates with the Łukasiewicz strong disjunction (bounded sum min(1, Σ_a ...))
-    instead of max, so several shared attributes add up.
-    """
-    It = (It if It.format == "csr" else It.tocsr()) if sp.issparse(It) else sp.csr_matrix(It)
-    n = It.shape[1] if n is None else n
-    out = np.zeros(n, dtype=np.float32)
-    act = np.asarray(act, dtype=np.float32)
-    A = np.flatnonzero(act > 0)
-    if A.size:
-        row, col, val = _gather_rows(It, A)
-        v = act[A][row] + val - 1.0
-        m = v > 0
-        if agg == "max":
-            np.maximum.at(out, col[m], v[m])
-        elif agg == "sum":
-            np.add.at(out, col[m], v[m])
-            np.minimum(out, 1.0, out=out)
-        else:
-            raise ValueError(f"agg must be 'max' or 'sum', got {agg!r}")
-    return out
 
 
 def relevance(h) -> np.ndarray:
@@ -150,47 +80,6 @@ def pick_seeds(h, n_seeds: int, doc=None) -> np.ndarray:
         if len(out) >= n_seeds:
             break
     return np.asarray(out, dtype=np.int64)
-
-
-def hop_from_seeds(rho, seeds, I, It, mu=None, doc=None, agg: str = "max") -> np.ndarray:
-    """hop(c) = max( max_a μ(a) ⊗ I(c,a),  max_s max_a ρ(s) ⊗ I(s,a) ⊗ I(c,a) ) with no path from a seed
-    to its *sibling* chunks (other chunks of the seed's document; the seed itself keeps its own).
-
-    The hop is meant to reach other passages: without the rule a seed's document title (held by all
-    its chunks with degree 1) lifts every sibling, and with long documents the top items fill with
-    chunks of one document. With ``doc=None`` (or one chunk per document) this equals
-    ``hop(seed_activation(rho, seeds, I, mu), It)``."""
-    n = It.shape[1]
-    seeds = np.asarray(seeds, dtype=np.int64)
-    if doc is None:
-        return hop(seed_activation(rho, seeds, I, mu), It, n=n, agg=agg)
-    doc = np.asarray(doc)
-    g = hop(seed_activation(rho, np.zeros(0, np.int64), I, mu), It, n=n, agg=agg) if mu is not None \
-        else np.zeros(n, np.float32)
-    for s in seeds:
-        gs = hop(seed_activation(rho, seeds[seeds == s], I), It, n=n, agg=agg)
-        sib = np.flatnonzero(doc == doc[s])
-        gs[sib[sib != s]] = 0.0
-        np.maximum(g, gs, out=g) if agg == "max" else np.minimum(g + gs, 1.0, out=g)
-    return g
-
-
-def spread_scores(h, I, *, It=None, mu=None, n_seeds: int = 5, lam: float = 1.0,
-                  candidates: int = 25, doc=None, agg: str = "max"):
-    """The graph-using score of every chunk: relevance(h) + lam · hop, and the hop itself.
-
-    h: (n,) hybrid scores of the query (any scale, larger is better); I: (n, M) CSR incidence of the
-    lexical context (union of families, each scaled by its weight); It: I transposed in CSR (pass it
-    to avoid recomputing); mu: the query's attribute activation (M,) or (1, M) sparse.
-    """
-    h = np.asarray(h, dtype=np.float32)
-    r = relevance(h)
-    if lam == 0 or I is None or I.shape[1] == 0:
-        return r, np.zeros_like(r)
-    seeds = pick_seeds(h, n_seeds, doc)
-    g = hop_from_seeds(seed_relevance(h, candidates), seeds, _csr(I), I.T.tocsr() if It is None else It,
-                       mu=mu, doc=doc, agg=agg)
-    return r + lam * g, g
 
 
 # ---- the query-stage hook (query/hybrid.py score_all, query.retrieve_many) ---------------------
@@ -248,7 +137,7 @@ def _build_state(view, key: tuple) -> LexicalState:
     is built here from the chunk texts once per view, with a warning: that is the slow path."""
     import warnings
 
-    from ..index.lexical import BUILDERS, LexicalContext
+    from ..index.lexical.families import BUILDERS, LexicalContext
 
     src = getattr(view, "source", None)
     ix = src() if callable(src) else None
@@ -321,7 +210,7 @@ def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
     codes of all N items, relevance r), or None when spreading is off. query/explain.py uses it, so an
     explanation starts from the seeds that scored the item."""
     base = np.asarray(base, dtype=np.float32)
-    fam = getattr(cfg, "spread_families", None) or {}
+    fam = cfg.spread_families
     if not _families_key(fam):
         return None
     st = lexical_state(view, fam)
@@ -353,11 +242,11 @@ def spread_many(view, questions, bases, cfg, mask=None):
     bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · hop,
     with r = base / max over the allowed items, seeds = the best cfg.spread_seeds chunks of distinct
     documents among the allowed ones, seed degrees min-max scaled over the top cfg.candidates, no hop
-    to the seeds' sibling chunks (see :func:`spread_scores` and ``ops.spread_hop``).
+    to the seeds' sibling chunks (``ops.spread_hop``).
     """
     from .. import ops
     bases = [np.asarray(b, dtype=np.float32) for b in bases]
-    fam = getattr(cfg, "spread_families", None) or {}
+    fam = cfg.spread_families
     if not _families_key(fam) or not bases:
         return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)

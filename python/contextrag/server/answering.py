@@ -22,8 +22,7 @@ def answer_question(r, llm, question, *, k, doc_ids=None, filter=None, explain=F
         ans = r.answer(question, llm=llm, k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
                        rerank=rerank, style=style, max_tokens=max_tokens)
         if explain:
-            from ..query.filters import doc_ids_for
-            query.explain(r.index, question, ans.hits, doc_ids=doc_ids_for(r.index, doc_ids, filter))
+            query.explain(r.index, question, ans.hits, doc_ids=r.doc_ids_for(doc_ids, filter))
     except (ValueError, TypeError) as e:
         raise bad_request(e) from None
     return ans.text, ans.hits, ans.citations, ans.cost, {"style": ans.style, "rewrites": ans.rewrites,

@@ -34,6 +34,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from ..config import DEFAULT_K
 from . import routes_answers, routes_documents, routes_openai
 from .answering import NO_LLM  # noqa: F401  (re-exported: the note of a retrieval-only answer)
 from .limits import BodyLimit, LLMGate, host_patterns
@@ -94,7 +95,7 @@ def check_api_key(api_key) -> None:
 
 
 def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int = 8 << 20,
-               default_k: int = 12, allowed_hosts=None, llm_limit: int = 4, llm_queue: int = 32) -> FastAPI:
+               default_k: int = DEFAULT_K, allowed_hosts=None, llm_limit: int = 4, llm_queue: int = 32) -> FastAPI:
     """The FastAPI app serving ``rag`` (a ContextRAG). ``llm``: an LLMClient for /answer and chat (None:
     retrieval only, the reply lists the passages); ``api_key``: bearer key required on the API;
     ``allowed_hosts``: Host names accepted besides the loopback ones ('*': any); ``llm_limit`` LLM

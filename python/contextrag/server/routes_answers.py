@@ -24,7 +24,7 @@ def router(s) -> APIRouter:
 
     @api.get("/health", dependencies=s.guarded)
     def health():
-        from ..index.store import FORMAT_VERSION
+        from ..rag import FORMAT_VERSION
         r = holder.rag
         ix = r.index
         return {"status": "ok", "version": s.version, "index_format_version": FORMAT_VERSION,

@@ -18,7 +18,7 @@ Backends (``Config.embedder``; docs/EMBEDDING.md has the measurements behind the
 * ``"auto"`` (default): ``"torch"`` where a CUDA device is asked for or found, else :data:`CPU_DEFAULT`.
 
 Exports and distillations are made locally from the model's own files on first use and cached
-(``contextrag.index.model_cache``). The model loads lazily (``load()``; loading an index to inspect it
+(``contextrag.embed.model_cache``). The model loads lazily (``load()``; loading an index to inspect it
 loads nothing).
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Embedder:
 
     @classmethod
     def from_config(cls, config, **kw) -> "Embedder":
-        return cls(config.embedding_model, backend=getattr(config, "embedder", "auto"),
+        return cls(config.embedding_model, backend=config.embedder,
                    query_prefix=config.query_prefix, passage_prefix=config.passage_prefix,
                    batch_size=config.embed_batch_size, device=config.device, **kw)
 
@@ -135,12 +135,12 @@ class Embedder:
                 if backend == "torch":
                     self._model = self._load_torch()
                 elif backend in ("onnx", "onnx-int8"):
-                    from .onnx_embed import OnnxEncoder, cached_export, ensure_export
+                    from .onnx import OnnxEncoder, cached_export, ensure_export
                     variant = "int8" if backend == "onnx-int8" else "fp32"
                     folder = cached_export(self.path, variant) or ensure_export(self.path, variant)
                     self._model = OnnxEncoder(folder)
                 else:
-                    from .static_embed import StaticEncoder, ensure_static
+                    from .static import StaticEncoder, ensure_static
                     self._model = StaticEncoder(ensure_static(self.path))
             return self._model
 
@@ -153,7 +153,7 @@ class Embedder:
         left to the first embedding, which loads again and raises."""
         if self._model is not None or self.backend not in ("onnx", "onnx-int8"):
             return None
-        from .onnx_embed import cached_export
+        from .onnx import cached_export
         if cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32") is None:
             return None
 
@@ -183,7 +183,7 @@ class Embedder:
         """The source model's tokenizer, for chunking: chunks are the same whatever the backend."""
         tj = os.path.join(self.path, "tokenizer.json")
         if os.path.isfile(tj):
-            from .onnx_embed import TokenizerSpans
+            from .onnx import TokenizerSpans
             return TokenizerSpans(tj)
         from transformers import AutoTokenizer
         return AutoTokenizer.from_pretrained(self.path)

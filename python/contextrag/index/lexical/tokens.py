@@ -12,7 +12,7 @@ whole block in C++ without the GIL and returns the same arrays (tested equal); :
 it when the extension loads, and this module's Python map otherwise (or when asked, ``native=False``).
 
 This module imports NumPy, ``re`` and the matcher only (not the orchestrator, not torch), so the
-worker processes of :func:`contextrag.index.lexical.lexical_families` start quickly and stay small.
+worker processes of :func:`contextrag.index.lexical.families.lexical_families` start quickly and stay small.
 """
 from __future__ import annotations
 

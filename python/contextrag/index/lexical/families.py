@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .lexical_map import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
+from .tokens import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
 
 FAMILIES = ("title", "phrase", "term")
 
@@ -277,11 +277,11 @@ class TermPairs:
 
 def term_family(titles, texts, block: int = BLOCK) -> Family:
     """Informative terms of "title\\ntext", tokenised like the BM25 index, block by block."""
-    from .core import bm25_tokenize_ids
+    from .tokens import bm25_tokenize
     acc = TermPairs()
     texts = list(texts)
     for s in range(0, len(texts), block):
-        ids, vocab = bm25_tokenize_ids([f"{t}\n{x}" if t else x for t, x in zip(titles[s:s + block], texts[s:s + block])])
+        ids, vocab = bm25_tokenize([f"{t}\n{x}" if t else x for t, x in zip(titles[s:s + block], texts[s:s + block])])
         acc.add(ids, vocab, s)
     return acc.family(len(texts))
 
@@ -367,7 +367,7 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
     Map (per block, in a thread or a worker process): tokenise each chunk once and find its title
-    mentions and term pairs (:mod:`.lexical_map`; natively, csrc/cpu/lexical_tokens.cpp, when
+    mentions and term pairs (:mod:`.tokens`; natively, csrc/cpu/lexical_tokens.cpp, when
     ``native`` is not False and the extension loads). Reduce (here): the global term vocabulary in
     order of first occurrence, the document frequencies and the CSR incidence, assembled with NumPy.
     Equal to :func:`title_family` and :func:`term_family` (tested). ``workers``: threads for the
@@ -490,13 +490,13 @@ def map_reduce_families(titles, texts, want, *, workers=None, block: int | None 
                         map_fn=None, native: bool | None = None) -> dict:
     """The "title" and/or "term" families (``want``) by map/reduce over blocks of chunks.
     ``map_fn(jobs, names, max_n)``, optional, runs the map elsewhere (e.g. on Ray tasks): it gets the
-    jobs (argument tuples of :func:`.lexical_map.map_block`) and the title matcher's inputs, and
+    jobs (argument tuples of :func:`.tokens.map_block`) and the title matcher's inputs, and
     returns the block results in order. ``native``: the C++ map (None: when the extension loads).
 
     Where the map runs: with the native map, in threads of this process (it holds no GIL while it
     tokenises and matches, so threads share the texts: no copies to worker processes); with the
     Python map, or when ``mp_context`` is given, in worker processes."""
-    from . import lexical_map as lm
+    from . import tokens as lm
     use_native = native is not False and lm.native_extension() is not None
     if native and not use_native:
         raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
@@ -608,14 +608,6 @@ def lexical_stats(ctx: LexicalContext | None) -> list[dict]:
     return out
 
 
-# ---- registration with the index's fuzzy context (contextrag.index.context) -----------------------
-#
-# With Config.family_weights = {"rq": 1, "title": w, ...} a lexical family joins the fuzzy context of
-# the index (stored with it, and seen by the concept graph: meet nodes of a topic and an entity are the
-# "chunks that share an entity and a topic"). The graph code works on the dense context, so this is
-# for small corpora; query-time spreading (query/spread.py) does not need it: it reuses these blocks
-# when the index has them and otherwise builds the lexical context from the chunk texts once per index.
-
 MEMBER_DEGREE = 0.5   # crisp support of a lexical attribute: chunks holding it with degree >= 0.5
 
 
@@ -638,22 +630,3 @@ def family_from_arrays(name: str, names, matrix, state: dict | None = None) -> F
         max([len(a.split()) for a in vocab] + [1])
     return Family(name=name, vocab=vocab, df=df, weight=w, incidence=I, max_n=max_n)
 
-
-def _register():
-    from .context import FamilyResult, register_family
-
-    def make(name):
-        def fit(chunks, embeddings, config):
-            fam = BUILDERS[name]([t or "" for t in chunks.titles], list(chunks.texts))
-            members = sp.csr_matrix(fam.incidence >= MEMBER_DEGREE, dtype=bool)
-            return FamilyResult(fam.incidence, fam.attributes, members=members, state=family_state(fam),
-                                info={"attributes": len(fam.vocab), "nnz": int(fam.incidence.nnz),
-                                      "linking_attributes": int((fam.df >= 2).sum())})
-        fit.__name__ = f"{name}_fit"
-        return fit
-
-    for name in BUILDERS:
-        register_family(name, make(name))   # no transform: df-based weights are refitted on add
-
-
-_register()
