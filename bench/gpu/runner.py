@@ -138,7 +138,8 @@ def _summarise(groups: dict, meta: dict | None = None) -> dict:
     errors, fallbacks = [], []
     build = (meta or {}).get("build") or {}
     if build.get("cuda_build") not in (None, "ok"):
-        errors.append(f"build: the CUDA build failed, measured with {build.get('fallback_build')} (see build_ON.log)")
+        errors.append(f"build: CUDA build {build.get('cuda_build')}, measured with {build.get('fallback_build')} "
+                      "(see build_result.json)")
     if (meta or {}).get("cuda_skipped"):
         errors.append(f"build: CUDA groups skipped: {meta['cuda_skipped']}")
     for g, gv in groups.items():
