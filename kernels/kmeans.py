@@ -243,7 +243,8 @@ def update_blocks(KP: int, interp: bool):
 def update(X: torch.Tensor, labels: torch.Tensor, k: int, *, rows_per_prog: int | None = None):
     """Per-cluster sums (k, d) (float32; float64 input falls back to torch on the device) and counts (k,)."""
     n, d = X.shape
-    if X.dtype == torch.float64 or k > MAX_UPDATE_K or n == 0:
+    # d = 0 too: the kernel counts in its first feature block, and there is none to launch
+    if X.dtype == torch.float64 or k > MAX_UPDATE_K or n == 0 or d == 0:
         wd = torch.float64 if X.dtype == torch.float64 else torch.float32
         sums = torch.zeros((k, d), dtype=wd, device=X.device)
         if n:
