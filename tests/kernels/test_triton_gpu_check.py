@@ -65,7 +65,7 @@ def test_gpu_check_cpu_smoke(tmp_path):
     # compile sweep: one kernel compiled for sm_90 without a device, every production case listed
     sw = rep["groups"]["compile_sweep"]["results"]
     off = sw["offline/semiring/float32/maxplus/sm_90"]
-    assert off["offsets"] == ["i64"] and 0 < off["shared_bytes"] <= off["smem_optin_bytes"]
+    assert off["offsets"] == ["i64"] and 0 <= off["shared_bytes"] <= 64 * 64 * 4  # the store's tile at most
     assert off["registers"] > 0 and off["spill_store_bytes"] == 0
     assert len(sw["cases"]) > 60 and any(c.startswith("fcm/") and c.endswith("c1024") for c in sw["cases"])
     rows = {r["name"]: r for r in sw["offline_sweep"]["rows"]}
