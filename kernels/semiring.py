@@ -68,13 +68,13 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
     else:
         acc = tl.full((BM, BN), float("-inf"), dtype=ACC)
     # Rank-1 updates: column k of A against row k of B, folded straight into the (BM, BN)
-    # accumulator. Nothing is reduced across lanes or warps, so the kernel needs no shared memory (a
-    # BM×BK×BN block reduced over its middle axis made Triton 3.6 stage 64 KB per program through
-    # shared memory). Whole BK-slabs are unrolled; the tail (< BK) runs one k at a time, so no k is
+    # accumulator. Nothing is reduced across lanes or warps, so the loop needs no shared memory (a
+    # BM×BK×BN block reduced over its middle axis would make Triton 3.6 lay BK over the warps and
+    # stage 64 KB per program through shared memory). Whole BK-slabs are unrolled; the tail (< BK) runs one k at a time, so no k is
     # ever masked and padded rows and columns (never stored) may hold anything.
     a_row = a_ptr + om * s_am
     b_col = b_ptr + on * s_bn
-    k_full = k_lo + (k_hi - k_lo) // BK * BK
+    k_full = k_lo + tl.maximum(k_hi - k_lo, 0) // BK * BK
     for k0 in range(k_lo, k_full, BK):
         for j in tl.static_range(BK):
             acc = _rank1(acc, a_row, b_col, tl.cast(k0 + j, tl.int64), s_ak, s_bk, mmask, nmask, OP)
