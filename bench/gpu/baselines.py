@@ -1,6 +1,7 @@
 """Plain torch baselines: the same work done the way a torch user writes it, on the same device."""
 from __future__ import annotations
 
+
 def torch_lloyd_iter(X, C, Xf=None):
     """One Lloyd iteration in plain torch: matmul + argmin, index_add sums. Returns new centroids.
     ``Xf``: X in fp32 for the sums, converted once by the caller (not on every iteration)."""

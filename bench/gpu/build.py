@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_DIRS = ("/usr/local/cuda/bin",)
 

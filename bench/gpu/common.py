@@ -9,6 +9,7 @@ import time
 import traceback
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[2]
 # set (to the reason) by gpu_device.sh when the CUDA extension cannot run a kernel: the CUDA groups
 # are skipped and every benchmark measures Triton only

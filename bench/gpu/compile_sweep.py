@@ -3,6 +3,8 @@ device (registers, spills, shared memory as the driver reports them). Without a 
 offline sweep (contextrag.kernels.sweep) for sm_90."""
 from __future__ import annotations
 
+from .common import Ctx
+
 
 def _sweep_cases(torch, dev):
     """(name, thunk) for every Triton configuration the ops pick in production, on tiny inputs."""

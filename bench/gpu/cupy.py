@@ -18,6 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 
+
 REPO = Path(__file__).resolve().parents[2]
 
 

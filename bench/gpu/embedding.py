@@ -6,7 +6,7 @@ import json
 import sys
 import time
 
-from .common import REPO
+from .common import REPO, Ctx
 from .graph import graph_stages
 
 

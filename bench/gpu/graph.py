@@ -1,6 +1,8 @@
 """The "graph" group: stages 2–3 of the index build (RQ-KMeans → fuzzy context → closures → meets)."""
 from __future__ import annotations
 
+from .common import Ctx
+
 import time
 
 

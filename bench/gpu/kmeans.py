@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .baselines import torch_lloyd_iter
+from .common import Ctx
 
 
 def _kmeans_bounds(ctx, n, d, k, s_assign, s_update):

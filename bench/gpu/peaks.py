@@ -1,6 +1,9 @@
 """The "peaks" group: the device's copy bandwidth and bf16 matmul rate, for the fractions of bound."""
 from __future__ import annotations
 
+from .common import Ctx
+
+
 def group_peaks(ctx: Ctx):
     torch = ctx.torch
     ctx.step("device", ctx.device_info)

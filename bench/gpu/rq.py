@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from .baselines import torch_rq
+from .common import Ctx
 
 
 def group_rq(ctx: Ctx):
-    torch = ctx.torch
     X = ctx.data()
     sizes, n_iter = ctx.sizes, ctx.n_iter
     # the same work on both sides: every row at every level (no sample), n_iter iterations (tol = 0)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from .common import NO_CUDA_ENV, REPO, Ctx, _atomic_write, _run, _smi
 
+
 ENTRY = REPO / "bench" / "gpu_check.py"
 # in run order: correctness first, then the headline benchmarks, then what a cut run can lose. The
 # scale probe (int64 offsets) and the sanitizer's memcheck come before the whole-pipeline groups so

@@ -1,6 +1,9 @@
 """The "scale" group: 10M-row assignment and update, and fuzzy_route at N = 5M (int64 offsets)."""
 from __future__ import annotations
 
+from .common import Ctx
+
+
 def group_scale(ctx: Ctx):
     torch = ctx.torch
     n, d, k = (3000, 16, 8) if ctx.smoke else (10_000_000, 384, 96)

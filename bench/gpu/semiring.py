@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .baselines import torch_semiring
+from .common import Ctx
 
 
 def group_semiring(ctx: Ctx):

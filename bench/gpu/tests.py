@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .common import NO_CUDA_ENV, REPO, _atomic_write, _run
 
+
 _OUTCOME = re.compile(r"(\S+::\S+)\s+(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)|"
                       r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\s+(\S+::\S+)")
 _STARTED = re.compile(r"^(\S+::\S+)\s*$")
