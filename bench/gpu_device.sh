@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything a fresh GPU machine needs for the GPU check, in one command (for the device tool):
 #   1. build contextrag._C with the CUDA kernels for the local GPU (sm_90 on an H200) into the
-#      machine's python; if that build fails, build without CUDA so Triton is still measured;
+#      machine's python (bench/gpu/build.py: nvcc found or the reason recorded, a timeout per step);
+#      if that build fails, build without CUDA so Triton is still measured;
 #   2. launch one trivial CUDA kernel from the extension (a toolkit newer than the driver fails
 #      here, not in the middle of the tests); if it cannot run, the check skips the CUDA groups;
 #   3. run bench/gpu_check.py into OUTDIR (default: $OUT/gc when $OUT is set) within what is left of
@@ -19,25 +20,13 @@ ARCH="${CUDA_ARCH:-90}"
 TOTAL="${GPU_CHECK_TOTAL_S:-540}"
 t0=$(date +%s)
 
-build() {  # $1: ON or OFF
-  CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=${ARCH}" CONTEXTRAG_CUDA="$1" \
-    "$PY" -m pip install -q --no-build-isolation --no-deps -e . >"$DEST/build_$1.log" 2>&1
-}
-
-cuda_build="ok"
-if ! build ON; then
-  cuda_build="failed"
-  echo "[gpu_device] CUDA build FAILED (tail of $DEST/build_ON.log below); building without CUDA so Triton is still measured"
-  tail -30 "$DEST/build_ON.log"
-  rm -rf build/  # a half-configured CUDA build tree must not leak into the fallback build
-  if ! build OFF; then
-    echo "[gpu_device] build without CUDA FAILED too; see $DEST/build_OFF.log"; tail -40 "$DEST/build_OFF.log"
-    printf '{"cuda_build": "failed", "fallback_build": "failed"}\n' >"$DEST/build_status.json"
-    exit 1
-  fi
-fi
+# guarded build (bench/gpu/build.py): nvcc looked for, a timeout per step, pip's version check off;
+# without nvcc or when the CUDA build fails, built without CUDA so Triton is still measured
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+"$PY" bench/gpu/build.py "$DEST" --arch "$ARCH" --timeout-s "${GPU_BUILD_TIMEOUT_S:-300}" || {
+  printf '{"cuda_build": "failed", "fallback_build": "failed"}\n' >"$DEST/build_status.json"; exit 1; }
+cuda_build=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["cuda_build"])' "$DEST/build_result.json")
 build_s=$(( $(date +%s) - t0 ))
-echo "[gpu_device] built in ${build_s}s (CUDA build: ${cuda_build})"
 
 # one trivial kernel from the extension, and torch's own view of the device
 "$PY" - "$DEST/probe.json" <<'EOF'
@@ -60,7 +49,7 @@ reason=$("$PY" - "$DEST/probe.json" "$cuda_build" <<'EOF'
 import json, sys
 p = json.load(open(sys.argv[1]))
 if sys.argv[2] != "ok":
-    print("the CUDA build failed (see build_ON.log)")
+    print(f"the CUDA build did not run: {sys.argv[2]} (see build_result.json)")
 elif p.get("error"):
     print("probe: " + p["error"])
 elif not p.get("cuda_compiled"):
@@ -77,8 +66,8 @@ fi
 import json, sys
 dest, cuda_build, build_s, reason = sys.argv[1:5]
 probe = json.load(open(f"{dest}/probe.json"))
-json.dump({"cuda_build": cuda_build, "fallback_build": "CONTEXTRAG_CUDA=OFF" if cuda_build != "ok" else None,
-           "build_s": int(build_s), "probe": probe, "cuda_skipped": reason or None},
+build = json.load(open(f"{dest}/build_result.json"))
+json.dump({**build, "build_s": int(build_s), "probe": probe, "cuda_skipped": reason or None},
           open(f"{dest}/build_status.json", "w"), indent=2)
 EOF
 

@@ -14,13 +14,11 @@ reject). Memberships are written once: the only n×c traffic is the output itsel
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-from .kmeans import fp32_precision, launch_with_fallback
+from ._utils import fp32_precision, interpret, launch_with_fallback
 
 MAX_C = 1024
 # Triton's default software pipelining depth for loops feeding tl.dot on NVIDIA GPUs
@@ -29,10 +27,6 @@ DEFAULT_STAGES = 3
 FALLBACKS: list = []
 # relative threshold under which a GEMM-form squared distance is rounding noise (8 ulps)
 SNAP = {torch.float32: 8 * torch.finfo(torch.float32).eps, torch.float64: 8 * torch.finfo(torch.float64).eps}
-
-
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
 @triton.jit
@@ -130,7 +124,7 @@ def plans(c: int, mode: int, smem_limit: int, interp: bool = False):
 
 def smem_limit(device) -> int:
     """Largest dynamic shared memory one program may opt in to on ``device`` (bytes)."""
-    if _interpret() or getattr(device, "type", "cpu") != "cuda":
+    if interpret() or getattr(device, "type", "cpu") != "cuda":
         return 1 << 30
     idx = device.index if device.index is not None else torch.cuda.current_device()
     v = getattr(torch.cuda.get_device_properties(idx), "shared_memory_per_block_optin", None)
@@ -142,7 +136,7 @@ def smem_limit(device) -> int:
 
 def max_centres(device, dtype) -> int:
     """Largest c this kernel takes on ``device`` for X of ``dtype`` (beyond it: the torch path)."""
-    mode, lim, interp = _mode(dtype), smem_limit(device), _interpret()
+    mode, lim, interp = _mode(dtype), smem_limit(device), interpret()
     c = MAX_C
     while c >= 16 and not plans(c, mode, lim, interp):
         c //= 2
@@ -157,7 +151,7 @@ def memberships(X: torch.Tensor, C: torch.Tensor, m: float) -> torch.Tensor:
     n, d = X.shape
     c = C.shape[0]
     mode = _mode(X.dtype)
-    interp = _interpret()
+    interp = interpret()
     cands = plans(c, mode, smem_limit(X.device), interp)
     if not cands:
         raise ValueError(f"triton fcm_memberships handles at most {max_centres(X.device, X.dtype)} centres "

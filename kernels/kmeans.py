@@ -20,89 +20,11 @@ with one atomic per element (n/CHUNK·k·d atomics in all, not n·d). Counts com
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
 
-
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-_PREC_FALLBACK: dict = {}
-# Every switch from tf32x3 to IEEE fp32 this process made: (kernel, error). The GPU check asserts it
-# stays empty, since a fallback changes what every later fp32 dot measures.
-PRECISION_FALLBACKS: list = []
-# When a list, every compiled launch appends (kernel, constexprs, registers, spills, shared bytes):
-# the GPU check's compile sweep reads it. None (the default) records nothing.
-COMPILE_LOG: list | None = None
-
-
-def fp32_precision(device) -> str:
-    """How tl.dot multiplies fp32 tiles: 'ieee' under the interpreter; on a GPU 'tf32x3' (three
-    TF32 tensor-core passes, about fp32 accuracy) unless torch allows plain TF32
-    (``torch.backends.cuda.matmul.allow_tf32``), the same switch torch's own matmuls obey."""
-    if _interpret() or getattr(device, "type", "cuda") != "cuda":
-        return "ieee"
-    if torch.backends.cuda.matmul.allow_tf32:
-        return "tf32"
-    return _PREC_FALLBACK.get("tf32x3", "tf32x3")
-
-
-def _is_precision_error(e: BaseException) -> bool:
-    """A compile error about the dot's input precision (this Triton or GPU has no tf32x3), and
-    nothing else: out-of-resources, launch failures and CUDA errors must surface as they are."""
-    from triton.compiler.errors import CompilationError
-    from triton.runtime.errors import OutOfResources
-    if isinstance(e, OutOfResources):
-        return False
-    if not isinstance(e, (CompilationError, ValueError, AssertionError, TypeError)):
-        return False
-    msg = str(e)
-    return "tf32x3" in msg or "input_precision" in msg
-
-
-def _record_compiled(kernel, compiled, kwargs) -> None:
-    if COMPILE_LOG is None or compiled is None:
-        return
-    meta = getattr(compiled, "metadata", None)
-    COMPILE_LOG.append({
-        "kernel": getattr(kernel, "__name__", str(kernel)),
-        "config": {k: v for k, v in kwargs.items() if isinstance(v, (int, str, bool, float))},
-        "registers": getattr(compiled, "n_regs", None),
-        "spills": getattr(compiled, "n_spills", None),
-        "shared_bytes": getattr(meta, "shared", None),
-    })
-
-
-def launch(kernel, grid, args, kwargs):
-    """kernel[grid](*args, **kwargs), on the device of the first tensor argument (a tensor on
-    cuda:1 launches on cuda:1 whatever the current device is)."""
-    dev = next((a.device for a in args if isinstance(a, torch.Tensor)), None)
-    if dev is not None and dev.type == "cuda":
-        with torch.cuda.device(dev):
-            compiled = kernel[grid](*args, **kwargs)
-    else:
-        compiled = kernel[grid](*args, **kwargs)
-    _record_compiled(kernel, compiled, kwargs)
-    return compiled
-
-
-def launch_with_fallback(kernel, grid, args, kwargs, *, fp32: bool):
-    """Launch; if this Triton cannot compile a tf32x3 dot, fall back to exact IEEE fp32 once and for
-    all, and record it in PRECISION_FALLBACKS. Only for kernels whose dot really runs in fp32
-    (``fp32``) and only for that compile error: anything else propagates unchanged."""
-    try:
-        return launch(kernel, grid, args, kwargs)
-    except Exception as e:
-        if not (fp32 and kwargs.get("PREC") == "tf32x3" and _is_precision_error(e)):
-            raise
-        _PREC_FALLBACK["tf32x3"] = "ieee"
-        PRECISION_FALLBACKS.append({"kernel": getattr(kernel, "__name__", str(kernel)),
-                                    "error": f"{type(e).__name__}: {str(e)[:500]}"})
-        return launch(kernel, grid, args, dict(kwargs, PREC="ieee"))
+from ._utils import fp32_precision, interpret, launch_with_fallback
 
 
 @triton.jit
@@ -213,7 +135,7 @@ def assign(X: torch.Tensor, C: torch.Tensor, *, blocks: tuple | None = None):
     if n == 0:
         return labels, d2
     mode = _mode(X.dtype)
-    interp = _interpret()
+    interp = interpret()
     BN, BK, BD, warps = blocks or _assign_blocks(mode, interp, k)
     dummy = labels  # unused table pointers in the single-problem case
     launch_with_fallback(_assign_kernel, (triton.cdiv(n, BN),), (
@@ -236,7 +158,7 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
     labels = torch.empty(n, dtype=torch.int64, device=X.device)
     d2 = torch.empty(n, dtype=acc_dt, device=X.device)
     mode = _mode(X.dtype)
-    interp = _interpret()
+    interp = interpret()
     kmax = max([int(c_off[i + 1]) - int(c_off[i]) for i in range(len(c_off) - 1)] or [1])
     BN, BK, BD, warps = blocks or _assign_blocks(mode, interp, kmax)
     if tables is None:
@@ -255,7 +177,7 @@ def assign_segmented(X: torch.Tensor, row_off: torch.Tensor, C: torch.Tensor, c_
 def block_table(row_off, c_off, BN: int | None = None, device=None, dtype=None):
     """(block→problem, block→first row, problem→end row, problem→centroid offset, problem→k)."""
     if BN is None:
-        BN = _assign_blocks(_mode(dtype or torch.float32), _interpret())[0]  # rows per tile: independent of k
+        BN = _assign_blocks(_mode(dtype or torch.float32), interpret())[0]  # rows per tile: independent of k
     ro = [int(v) for v in row_off]
     co = [int(v) for v in c_off]
     probs, starts = [], []
@@ -310,19 +232,27 @@ def _update_kernel(x_ptr, lab_ptr, sums_ptr, counts_ptr, N, K, D, rows_per_prog,
 MAX_UPDATE_K = 256
 
 
+def update_blocks(KP: int, interp: bool):
+    """(rows per step, features per program, warps) for KP (k padded to a power of two ≥ 16): the
+    (KP × BD) fp32 partial stays at 8,192 elements."""
+    if interp:
+        return 32, 32, 4
+    return 64, max(16, min(128, 8192 // KP)), (4 if KP <= 64 else 8)
+
+
 def update(X: torch.Tensor, labels: torch.Tensor, k: int, *, rows_per_prog: int | None = None):
     """Per-cluster sums (k, d) (float32; float64 input falls back to torch on the device) and counts (k,)."""
     n, d = X.shape
-    if X.dtype == torch.float64 or k > MAX_UPDATE_K or n == 0:
+    # d = 0 too: the kernel counts in its first feature block, and there is none to launch
+    if X.dtype == torch.float64 or k > MAX_UPDATE_K or n == 0 or d == 0:
         wd = torch.float64 if X.dtype == torch.float64 else torch.float32
         sums = torch.zeros((k, d), dtype=wd, device=X.device)
         if n:
             sums.index_add_(0, labels, X.to(wd))
         return sums, torch.bincount(labels, minlength=k)
-    interp = _interpret()
+    interp = interpret()
     KP = max(16, triton.next_power_of_2(k))
-    BD = 32 if interp else max(16, min(128, 8192 // KP))
-    BN = 32 if interp else 64
+    BN, BD, warps = update_blocks(KP, interp)
     if rows_per_prog is None:
         if interp:
             rows_per_prog = 64
@@ -339,6 +269,6 @@ def update(X: torch.Tensor, labels: torch.Tensor, k: int, *, rows_per_prog: int 
                                                 X.stride(0), X.stride(1)),
                          dict(UPCAST=interp and X.dtype != torch.float32, FP32=X.dtype == torch.float32,
                               PREC="tf32x3" if prec == "tf32" else prec,
-                              KP=KP, BN=BN, BD=BD, num_warps=4 if KP <= 64 else 8),
+                              KP=KP, BN=BN, BD=BD, num_warps=warps),
                          fp32=X.dtype == torch.float32)
     return sums, counts.to(torch.int64)

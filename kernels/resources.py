@@ -26,21 +26,28 @@ _PTR = {"float32": "*fp32", "float64": "*fp64", "float16": "*fp16", "bfloat16": 
 _ACC = {"float32": "float32", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
 
 
-def signature(kernel, pointers: dict, floats: tuple = (), constexprs: dict | None = None) -> tuple[dict, dict]:
-    """(signature, constexprs) for ``kernel``: named pointer types, fp32 scalars in ``floats``,
-    every other runtime argument i32 (the specialisation Triton picks for values below 2³¹)."""
+def signature(kernel, pointers: dict, floats: tuple = (), constexprs: dict | None = None,
+              ones: tuple = (), div16: tuple = ()) -> tuple[dict, dict, dict]:
+    """(signature, constexprs, attrs) for ``kernel`` as a launch on contiguous, 16-byte aligned
+    torch tensors specialises it: named pointer types (each 16-byte aligned), fp32 scalars in
+    ``floats``, the unit strides in ``ones`` as the constant 1, the integers in ``div16`` marked
+    divisible by 16, every other runtime argument i32 (values below 2³¹)."""
     constexprs = dict(constexprs or {})
-    sig = {}
-    for name in kernel.arg_names:
+    constexprs.update({n: 1 for n in ones})
+    sig, attrs = {}, {}
+    for i, name in enumerate(kernel.arg_names):
         if name in constexprs:
             sig[name] = "constexpr"
         elif name in pointers:
             sig[name] = pointers[name]
+            attrs[(i,)] = [["tt.divisibility", 16]]
         elif name in floats:
             sig[name] = "fp32"
         else:
             sig[name] = "i32"
-    return sig, constexprs
+            if name in div16:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    return sig, constexprs, attrs
 
 
 def _ptxas(arch: int) -> str | None:
@@ -77,15 +84,15 @@ def _resource_usage(ptx: str, arch: int) -> dict:
     return usage
 
 
-def compile_report(kernel, sig: dict, constexprs: dict, *, arch: int = 90, num_warps: int = 4,
-                   num_stages: int = 3) -> dict:
+def compile_report(kernel, sig: dict, constexprs: dict, attrs: dict | None = None, *, arch: int = 90,
+                   num_warps: int = 4, num_stages: int = 3) -> dict:
     """Compile ``kernel`` for sm_<arch>; returns shared_bytes, registers, spill bytes, the opt-in
     limit of that architecture and the TTIR text."""
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
     fn = getattr(kernel, "fn", kernel)
-    src = ASTSource(kernel, sig, constexprs)
+    src = ASTSource(kernel, sig, constexprs, attrs)
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32),
                        options={"num_warps": num_warps, "num_stages": num_stages})
     rep = {"kernel": getattr(fn, "__name__", str(fn)), "arch": arch, "num_warps": num_warps,

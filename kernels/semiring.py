@@ -7,9 +7,10 @@ One kernel, three semirings, selected by a compile-time ``OP``:
 * ``MINSUM`` (meet cardinality):      out[i, j] = Σ_k min(A[i, k], B[k, j])
 
 Operands are addressed through strides, so transposed views (``I.t()``) cost nothing. Each program
-owns a BM×BN output tile held in registers and walks the reduction in BK-wide slabs: a BM×BK tile of
-A and a BK×BN tile of B are loaded once and combined as a BM×BK×BN register block, reduced over the
-middle axis. The clamp (the Łukasiewicz epilogue) is applied once, after the whole reduction.
+owns a BM×BN output tile held in registers and walks the reduction in BK-wide slabs, each as BK
+rank-1 updates (a column of A against a row of B, combined and folded into the tile element-wise):
+no reduction crosses lanes or warps, so no shared memory is used. The clamp (the Łukasiewicz
+epilogue) is applied once, after the whole reduction.
 
 When the output is too small to fill the GPU (132 × 1,000,000 × 132: a 132×132 output with a
 million-long reduction), the reduction is split over a third grid axis; each split writes a partial
@@ -18,18 +19,27 @@ sum changes association, which meet_cardinality's tolerance covers) before the e
 """
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
+
+from ._utils import interpret, launch, sm_count
 
 MINPLUS, MAXPLUS, MINSUM = 0, 1, 2
 _OPS = {"minplus": MINPLUS, "maxplus": MAXPLUS, "minsum": MINSUM}
 
 
-def _interpret() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+@triton.jit
+def _rank1(acc, a_row, b_col, k, s_ak, s_bk, mmask, nmask, OP: tl.constexpr):
+    """acc ⊕= A[:, k] ⊗ B[k, :] in semiring OP (k int64: k × stride may pass 2³¹)."""
+    a = tl.load(a_row + k * s_ak, mask=mmask, other=0)
+    b = tl.load(b_col + k * s_bk, mask=nmask, other=0)
+    if OP == 0:
+        return tl.minimum(acc, b[None, :] - a[:, None])
+    elif OP == 1:
+        return tl.maximum(acc, a[:, None] + b[None, :])
+    else:
+        return acc + tl.minimum(a[:, None], b[None, :])
 
 
 @triton.jit
@@ -57,27 +67,19 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
         acc = tl.full((BM, BN), float("inf"), dtype=ACC)
     else:
         acc = tl.full((BM, BN), float("-inf"), dtype=ACC)
-    for k0 in range(k_lo, k_hi, BK):
-        offs_k = k0 + tl.arange(0, BK)
-        kmask = offs_k < k_hi
-        ok = offs_k.to(tl.int64)
-        a = tl.load(a_ptr + om[:, None] * s_am + ok[None, :] * s_ak,
-                    mask=mmask[:, None] & kmask[None, :], other=0)
-        b = tl.load(b_ptr + ok[:, None] * s_bk + on[None, :] * s_bn,
-                    mask=kmask[:, None] & nmask[None, :], other=0)
-        kk = kmask[None, :, None]
-        if OP == 0:
-            t = b[None, :, :] - a[:, :, None]
-            t = tl.where(kk, t, float("inf"))
-            acc = tl.minimum(acc, tl.min(t, axis=1))
-        elif OP == 1:
-            t = a[:, :, None] + b[None, :, :]
-            t = tl.where(kk, t, float("-inf"))
-            acc = tl.maximum(acc, tl.max(t, axis=1))
-        else:
-            # masked entries load as 0 on both sides, so min(0, 0) adds nothing
-            t = tl.minimum(a[:, :, None], b[None, :, :])
-            acc += tl.sum(t, axis=1)
+    # Rank-1 updates: column k of A against row k of B, folded straight into the (BM, BN)
+    # accumulator. Nothing is reduced across lanes or warps, so the loop needs no shared memory (a
+    # BM×BK×BN block reduced over its middle axis would make Triton 3.6 lay BK over the warps and
+    # stage 64 KB per program through shared memory). Whole BK-slabs are unrolled; the tail (< BK) runs one k at a time, so no k is
+    # ever masked and padded rows and columns (never stored) may hold anything.
+    a_row = a_ptr + om * s_am
+    b_col = b_ptr + on * s_bn
+    k_full = k_lo + tl.maximum(k_hi - k_lo, 0) // BK * BK
+    for k0 in range(k_lo, k_full, BK):
+        for j in tl.static_range(BK):
+            acc = _rank1(acc, a_row, b_col, tl.cast(k0 + j, tl.int64), s_ak, s_bk, mmask, nmask, OP)
+    for k in range(k_full, k_hi):
+        acc = _rank1(acc, a_row, b_col, tl.cast(k, tl.int64), s_ak, s_bk, mmask, nmask, OP)
     if EPILOGUE:
         if OP == 0:
             acc = tl.minimum(acc + 1.0, 1.0)
@@ -85,12 +87,6 @@ def _semiring_kernel(a_ptr, b_ptr, out_ptr, M, N, K, k_per_split,
             acc = tl.maximum(acc - 1.0, 0.0)
     tl.store(out_ptr + pid_s.to(tl.int64) * s_os + om[:, None] * s_om + on[None, :] * s_on, acc,
              mask=mmask[:, None] & nmask[None, :])
-
-
-def _sm_count(device) -> int:
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return 1
 
 
 def _tile(x: int) -> int:
@@ -127,11 +123,11 @@ def launch_plan(M: int, N: int, K: int, BM: int, BN: int, BK: int, split: int):
 def choose_blocks(M: int, N: int, K: int, dtype, device, *, split: int | None = None, blocks: tuple | None = None):
     """(BM, BN, BK, warps, split) semiring_mm uses: by default enough reduction splits for two
     programs per SM, each at least 8 slabs long."""
-    interp = _interpret()
+    interp = interpret()
     BM, BN, BK, warps = blocks or _blocks(dtype, interp, M, N)
     if split is None:
         tiles = triton.cdiv(M, BM) * triton.cdiv(N, BN)
-        target = 1 if interp else 2 * _sm_count(device)
+        target = 1 if interp else 2 * sm_count(device)
         split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(K, 8 * BK)))
     return BM, BN, BK, warps, launch_plan(M, N, K, BM, BN, BK, split)[3]
 
@@ -142,8 +138,6 @@ def semiring_mm(A: torch.Tensor, B: torch.Tensor, op: str, *, split: int | None 
 
     ``split``: number of reduction splits (default: enough programs to fill the GPU).
     """
-    from .kmeans import launch
-
     code = _OPS[op]
     M, K = A.shape
     K2, N = B.shape
@@ -214,6 +208,8 @@ __all__ = ["semiring_mm", "launch_plan", "luk_up", "luk_down", "fuzzy_route", "m
 
 # ---- meet cardinality on int8 tensor cores for memberships quantised to L levels ------------
 
+LEVELS_BLOCKS = (64, 64, 64)  # (BM, BN, BK) on a GPU
+
 @triton.jit
 def _meet_levels_kernel(a_ptr, b_ptr, ws_ptr, M, N, K, L, k_per_split,
                         s_am, s_ak, s_bk, s_bn, s_wm, s_wn, s_ws,
@@ -247,7 +243,7 @@ def _meet_levels_kernel(a_ptr, b_ptr, ws_ptr, M, N, K, L, k_per_split,
             if UPCAST:
                 acc = tl.dot((qa >= t).to(tl.float32), (qb >= t).to(tl.float32), acc, input_precision="ieee")
             else:
-                acc = tl.dot((qa >= t).to(tl.int8), (qb >= t).to(tl.int8), acc)
+                acc = tl.dot((qa >= t).to(tl.int8), (qb >= t).to(tl.int8), acc, out_dtype=tl.int32)
     tl.store(ws_ptr + pid_s.to(tl.int64) * s_ws + om[:, None] * s_wm + on[None, :] * s_wn, acc.to(tl.int32),
              mask=mmask[:, None] & nmask[None, :])
 
@@ -269,16 +265,15 @@ def meet_cardinality_levels(A: torch.Tensor, B: torch.Tensor, levels: int, *, sp
     q = B.shape[0]
     if p == 0 or q == 0 or G == 0:
         return torch.zeros((p, q), dtype=torch.float32, device=A.device)
-    interp = _interpret()
-    BM, BN, BK = (16, 16, 32) if interp else (64, 64, 64)
+    interp = interpret()
+    BM, BN, BK = (16, 16, 32) if interp else LEVELS_BLOCKS
     tiles = triton.cdiv(p, BM) * triton.cdiv(q, BN)
     if split is None:
-        target = 1 if interp else 2 * _sm_count(A.device)
+        target = 1 if interp else 2 * sm_count(A.device)
         split = max(1, min(triton.cdiv(target, tiles), triton.cdiv(G, 8 * BK)))
     chunks, _, kps, split = launch_plan(p, q, G, BM, BN, BK, split)
     ws = torch.empty((split, p, q), dtype=torch.int32, device=A.device)
     Bt = B.t()
-    from .kmeans import launch
     for r0, rows in chunks:
         a, w = A[r0:r0 + rows], ws[:, r0:r0 + rows]
         grid = (triton.cdiv(q, BN), triton.cdiv(rows, BM), split)

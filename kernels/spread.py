@@ -14,6 +14,10 @@ import torch
 import triton
 import triton.language as tl
 
+from ._utils import launch
+
+BLOCK = 128  # entries of one attribute's column per step
+
 
 @triton.jit
 def _spread_kernel(tip_ptr, tix_ptr, tdv_ptr, doc_ptr, eq_ptr, ea_ptr, ev_ptr, esdoc_ptr, eself_ptr,
@@ -53,7 +57,7 @@ def spread_columns(t_indptr: torch.Tensor, t_indices: torch.Tensor, t_data: torc
     has_doc = doc is not None
     f64 = t_data.dtype == torch.float64
     bits = out.view(torch.int64 if f64 else torch.int32)
-    _spread_kernel[(eq.numel(),)](t_indptr, t_indices, t_data, doc if has_doc else t_indptr, eq, ea,
-                                  ev.to(t_data.dtype), esdoc, eself, bits, n, HAS_DOC=has_doc,
-                                  BITS=tl.int64 if f64 else tl.int32, BLOCK=128)
+    launch(_spread_kernel, (eq.numel(),), (t_indptr, t_indices, t_data, doc if has_doc else t_indptr, eq, ea,
+                                           ev.to(t_data.dtype), esdoc, eself, bits, n),
+           dict(HAS_DOC=has_doc, BITS=tl.int64 if f64 else tl.int32, BLOCK=BLOCK))
     return out

@@ -155,7 +155,8 @@ std::string launch_assign(uintptr_t x, uintptr_t c, uintptr_t cn, uintptr_t lab,
 template <typename TIn, typename Acc>
 std::string launch_update(uintptr_t x, uintptr_t lab, uintptr_t sums, uintptr_t counts, int64_t n, int64_t k,
                           int64_t d, cudaStream_t st) {
-  const int64_t col_blocks = (d + UD - 1) / UD;
+  // d = 0 still launches one column block: it counts the labels (its sums loop has nothing to add)
+  const int64_t col_blocks = d > 0 ? (d + UD - 1) / UD : 1;
   int64_t row_blocks = (4 * int64_t(sm_count()) + col_blocks - 1) / col_blocks;
   if (row_blocks < 1) row_blocks = 1;
   int64_t rows_per = (n + row_blocks - 1) / row_blocks;
@@ -207,8 +208,9 @@ int assign_rows_per_block() { return ABM; }
 
 std::string kmeans_update(int dtype, uintptr_t x, uintptr_t labels, uintptr_t sums, uintptr_t counts, int64_t n,
                           int64_t k, int64_t d, uintptr_t stream) {
-  if (n <= 0 || d <= 0) return std::string();
+  if (n <= 0) return std::string();
   if (k <= 0) return "kmeans_update: k must be positive";
+  if (d < 0) return "kmeans_update: d must be non-negative";
   DeviceGuard guard(x);
   cudaStream_t st = as_stream(stream);
   switch (dtype) {

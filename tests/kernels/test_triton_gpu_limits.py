@@ -26,7 +26,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
     pytest.skip("compiles kernels: needs a process without TRITON_INTERPRET", allow_module_level=True)
 
 from contextrag import ref  # noqa: E402
-from contextrag.kernels import fcm, kmeans, semiring  # noqa: E402
+from contextrag.kernels import _utils, fcm, semiring  # noqa: E402
 from contextrag.ops import _cuda, _fcm_gpu, _kmeans_gpu  # noqa: E402
 from contextrag.ops import semiring as ops_semiring  # noqa: E402
 
@@ -138,8 +138,8 @@ def test_semiring_kernel_address_arithmetic_is_int64():
     """Compiled for sm_90 without a device: every pointer offset is 64-bit, so index × stride
     cannot wrap past 2³¹ elements (A of 2,148 × 1M; Iᵀ of 10M chunks)."""
     from contextrag.kernels import resources
-    k, sig, ce = resources.semiring_kernel_args("float32", op=1)
-    rep = resources.compile_report(k, sig, ce, arch=90, num_warps=8)
+    k, sig, ce, attrs = resources.semiring_kernel_args("float32", op=1)
+    rep = resources.compile_report(k, sig, ce, attrs, arch=90, num_warps=8)
     assert resources.addptr_offset_types(rep["ttir"]) == {"i64"}
     assert rep["shared_bytes"] <= resources.SMEM_OPTIN[90]
 
@@ -172,8 +172,8 @@ def test_fcm_smem_estimate_bounds_the_compiled_kernel():
     within the plan's estimate, which is within the opt-in limit."""
     from contextrag.kernels import resources
     BN, CP, BD, warps, stages = fcm.plans(512, 0, A100_OPTIN)[0]
-    k, sig, ce = resources.fcm_kernel_args("bfloat16", BN, CP, BD)
-    rep = resources.compile_report(k, sig, ce, arch=80, num_warps=warps, num_stages=stages)
+    k, sig, ce, attrs = resources.fcm_kernel_args("bfloat16", BN, CP, BD)
+    rep = resources.compile_report(k, sig, ce, attrs, arch=80, num_warps=warps, num_stages=stages)
     assert rep["shared_bytes"] <= fcm.smem_bytes(BN, CP, BD, stages, 2) <= A100_OPTIN
 
 
@@ -196,36 +196,36 @@ class _FakeKernel:
 
 @pytest.fixture
 def fresh_precision(monkeypatch):
-    monkeypatch.setattr(kmeans, "_PREC_FALLBACK", {})
-    monkeypatch.setattr(kmeans, "PRECISION_FALLBACKS", [])
+    monkeypatch.setattr(_utils, "_PREC_FALLBACK", {})
+    monkeypatch.setattr(_utils, "PRECISION_FALLBACKS", [])
 
 
 def test_out_of_resources_is_not_a_precision_fallback(fresh_precision):
     from triton.runtime.errors import OutOfResources
     k = _FakeKernel({"tf32x3": OutOfResources(300000, 232448, "shared memory")})
     with pytest.raises(OutOfResources):
-        kmeans.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
-    assert k.calls == ["tf32x3"] and kmeans.PRECISION_FALLBACKS == [] and kmeans._PREC_FALLBACK == {}
+        _utils.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
+    assert k.calls == ["tf32x3"] and _utils.PRECISION_FALLBACKS == [] and _utils._PREC_FALLBACK == {}
 
 
 def test_other_errors_and_non_fp32_modes_propagate(fresh_precision):
     k = _FakeKernel({"tf32x3": RuntimeError("CUDA error: an illegal memory access was encountered")})
     with pytest.raises(RuntimeError, match="illegal"):
-        kmeans.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
+        _utils.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
     k = _FakeKernel({"tf32x3": ValueError("input_precision must be one of ('tf32', 'ieee')")})
     with pytest.raises(ValueError):  # a bf16 or fp64 kernel: its dot never used PREC
-        kmeans.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=False)
-    assert kmeans.PRECISION_FALLBACKS == [] and kmeans._PREC_FALLBACK == {}
+        _utils.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=False)
+    assert _utils.PRECISION_FALLBACKS == [] and _utils._PREC_FALLBACK == {}
 
 
 def test_precision_compile_error_falls_back_once_and_is_recorded(fresh_precision):
     from triton.compiler.errors import CompilationError
     err = CompilationError("src", None, "input_precision must be one of ('tf32', 'tf32x3'...): tf32x3 unsupported")
     k = _FakeKernel({"tf32x3": err})
-    kmeans.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
+    _utils.launch_with_fallback(k, (1,), (), {"PREC": "tf32x3"}, fp32=True)
     assert k.calls == ["tf32x3", "ieee"]
-    assert [f["kernel"] for f in kmeans.PRECISION_FALLBACKS] == ["_fake_kernel"]
-    assert kmeans._PREC_FALLBACK == {"tf32x3": "ieee"}
+    assert [f["kernel"] for f in _utils.PRECISION_FALLBACKS] == ["_fake_kernel"]
+    assert _utils._PREC_FALLBACK == {"tf32x3": "ieee"}
 
 
 # ---- 5. input contracts at the raw-pointer boundary ------------------------------------------

@@ -199,7 +199,7 @@ def test_kmeans_assign_dispatcher_and_fit(K):
     assert a.n_iter == b.n_iter
 
 
-@pytest.mark.parametrize("n,d,k", [(1, 3, 1), (65, 7, 33), (130, 33, 5), (64, 40, 200)])
+@pytest.mark.parametrize("n,d,k", [(1, 3, 1), (65, 7, 33), (130, 33, 5), (64, 40, 200), (70, 0, 6)])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_kmeans_update(K, n, d, k, dtype):
     kmeans = K[1]

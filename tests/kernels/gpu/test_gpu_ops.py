@@ -129,7 +129,8 @@ def test_cuda_assign_tensor_core_and_simt_paths(tensor_cores, dtype, n, d, k):
 def test_kmeans_update(backend, dtype):
     _need(backend)
     g = torch.Generator().manual_seed(11)
-    for n, d, k in [(1, 3, 1), (5000, 65, 96), (3000, 1024, 12)]:
+    # d = 0: no features, but the counts must still be counted
+    for n, d, k in [(1, 3, 1), (5000, 65, 96), (3000, 1024, 12), (300, 0, 7)]:
         X = torch.randn(n, d, generator=g).to(dtype)
         labels = torch.randint(0, k, (n,), generator=g)
         sums, counts = IMPLS["kmeans_update"][backend](X.cuda(), labels.cuda(), k)

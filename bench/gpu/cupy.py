@@ -18,7 +18,8 @@ import importlib
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _cases(ctx):
