@@ -98,10 +98,10 @@ def _walk(folder: Path):
 
 
 def _rel_id(path: Path, base: Path) -> str:
-    for p, b in ((path, base), (path.absolute(), base.absolute()), (path.resolve(), base.resolve())):
+    for form in (Path, Path.absolute, Path.resolve):   # tried in turn: resolve() fails on a symlink loop
         try:
-            return p.relative_to(b).as_posix()
-        except ValueError:
+            return form(path).relative_to(form(base)).as_posix()
+        except (ValueError, RuntimeError, OSError):
             continue
     raise ValueError(f"{path} is not inside --root {base}")
 

@@ -29,6 +29,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from .citations import reply_tail, reply_text
+from . import validation
 from .limits import BodyLimit
 from .state import IndexHolder, WriteInProgress
 
@@ -218,6 +219,7 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                   description="Extraction-free graph RAG over one index: retrieval, answers, an "
                               "OpenAI-compatible chat endpoint and index updates.")
     app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    validation.install(app)      # 400 for text that is not Unicode; 422 replies that always encode
     app.state.holder = holder
     app.state.llm = llm
     guarded = [Depends(auth)]
