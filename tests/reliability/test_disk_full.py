@@ -71,7 +71,7 @@ def test_add_and_sync_on_a_full_disk_leave_the_old_index(small_disk, tiny, parag
     failures = 0
     for leave in LEVELS:
         _fill(small_disk, leave)
-        for what, change in (("add", lambda: rag.add(paragraphs[44:50])),
+        for what, change in (("add", lambda: rag.add(paragraphs[44:50], replace=True)),
                              ("sync", lambda: rag.sync_folder(folder))):
             try:
                 with warnings.catch_warnings():
@@ -90,8 +90,8 @@ def test_add_and_sync_on_a_full_disk_leave_the_old_index(small_disk, tiny, parag
         assert len([p for p in idx.iterdir() if store._SNAP_RE.match(p.name)]) == 1   # no orphan snapshot
         _unfill(small_disk)
     assert failures >= 4                     # the small levels do not fit a save
-    assert sorted(ContextRAG.load(idx, embedder=HashEmbedder()).index.docs) >= before
-    rag.add(paragraphs[44:50])                # with room again, the next write goes through
+    assert set(ContextRAG.load(idx, embedder=HashEmbedder()).index.docs) >= set(before)
+    rag.add(paragraphs[44:50], replace=True)                # with room again, the next write goes through
     assert {p["id"] for p in paragraphs[44:50]} <= set(ContextRAG.load(idx, embedder=HashEmbedder()).index.docs)
 
 

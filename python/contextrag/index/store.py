@@ -318,6 +318,35 @@ def check_writable(path) -> Path:
     return root
 
 
+def _os_errno(e: BaseException) -> int | None:
+    """The OS error behind a failed save: an OSError's own, or the one that safetensors (its Rust
+    I/O error, "os error 28") and SQLite ("database or disk is full") report in their own types."""
+    if isinstance(e, OSError):
+        return e.errno or errno.EIO
+    if not isinstance(e, Exception):
+        return None
+    msg = str(e)
+    m = re.search(r"\(os error (\d+)\)", msg)
+    if m:
+        return int(m.group(1))
+    if isinstance(e, sqlite3.Error) and ("disk is full" in msg or "disk I/O error" in msg):
+        return errno.ENOSPC if "full" in msg else errno.EIO
+    if "No space left on device" in msg:
+        return errno.ENOSPC
+    return None
+
+
+def _discard_failed_save(root: Path, tmp: Path, snap: Path | None, ptr: Path | None) -> None:
+    """Remove what a failed save wrote (its temporary or renamed snapshot, its CURRENT candidate), so a
+    full disk is not left fuller; CURRENT still names the previous snapshot, which is kept."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    if ptr is not None:
+        with contextlib.suppress(OSError):
+            ptr.unlink()
+    if snap is not None and current_snapshot(root) != snap.name:
+        shutil.rmtree(snap, ignore_errors=True)
+
+
 def save(ix, path) -> Path:
     """Write ``ix`` to the index directory ``path`` atomically (see module docstring).
 
@@ -328,6 +357,7 @@ def save(ix, path) -> Path:
     root = check_writable(path)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{uuid.uuid4().hex[:8]}"
+    snap = ptr = None
     try:
         tmp.mkdir()
         write_snapshot(ix, tmp)
@@ -339,15 +369,15 @@ def save(ix, path) -> Path:
         _fsync_file(ptr)
         os.replace(ptr, root / CURRENT)       # the commit point
         _fsync_dir(root)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        why = e.strerror or str(e)
-        name = errno.errorcode.get(e.errno, "") if e.errno else ""
-        raise OSError(e.errno, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
-                               "the previous index is unchanged") from e
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    except BaseException as e:
+        _discard_failed_save(root, tmp, snap, ptr)
+        code = _os_errno(e)
+        if code is None:
+            raise
+        why = os.strerror(code) if not isinstance(e, OSError) or not e.strerror else e.strerror
+        name = errno.errorcode.get(code, "")
+        raise OSError(code, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
+                            "the previous index is unchanged") from e
     for p in root.iterdir():                  # old snapshots and leftovers of killed saves
         if p.name != snap.name and p.name != CURRENT and (p.name.startswith((".tmp-", ".CURRENT-"))
                                                          or _SNAP_RE.match(p.name)):
