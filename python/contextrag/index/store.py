@@ -319,10 +319,8 @@ def check_writable(path) -> Path:
 
 
 def _os_errno(e: BaseException) -> int | None:
-    """The OS error behind a failed save: an OSError's own, or the one that safetensors (its Rust
-    I/O error, "os error 28") and SQLite ("database or disk is full") report in their own types."""
-    if isinstance(e, OSError):
-        return e.errno or errno.EIO
+    """The OS error that safetensors (its Rust I/O error, "os error 28") and SQLite ("database or disk
+    is full") report in their own types, or None for an error of another kind."""
     if not isinstance(e, Exception):
         return None
     msg = str(e)
@@ -371,11 +369,14 @@ def save(ix, path) -> Path:
         _fsync_dir(root)
     except BaseException as e:
         _discard_failed_save(root, tmp, snap, ptr)
-        code = _os_errno(e)
-        if code is None:
-            raise
-        why = os.strerror(code) if not isinstance(e, OSError) or not e.strerror else e.strerror
-        name = errno.errorcode.get(code, "")
+        if isinstance(e, OSError):
+            code, why = e.errno, e.strerror or str(e)
+        else:
+            code = _os_errno(e)
+            if code is None:
+                raise
+            why = os.strerror(code)
+        name = errno.errorcode.get(code, "") if code else ""
         raise OSError(code, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
                             "the previous index is unchanged") from e
     for p in root.iterdir():                  # old snapshots and leftovers of killed saves
