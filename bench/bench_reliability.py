@@ -49,10 +49,22 @@ INDEX_DIR = Path(os.environ.get("CONTEXTRAG_BENCH_INDEX", Path(tempfile.gettempd
                                 / "hotpot500_index"))
 
 
+def cpu() -> dict:
+    """The CPU model and the ISA flags that matter to the kernels (Linux; empty elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), None)
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    return {"model": model, "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma")))}
+
+
 def machine() -> dict:
     import contextrag
     import torch
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cpu": cpu(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "contextrag": contextrag.__version__, "loadavg_start": list(os.getloadavg()),
             "note": "shared machine: other jobs ran at the same time (see loadavg)"}
