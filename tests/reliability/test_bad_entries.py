@@ -36,7 +36,7 @@ print(json.dumps({"added": rep["added"], "skipped": rep["skipped"], "warnings": 
 """
 
 
-def _bomb_pdf(path, mib: int = 200) -> None:
+def _bomb_pdf(path, mib: int = 100) -> None:
     """A one-page PDF whose content stream inflates to ``mib`` MiB (pypdf refuses past its limit)."""
     pypdf = pytest.importorskip("pypdf")
     from pypdf.generic import DecodedStreamObject, NameObject, StreamObject
