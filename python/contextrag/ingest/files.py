@@ -152,7 +152,7 @@ def _size(n: int) -> str:
 
 
 def _not_regular(mode: int) -> str:
-    return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+    return next((what for test, what in _FILE_KINDS if test(mode)), "a special entry")
 
 
 def read_file_bytes(path: Path, limit: int | None = None) -> bytes:

@@ -87,7 +87,12 @@ def read_records(path, fields: Fields = Fields()) -> list[dict]:
     """The documents of a .json or .jsonl corpus file (see the module docstring)."""
     p = Path(path)
     suffix = p.suffix.lower()
-    raw = p.read_bytes()
+    from .base import Unreadable
+    from .files import read_file_bytes
+    try:
+        raw = read_file_bytes(p)          # a regular file, bounded: never a FIFO or a device
+    except Unreadable as e:
+        raise ValueError(f"corpus {p.name} cannot be read: {e}") from None
     if not raw.strip():
         raise ValueError(f"corpus {p.name} is empty")
     text = decode(raw, f"corpus {p.name}")     # the bytes already read: no second read of the file
