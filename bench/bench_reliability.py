@@ -10,12 +10,19 @@ contextrag.eval.load.run_load (its small shape runs in CI: tests/reliability/tes
 
 Usage: python bench/bench_reliability.py [--clients 8,32] [--questions 500] [--max-queries N]
                                          [--writer-docs 100] [--writer-batch 1] [--embedder model|hash]
+       python bench/bench_reliability.py --soak SECONDS [--race-rounds 10]
 ``--max-queries`` caps clients x questions per run (each client then asks the first N/clients
 questions); the JSON records what ran. ``--embedder hash`` swaps the sentence-transformers model for
 the hashing embedder of the tests (tests/reliability/hash_embedder.py) in the index and the queries:
 every other stage runs as usual, so concurrency, snapshot swaps and writes are exercised the same,
 at a fraction of the CPU (retrieval quality is then meaningless and not reported). On a shared
 2-core machine: the JSON records the load average.
+
+``--soak SECONDS`` runs the soak of tests/reliability/soak.py for that long instead (reader threads,
+writes, reloads and a scripted LLM failing one call in three, interleaved; resident memory sampled)
+on a 200-document HotpotQA index with the hashing embedder, then ``--race-rounds`` fresh processes
+querying during their first write (over HTTP and in-process, tests/reliability/first_write_race.py)
+-> bench/results/reliability_soak.json.
 """
 from __future__ import annotations
 
@@ -42,10 +49,22 @@ INDEX_DIR = Path(os.environ.get("CONTEXTRAG_BENCH_INDEX", Path(tempfile.gettempd
                                 / "hotpot500_index"))
 
 
+def cpu() -> dict:
+    """The CPU model and the ISA flags that matter to the kernels (Linux; empty elsewhere)."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {}
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), None)
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
+    return {"model": model, "flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma")))}
+
+
 def machine() -> dict:
     import contextrag
     import torch
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cpu": cpu(),
             "torch": torch.__version__, "torch_threads": torch.get_num_threads(),
             "contextrag": contextrag.__version__, "loadavg_start": list(os.getloadavg()),
             "note": "shared machine: other jobs ran at the same time (see loadavg)"}
@@ -88,6 +107,50 @@ def index(where: Path, embedder):
         return ContextRAG.build(docs, path=where, config=cfg, embedder=embedder), True
 
 
+def soak_main(seconds: float, race_rounds: int) -> None:
+    import subprocess
+    import sys
+    sys.path.insert(0, str(REPO / "tests" / "reliability"))
+    from hash_embedder import HashEmbedder, tiny_config
+    from soak import run
+
+    from contextrag import ContextRAG
+    _, docs = hotpot()
+    out = {"machine": machine(), "embedder": "hash", "soak": None, "race": []}
+    work = Path(tempfile.mkdtemp(prefix="contextrag_soak_"))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ContextRAG.build(docs[:200], path=work / "base", config=tiny_config(), embedder=HashEmbedder())
+        shutil.copytree(work / "base", work / "idx")
+        load0 = list(os.getloadavg())
+        res = run(work / "idx", docs[200:400], seconds, embedder=HashEmbedder())
+        res["loadavg_before"], res["loadavg_after"] = load0, list(os.getloadavg())
+        out["soak"] = res
+        print(json.dumps({k: v for k, v in res.items() if k != "rss_samples"}), flush=True)
+        for mode in ("server", "threads"):
+            for i in range(race_rounds):
+                idx = work / f"race-{mode}-{i}"
+                shutil.copytree(work / "base", idx)
+                r = subprocess.run([sys.executable, str(REPO / "tests" / "reliability" / "first_write_race.py"),
+                                    mode, str(idx)], capture_output=True, text=True, timeout=600)
+                row = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
+                       else {"mode": mode, "crashed": r.stderr[-500:]})
+                out["race"].append(row)
+                shutil.rmtree(idx, ignore_errors=True)
+            print(json.dumps({"race": mode, "rounds": race_rounds,
+                              "query_errors": sum(x.get("query_errors", 1) for x in out["race"] if x["mode"] == mode),
+                              "write_errors": sum(x.get("write_errors", 1) for x in out["race"] if x["mode"] == mode)}),
+                  flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    out["machine"]["loadavg_end"] = list(os.getloadavg())
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    p = RESULTS / "reliability_soak.json"
+    p.write_text(json.dumps(out, indent=1, default=float))
+    print(f"-> {p}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--clients", default="8,32")
@@ -97,7 +160,11 @@ def main():
     ap.add_argument("--writer-batch", type=int, default=1)
     ap.add_argument("-k", type=int, default=12)
     ap.add_argument("--embedder", choices=("model", "hash"), default="model")
+    ap.add_argument("--soak", type=float, default=None, metavar="SECONDS")
+    ap.add_argument("--race-rounds", type=int, default=10)
     a = ap.parse_args()
+    if a.soak is not None:
+        return soak_main(a.soak, a.race_rounds)
     import torch
     torch.set_num_threads(1)          # clients are the parallelism; one intra-op thread each
     from contextrag import ContextRAG

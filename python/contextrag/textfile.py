@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -25,13 +26,55 @@ class TextFileWarning(UserWarning):
     """A corpus file was skipped or decoded from a non-UTF-8 encoding."""
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1f\x7f-\x9f\ufffd]")
+# format characters that draw nothing: a text of only these (and whitespace) holds no words
+_INVISIBLE = re.compile(r"[\s\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u206a-\u206f\ufeff]+")
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
 def _control_share(text: str) -> float:
-    sample = text[:_SNIFF]
-    if not sample:
+    """The share of control characters over the whole text (binary data may start after 8 KiB)."""
+    if not text:
         return 0.0
-    bad = sum(1 for ch in sample if (ord(ch) < 32 and ch not in "\t\n\r\f\v") or 0x7f <= ord(ch) < 0xa0
-              or ch == "\ufffd")
-    return bad / len(sample)
+    return len(_CONTROL.findall(text)) / len(text)
+
+
+def has_visible_text(text: str) -> bool:
+    """True when ``text`` holds something besides whitespace and zero-width/format characters."""
+    return bool(_INVISIBLE.sub("", text))
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate in ``text`` (JSON's "\\ud800" escape gives one; no
+    UTF-8 encoder takes it), or None."""
+    m = _SURROGATE.search(text)
+    return None if m is None else m.start()
+
+
+def shown_name(name: str) -> str:
+    """``name`` safe to print: a file name that is not UTF-8 reaches Python as lone surrogates
+    (os.fsdecode), which no terminal or JSON encoder takes; those bytes are shown as \\xNN."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+
+
+def _mostly_utf8(data: bytes) -> str | None:
+    """``data`` decoded as UTF-8 with its invalid bytes replaced, when that is what it mostly is: a
+    UTF-8 text with a few stray bytes (a cut multi-byte sequence, one Latin-1 character pasted in)
+    would otherwise go to detection, which reads the whole text in a legacy code page (mojibake). A
+    legacy-encoded text rarely forms valid multi-byte sequences, so it still goes to detection."""
+    text = data.decode("utf-8", "replace")
+    bad = text.count("\ufffd")
+    good = len(_NON_ASCII.findall(text)) - bad
+    return text if good >= 1 and bad * 4 <= good else None
 
 
 # Short texts often decode cleanly in several code pages (charset-normalizer then scores them equal);
@@ -74,7 +117,9 @@ def sniff(data: bytes) -> tuple[str | None, str]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        text = None
+        text = _mostly_utf8(data)
+        if text is not None:
+            note = f"not valid UTF-8; {text.count(chr(0xfffd))} invalid byte(s) replaced with U+FFFD"
     if text is None:
         try:
             from charset_normalizer import from_bytes
@@ -88,6 +133,10 @@ def sniff(data: bytes) -> tuple[str | None, str]:
         note = f"not UTF-8; decoded as {best.encoding}"
     if _control_share(text) > _MAX_CONTROL:
         return None, "skipped, it holds binary data (control characters)"
+    if "\x00" in text:            # a few NULs past the first 8 KiB: dropped, as no text holds them
+        nuls = text.count("\x00")
+        text = text.replace("\x00", "")
+        note = "; ".join(filter(None, (note, f"{nuls} NUL character(s) removed")))
     return text, note
 
 

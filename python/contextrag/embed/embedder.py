@@ -175,7 +175,7 @@ class Embedder:
         if device is None:
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
-        m = SentenceTransformer(self.path, device=device)
+        m = SentenceTransformer(self.path, device=device, trust_remote_code=False)   # never a model folder's code
         self._tokenizer = m.tokenizer
         return m
 
@@ -186,7 +186,7 @@ class Embedder:
             from .onnx import TokenizerSpans
             return TokenizerSpans(tj)
         from transformers import AutoTokenizer
-        return AutoTokenizer.from_pretrained(self.path)
+        return AutoTokenizer.from_pretrained(self.path, trust_remote_code=False)
 
     @property
     def tokenizer(self):

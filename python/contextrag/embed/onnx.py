@@ -91,7 +91,7 @@ def export_fp32(source: str, out: Path) -> None:
     import torch
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(source, device="cpu")
+    st = SentenceTransformer(source, device="cpu", trust_remote_code=False)
     mode, normalize, max_len = _pooling_of(st)
     hf = st[0].auto_model.eval()
     tok = st.tokenizer

@@ -29,7 +29,7 @@ def distil(source: str, out: Path) -> None:
     from model2vec.distill import distill_from_model
     from sentence_transformers import SentenceTransformer
 
-    st = SentenceTransformer(source, device="cpu")
+    st = SentenceTransformer(source, device="cpu", trust_remote_code=False)
     # the transformer and tokenizer objects carry the local path as their name: model2vec then asks
     # the hub for nothing (it looks a model card up only for a name that is not a local path)
     model = distill_from_model(model=st[0].auto_model, tokenizer=st.tokenizer, pca_dims=PCA_DIMS,

@@ -122,7 +122,7 @@ def _read_records(path: Path, what: str) -> list[Any]:
     except json.JSONDecodeError:
         obj = None
         recs = []
-        for ln, line in enumerate(text.splitlines(), 1):
+        for ln, line in enumerate(text.split("\n"), 1):     # "\n" only: U+2028 etc. are valid in JSON
             if not line.strip():
                 continue
             try:

@@ -123,9 +123,28 @@ def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 
             raise ValueError(f"docs[{i}] has an empty id; a document id is any non-empty string")
         if doc.doc_id in seen:
             raise ValueError(f"docs[{i}] repeats the id {doc.doc_id!r}; document ids must be unique")
+        _check_unicode(doc, i)
         seen.add(doc.doc_id)
         out.append(doc)
     return out
+
+
+def _check_unicode(doc: Document, i: int) -> None:
+    """Lone surrogates (a JSON "\\ud800" escape gives one) are not Unicode text: no tokenizer, UTF-8
+    encoder or index file takes them, so they are refused here, naming where; a text that draws
+    nothing (only whitespace and zero-width characters) is as empty as an empty one."""
+    from ..textfile import has_visible_text, lone_surrogate
+    fields = [("id", doc.doc_id), ("text", doc.text), ("title", doc.title)]
+    fields += [(f"metadata key {k!r}", k) for k in doc.metadata if isinstance(k, str)]
+    fields += [(f"metadata[{k!r}]", v) for k, v in doc.metadata.items() if isinstance(v, str)]
+    for name, value in fields:
+        at = lone_surrogate(value)
+        if at is not None:
+            raise ValueError(f"docs[{i}] {name} holds a lone surrogate (\\u{ord(value[at]):04x} at character "
+                             f"{at}), which is not valid Unicode")
+    if not has_visible_text(doc.text):
+        raise ValueError(f"docs[{i}] (id {ascii(doc.doc_id)}) has no visible text (only whitespace and "
+                         "zero-width characters)")
 
 
 def _regex_spans(text: str) -> list[tuple[int, int]]:

@@ -40,6 +40,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import time
 import uuid
 from pathlib import Path
@@ -86,7 +87,16 @@ def writer_lock(path, timeout: float | None = DEFAULT_LOCK_TIMEOUT):
         raise ValueError(f"lock timeout must be a number of seconds >= 0 or None, got {timeout!r}")
     root = check_writable(path)
     root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:     # never through a symlink: a planted LOCK link would make a writer create a file elsewhere
+        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise IndexFormatError(f"index {str(root)!r}: its lock file {LOCK} is a symbolic link; refusing to "
+                                   "follow it (remove it: a writer recreates it)") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IndexFormatError(f"index {str(root)!r}: its lock file {LOCK} is not a regular file (remove it)")
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 0.005
@@ -308,6 +318,33 @@ def check_writable(path) -> Path:
     return root
 
 
+def _os_errno(e: BaseException) -> int | None:
+    """The OS error that safetensors (its Rust I/O error, "os error 28") and SQLite ("database or disk
+    is full") report in their own types, or None for an error of another kind."""
+    if not isinstance(e, Exception):
+        return None
+    msg = str(e)
+    m = re.search(r"\(os error (\d+)\)", msg)
+    if m:
+        return int(m.group(1))
+    if isinstance(e, sqlite3.Error) and ("disk is full" in msg or "disk I/O error" in msg):
+        return errno.ENOSPC if "full" in msg else errno.EIO
+    if "No space left on device" in msg:
+        return errno.ENOSPC
+    return None
+
+
+def _discard_failed_save(root: Path, tmp: Path, snap: Path | None, ptr: Path | None) -> None:
+    """Remove what a failed save wrote (its temporary or renamed snapshot, its CURRENT candidate), so a
+    full disk is not left fuller; CURRENT still names the previous snapshot, which is kept."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    if ptr is not None:
+        with contextlib.suppress(OSError):
+            ptr.unlink()
+    if snap is not None and current_snapshot(root) != snap.name:
+        shutil.rmtree(snap, ignore_errors=True)
+
+
 def save(ix, path) -> Path:
     """Write ``ix`` to the index directory ``path`` atomically (see module docstring).
 
@@ -318,6 +355,7 @@ def save(ix, path) -> Path:
     root = check_writable(path)
     root.mkdir(parents=True, exist_ok=True)
     tmp = root / f".tmp-{uuid.uuid4().hex[:8]}"
+    snap = ptr = None
     try:
         tmp.mkdir()
         write_snapshot(ix, tmp)
@@ -329,15 +367,18 @@ def save(ix, path) -> Path:
         _fsync_file(ptr)
         os.replace(ptr, root / CURRENT)       # the commit point
         _fsync_dir(root)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        why = e.strerror or str(e)
-        name = errno.errorcode.get(e.errno, "") if e.errno else ""
-        raise OSError(e.errno, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
-                               "the previous index is unchanged") from e
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    except BaseException as e:
+        _discard_failed_save(root, tmp, snap, ptr)
+        if isinstance(e, OSError):
+            code, why = e.errno, e.strerror or str(e)
+        else:
+            code = _os_errno(e)
+            if code is None:
+                raise
+            why = os.strerror(code)
+        name = errno.errorcode.get(code, "") if code else ""
+        raise OSError(code, f"saving the index to {str(root)!r} failed ({why}{', ' + name if name else ''}); "
+                            "the previous index is unchanged") from e
     for p in root.iterdir():                  # old snapshots and leftovers of killed saves
         if p.name != snap.name and p.name != CURRENT and (p.name.startswith((".tmp-", ".CURRENT-"))
                                                          or _SNAP_RE.match(p.name)):
@@ -355,10 +396,15 @@ def snapshot_dir(path) -> Path:
         raise FileNotFoundError(f"no index at {str(root)!r}")
     if not root.is_dir():
         raise IndexFormatError(f"{str(root)!r} is not a directory, so not a contextrag index")
+    for name in (CURRENT, MANIFEST):
+        if (root / name).is_symlink():
+            raise IndexFormatError(f"{str(root)!r}: {name} is a symbolic link; refused (an index holds plain "
+                                   "files only)")
     if (root / CURRENT).is_file():
         raw = (root / CURRENT).read_bytes()
         name = raw[:-1].decode("ascii", errors="replace")
-        if not raw.endswith(b"\n") or not _SNAP_RE.fullmatch(name) or not (root / name).is_dir():
+        if (not raw.endswith(b"\n") or not _SNAP_RE.fullmatch(name) or not (root / name).is_dir()
+                or (root / name).is_symlink()):
             raise IndexFormatError(f"{str(root)!r}: CURRENT holds {raw[:80]!r}, which does not name a snapshot "
                                    "directory here (corrupt index)")
         return root / name
@@ -368,6 +414,7 @@ def snapshot_dir(path) -> Path:
 
 
 def read_manifest(snap: Path) -> dict:
+    _refuse_links(snap, MANIFEST)
     try:
         raw = (snap / MANIFEST).read_bytes()
         m = json.loads(raw.decode("utf-8"))
@@ -394,6 +441,17 @@ def read_manifest(snap: Path) -> dict:
     return m
 
 
+def _refuse_links(snap: Path, rel: str) -> None:
+    """An index's own files are never symbolic links (a save writes plain files): a link planted in a
+    snapshot would make a load read (and its errors describe) a file outside the index."""
+    p = snap
+    for part in Path(rel).parts:
+        p = p / part
+        if p.is_symlink():
+            raise IndexFormatError(f"index file {rel} is a symbolic link in {str(snap)!r}; refused "
+                                   "(an index holds plain files only)")
+
+
 def verify(snap: Path, manifest: dict) -> None:
     files = manifest["files"]
     for req in (ARRAYS, META):
@@ -403,11 +461,11 @@ def verify(snap: Path, manifest: dict) -> None:
         if not isinstance(meta, dict) or Path(rel).is_absolute() or ".." in Path(rel).parts:
             raise IndexFormatError(f"manifest entry {rel!r} is invalid (corrupt manifest)")
         p = snap / rel
+        _refuse_links(snap, rel)
         if not p.is_file():
             raise IndexFormatError(f"index file {rel} is missing from {str(snap)!r}")
-        size = p.stat().st_size
-        if size != meta.get("bytes"):
-            raise IndexFormatError(f"index file {rel} has {size} bytes, manifest says {meta.get('bytes')} "
+        if p.stat().st_size != meta.get("bytes"):     # (no sizes in the message: only ours, but still)
+            raise IndexFormatError(f"index file {rel} does not have the size its manifest gives "
                                    "(truncated or modified)")
         if _sha256(p) != meta.get("sha256"):
             raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")

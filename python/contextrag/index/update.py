@@ -88,6 +88,8 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
     from pathlib import Path
 
     from ..ingest import Unreadable, list_files, read_source, sha256_hex
+    from ..ingest.files import read_file_bytes
+    from ..textfile import shown_name
     if not Path(folder).is_dir():
         raise NotADirectoryError(f"sync needs a folder, got {str(folder)!r}")
     listing = list_files([folder])
@@ -95,9 +97,9 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
     indexed = file_documents(ix)
     for src in listing.sources:
         try:
-            data = src.path.read_bytes()
-        except OSError as e:
-            data, reason = None, f"it cannot be read ({e.strerror or e})"
+            data = read_file_bytes(src.path)     # regular files only, bounded
+        except Unreadable as e:
+            data, reason = None, str(e)
         if data is not None:
             h = sha256_hex(data)
             if indexed.get(src.doc_id) == h:
@@ -109,11 +111,12 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
                 continue
             except Unreadable as e:
                 reason = str(e)
+        name = shown_name(src.doc_id)
         if strict:
-            raise ValueError(f"corpus file {src.doc_id} is unreadable: {reason} (--strict)")
+            raise ValueError(f"corpus file {name} is unreadable: {reason} (--strict)")
         kept = " (its indexed version is kept)" if src.doc_id in ix.docs else ""
-        warnings.warn(f"corpus file {src.doc_id}: skipped, {reason}{kept}", TextFileWarning, stacklevel=2)
-        plan.skipped.append((src.doc_id, reason))
+        warnings.warn(f"corpus file {name}: skipped, {reason}{kept}", TextFileWarning, stacklevel=2)
+        plan.skipped.append((name, reason))
     present = {s.doc_id for s in listing.sources}
     plan.deleted = [d for d in indexed if d not in present]
     return plan

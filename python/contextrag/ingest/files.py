@@ -10,9 +10,12 @@
   ``format`` (pdf, html, markdown, text, docx), what the reader found (``pages``, ``author``,
   ``date``, ``year``, front-matter fields), and its pages or sections as segments
   (contextrag.index.segments).
-* A file that cannot be read (binary, undecodable, encrypted or broken PDF, no text) is skipped
-  with one warning naming it and the reason, or is a ValueError with ``strict``; when nothing at
-  all is readable that is a ValueError saying so. A missing optional reader (pypdf, trafilatura,
+* A file that cannot be read (binary, undecodable, encrypted or broken PDF, a reader's failure such
+  as a PDF compression bomb, no visible text, larger than ``MAX_FILE_BYTES``, a symlink loop, a
+  name that is not UTF-8) is skipped with one warning naming it and the reason, or is a ValueError
+  with ``strict``; when nothing at all is readable that is a ValueError saying so. Entries that are
+  not regular files (FIFOs, sockets, devices, also behind a symlink) are skipped without being
+  opened; every read is bounded by ``MAX_FILE_BYTES``. A missing optional reader (pypdf, trafilatura,
   python-docx) is an ImportError naming the module (the CLI adds: pip install 'contextrag[docs]').
 """
 from __future__ import annotations
@@ -20,11 +23,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..textfile import TextFileWarning, sniff
+from ..textfile import TextFileWarning, has_visible_text, shown_name, sniff
 from .base import Extracted, Unreadable, scalar_metadata
 from .records import Fields, read_records, unique
 
@@ -94,10 +98,10 @@ def _walk(folder: Path):
 
 
 def _rel_id(path: Path, base: Path) -> str:
-    for p, b in ((path, base), (path.absolute(), base.absolute()), (path.resolve(), base.resolve())):
+    for form in (Path, Path.absolute, Path.resolve):   # tried in turn: resolve() fails on a symlink loop
         try:
-            return p.relative_to(b).as_posix()
-        except ValueError:
+            return form(path).relative_to(form(base)).as_posix()
+        except (ValueError, RuntimeError, OSError):
             continue
     raise ValueError(f"{path} is not inside --root {base}")
 
@@ -136,6 +140,46 @@ def list_files(paths, *, root=None) -> Listing:
         seen[s.doc_id] = s.path
     out.sources = list({s.doc_id: s for s in out.sources}.values())   # a file named twice is read once
     return out
+
+
+MAX_FILE_BYTES = 512 << 20     # a corpus file larger than this is skipped (every read is bounded by it)
+_FILE_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"))
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n} bytes"
+
+
+def _not_regular(mode: int) -> str:
+    return next((what for test, what in _FILE_KINDS if test(mode)), "a special entry")
+
+
+def read_file_bytes(path: Path, limit: int | None = None) -> bytes:
+    """The bytes of the regular file at ``path`` (symlinks followed), at most ``limit`` of them.
+
+    Unreadable for anything else, without opening it (a FIFO would block the open, a device such as
+    /dev/zero never ends), for a file larger than ``limit``, and for an OSError (a symlink loop, no
+    permission). The open is non-blocking and the opened file is checked again, so an entry replaced
+    by a FIFO between the check and the open cannot block either."""
+    limit = MAX_FILE_BYTES if limit is None else limit
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise Unreadable(f"it is {_not_regular(st.st_mode)}, not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise Unreadable(f"it is {_not_regular(st.st_mode)}, not a regular file")
+            if st.st_size > limit:
+                raise Unreadable(f"it is larger than the {_size(limit)} a corpus file may have")
+            data = f.read(limit + 1)
+    except OSError as e:
+        raise Unreadable(f"it cannot be read ({e.strerror or type(e).__name__})") from None
+    if len(data) > limit:
+        raise Unreadable(f"it grew past the {_size(limit)} a corpus file may have while it was read")
+    return data
 
 
 def sha256_hex(data: bytes) -> str:
@@ -186,15 +230,20 @@ def _reader(kind: str):
 
 def read_source(src: Source, data: bytes | None = None) -> dict:
     """The document (a dict for ContextRAG.build/add) of one file; Unreadable when it cannot be read."""
+    if shown_name(src.doc_id) != src.doc_id:
+        raise Unreadable("its name is not valid UTF-8 (rename the file)")
     if data is None:
-        try:
-            data = src.path.read_bytes()
-        except OSError as e:
-            raise Unreadable(f"it cannot be read ({e.strerror or e})") from None
+        data = read_file_bytes(src.path)
     if not data.strip():
         raise Unreadable("it is empty")
-    ex = _reader(src.kind)(data)
-    if not ex.text.strip():
+    reader = _reader(src.kind)
+    try:
+        ex = reader(data)
+    except (Unreadable, ImportError, MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:    # noqa: BLE001 - a reader's failure on one file (a PDF bomb's LimitReachedError...)
+        raise Unreadable(f"its {src.kind} reader failed ({type(e).__name__}: {e})"[:300]) from None
+    if not has_visible_text(ex.text):
         raise Unreadable("it holds no text")
     note = ex.metadata.pop("encoding_note", None)
     if note:
@@ -216,16 +265,17 @@ def read_documents(paths, *, root=None, strict: bool = False, fields: Fields = F
         try:
             docs.append(read_source(src))
         except Unreadable as e:
+            name = shown_name(src.doc_id)
             if strict:
-                raise ValueError(f"corpus file {src.doc_id} is unreadable: {e} (--strict; without it the "
+                raise ValueError(f"corpus file {name} is unreadable: {e} (--strict; without it the "
                                  "file would be skipped)") from None
-            skipped.append((src.doc_id, str(e)))
-            warnings.warn(f"corpus file {src.doc_id}: skipped, {e}", TextFileWarning, stacklevel=2)
+            skipped.append((name, str(e)))
+            warnings.warn(f"corpus file {name}: skipped, {e}", TextFileWarning, stacklevel=2)
     for rec in listing.records:
         docs.extend(read_records(rec, fields))
     out = Ingested(docs, len(listing.sources), skipped, listing.ignored)
     if not docs:
-        names = ", ".join(str(p) for p in as_paths(paths))[:200]
+        names = ", ".join(shown_name(str(p)) for p in as_paths(paths))[:200]
         if skipped:
             raise ValueError(f"nothing readable in {names}: all {len(skipped)} files were skipped "
                              f"(first: {skipped[0][0]}: {skipped[0][1]})")

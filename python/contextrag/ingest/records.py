@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..textfile import TextFileWarning, decode
+from ..textfile import TextFileWarning, decode, has_visible_text, lone_surrogate
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,15 @@ def _record(obj, i, f: Fields, where):
                 and isinstance(v, (str, int, float, bool))}
         if meta:
             doc["metadata"] = meta
-    if not doc["text"].strip():
+    for key, value in (("text", doc["text"]), ("id", doc["id"]), ("title", doc.get("title", "")),
+                       *doc.get("metadata", {}).items()):
+        at = lone_surrogate(value) if isinstance(value, str) else None
+        if at is None and lone_surrogate(key) is not None:
+            value, at = key, lone_surrogate(key)
+        if at is not None:
+            raise ValueError(f"{where}: record {i} field {key!r} holds a lone surrogate "
+                             f"(\\u{ord(value[at]):04x} at character {at}), which is not valid Unicode")
+    if not has_visible_text(doc["text"]):
         warnings.warn(f"{where}: record {i} (id {doc['id']!r}) has an empty text; skipped", TextFileWarning)
         return None
     return doc
@@ -79,7 +87,12 @@ def read_records(path, fields: Fields = Fields()) -> list[dict]:
     """The documents of a .json or .jsonl corpus file (see the module docstring)."""
     p = Path(path)
     suffix = p.suffix.lower()
-    raw = p.read_bytes()
+    from .base import Unreadable
+    from .files import read_file_bytes
+    try:
+        raw = read_file_bytes(p)          # a regular file, bounded: never a FIFO or a device
+    except Unreadable as e:
+        raise ValueError(f"corpus {p.name} cannot be read: {e}") from None
     if not raw.strip():
         raise ValueError(f"corpus {p.name} is empty")
     text = decode(raw, f"corpus {p.name}")     # the bytes already read: no second read of the file
@@ -87,7 +100,8 @@ def read_records(path, fields: Fields = Fields()) -> list[dict]:
         raise ValueError(f"corpus {p.name} is not a text file (see the warning above)")
     docs = []
     if suffix == ".jsonl":
-        for ln, line in enumerate(text.splitlines()):
+        # records end at "\n" only: U+2028, U+2029 and U+0085 are valid inside a JSON string
+        for ln, line in enumerate(text.split("\n")):
             if line.strip():
                 obj = _parse_json(line, f"corpus {p.name}: line {ln + 1}")
                 d = _record(obj, len(docs), fields, f"{p.name} line {ln + 1}")

@@ -51,7 +51,7 @@ def __getattr__(name):
             from ._registry import _load_all      # with their Triton/CUDA entries, as for their names
             _load_all()
         # (``from . import _lloyd`` inside an op module asks here too: nothing more than the import)
-        return sys.modules.get(full) or importlib.import_module(full)
+        return importlib.import_module(full)      # (waits for a module another thread is importing)
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'contextrag.ops' has no attribute {name!r}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,16 @@ if TYPE_CHECKING:
 def _torch():
     import torch
     return torch
+
+
+def is_torch_tensor(x) -> bool:
+    """True for a torch tensor (or a subclass such as a Parameter), decided from the type alone.
+
+    torch is not imported for this, and ``sys.modules`` is not consulted: while another thread is
+    still importing torch its module there is partially initialised (no ``Tensor`` yet). A tensor's
+    existence means torch's import has finished, so importing it afterwards is safe and immediate.
+    """
+    return any(c.__name__ == "Tensor" and c.__module__ in ("torch", "torch._tensor") for c in type(x).__mro__)
 
 
 def __getattr__(name):
@@ -142,8 +151,8 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 
 def is_sparse(x) -> bool:
     """True for scipy.sparse matrices/arrays and torch sparse (CSR or COO) tensors."""
-    torch = sys.modules.get("torch")       # a torch tensor means torch is imported already
-    if torch is not None and isinstance(x, torch.Tensor):
+    if is_torch_tensor(x):
+        torch = _torch()
         return x.layout in (torch.sparse_csr, torch.sparse_coo)
     return hasattr(x, "tocoo") and hasattr(x, "nnz") and hasattr(x, "shape")
 
@@ -203,8 +212,7 @@ def _coo_to_csr(rows, cols, vals, shape, *, summed: bool = False) -> CSR:
 
 def as_csr(x, name: str, *, unit_interval: bool = True) -> CSR:
     """Validate a sparse matrix (scipy.sparse or torch sparse) and return its canonical CSR."""
-    torch = sys.modules.get("torch")
-    if torch is not None and isinstance(x, torch.Tensor):
+    if is_torch_tensor(x):
         if x.dim() != 2:
             raise ValueError(f"{name} must be 2-D, got shape {tuple(x.shape)}")
         coo = x.detach().to_sparse_coo().coalesce().cpu()

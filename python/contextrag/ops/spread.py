@@ -20,7 +20,6 @@ query calls, and torch's import would be most of a cold start.
 """
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,7 +28,7 @@ import scipy.sparse as sp
 from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, register
-from ._tensor import accepts_cupy
+from ._tensor import accepts_cupy, is_torch_tensor
 
 if TYPE_CHECKING:
     import torch
@@ -37,10 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["SpreadIncidence", "spread_hop"]
 
 
-def _is_torch(x) -> bool:
-    """A torch tensor (checked without importing torch: a tensor means torch is imported already)."""
-    torch = sys.modules.get("torch")
-    return torch is not None and isinstance(x, torch.Tensor)
+_is_torch = is_torch_tensor     # decided without importing torch (a CPU query never needs it)
 
 
 class SpreadIncidence:
@@ -162,7 +158,8 @@ def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
         return None
     if _is_torch(mu):
         mu = mu.detach().cpu()
-        mu = mu.to_dense().numpy() if mu.layout != sys.modules["torch"].strided else mu.numpy()
+        import torch
+        mu = mu.to_dense().numpy() if mu.layout != torch.strided else mu.numpy()
     m = sp.csr_matrix(mu) if sp.issparse(mu) else sp.csr_matrix(np.asarray(mu, dtype=np.float64))
     if m.shape != (Q, M):
         raise ValueError(f"mu must be (Q, M) = ({Q}, {M}), got {m.shape}")

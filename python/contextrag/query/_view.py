@@ -200,6 +200,22 @@ def _build_view(ix) -> CorpusView:
         bm25 = _OwnBM25(list(ix.item_texts))
     router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
     return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=kinds,
-                      doc_ids=doc_ids, E=E, embed=embed, bm25_raw=bm25,
-                      mask_fn=getattr(ix, "item_mask", None), router=router, source=weakref.ref(ix),
+                      doc_ids=doc_ids, E=E, embed=_weakly(embed, ix), bm25_raw=_weakly(bm25, ix),
+                      mask_fn=_weakly(getattr(ix, "item_mask", None), ix), router=router, source=weakref.ref(ix),
                       item_docs=item_docs)
+
+
+def _weakly(fn, ix):
+    """``fn``, holding ``ix`` weakly when it is one of ix's bound methods: the cache above maps the
+    index to its view, so a view that held its index strongly would keep every index ever queried alive
+    (each load, each write's new copy)."""
+    if getattr(fn, "__self__", None) is not ix:
+        return fn
+    ref = weakref.WeakMethod(fn)
+
+    def call(*args, **kwargs):
+        method = ref()
+        if method is None:
+            raise ReferenceError("the index this query view was made for no longer exists")
+        return method(*args, **kwargs)
+    return call

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hmac
 
 from fastapi import Depends, FastAPI, HTTPException, Request
-from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -40,6 +40,7 @@ from .answering import NO_LLM  # noqa: F401  (re-exported: the note of a retriev
 from .limits import BodyLimit, LLMGate, host_patterns
 from .schemas import MODEL_NAME  # noqa: F401  (re-exported)
 from .state import IndexHolder, Served
+from .validation import validation_reply
 
 
 def _auth(api_key: str | None):
@@ -78,7 +79,7 @@ def _error_handlers(app: FastAPI) -> None:
             msg = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'body'}: {e.get('msg')}"
                             for e in exc.errors())
             return _openai_error(400, msg or "invalid request")
-        return await request_validation_exception_handler(request, exc)
+        return validation_reply(exc)      # 400 for text that is not Unicode; 422 replies that always encode
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid)
