@@ -10,8 +10,8 @@ Backends (``Config.embedder``; docs/EMBEDDING.md has the measurements behind the
 
 * ``"torch"``: sentence-transformers on PyTorch, as trained. The only one that runs on a GPU.
 * ``"torch-bf16"``: the same under ``torch.autocast`` in bfloat16 on the CPU: the matrix products
-  run on AVX512-BF16 or AMX where the CPU has them (2.5x fp32's texts/s on a Xeon with AMX),
-  vectors within about 5e-5 cosine of fp32's; emulated, and slower than fp32, elsewhere.
+  run on AVX512-BF16 or AMX where the CPU has them, vectors within about 5e-5 cosine of fp32's;
+  emulated, and slower than fp32, elsewhere (docs/EMBEDDING.md has the rates).
 * ``"onnx"``: the same model exported once to ONNX (fp32) and run by ONNX Runtime: the same vectors
   (cosine to torch's > 1 - 1e-6), faster on a CPU, and no torch import at query time.
 * ``"onnx-int8"``: that export with int8 weights (dynamic quantisation): faster still, vectors within
@@ -110,7 +110,7 @@ def cpu_bulk_backend() -> str:
     if want == "bf16":
         if not have_torch:
             raise ImportError("CONTEXTRAG_PRECISION=bf16 needs torch and sentence-transformers "
-                              "(pip install 'contextrag[torch]')")
+                              "(pip install 'contextrag[index]')")
         return "torch-bf16"
     return "torch-bf16" if have_torch and profile().bf16_matrix else CPU_DEFAULT
 
@@ -301,7 +301,8 @@ class Embedder:
                 if self._bulk is None:
                     self._bulk = self if b == self.backend else Embedder(
                         self.name, backend=b, query_prefix=self.query_prefix, passage_prefix=self.passage_prefix,
-                        batch_size=self.batch_size, device="cpu", show_progress=self.show_progress)
+                        batch_size=self.batch_size, device="cpu",
+                        show_progress=bool(self.show_progress))   # the build has its own bar per block
         return self._bulk.backend
 
     def _bulk_embedder(self) -> "Embedder":
