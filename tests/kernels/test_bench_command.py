@@ -77,3 +77,5 @@ def test_bad_op_and_suites_are_named(tmp_path, capsys):
     assert "--op must be" in capsys.readouterr().err
     assert main(["bench", "--suites", str(tmp_path)]) == 2
     assert "--suites" in capsys.readouterr().err
+    assert main(["bench", "--out", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    assert "--out: directory" in capsys.readouterr().err

@@ -117,15 +117,15 @@ def run(args) -> int:
     d = _suites_dir(args.suites)
     files, kexpr = _files_and_filter(d, args.op)
     isa = _isa()   # raises the ValueError of a bad CONTEXTRAG_ISA before anything runs
+    out = Path(args.out) if args.out else Path.cwd() / f"microbench_{isa}{'_quick' if args.quick else ''}.json"
+    if not out.parent.is_dir():
+        raise FileNotFoundError(f"--out: directory {out.parent} does not exist")
     try:
         import pytest_benchmark  # noqa: F401
     except ImportError:
         print("contextrag bench needs pytest-benchmark, FAISS and scikit-fuzzy: pip install 'contextrag[bench]'",
               file=sys.stderr)
         return 2
-    out = Path(args.out) if args.out else Path.cwd() / f"microbench_{isa}{'_quick' if args.quick else ''}.json"
-    if not out.parent.is_dir():
-        raise FileNotFoundError(f"--out: directory {out.parent} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=".microbench-", suffix=".json", dir=out.parent)
     os.close(fd)
     storage = tempfile.mkdtemp(prefix="contextrag-bench-")   # pytest-benchmark's own store: not the cwd
