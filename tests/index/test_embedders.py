@@ -49,6 +49,66 @@ def test_onnx_backends_match_torch(torch_vectors, backend, tol):
     assert e.max_tokens == 254 and e.dim == 384
 
 
+def test_torch_bf16_stays_within_the_auto_bound(torch_vectors):
+    """bf16 autocast's vectors are within AUTO_MIN_COSINE of fp32's: ``auto`` may pick it."""
+    from contextrag.embed.embedder import AUTO_MIN_COSINE, MIN_COSINE_TO_FP32, Embedder
+    e = Embedder(backend="torch-bf16", device="cpu", batch_size=4)
+    E = e.embed_passages(TEXTS)
+    assert E.shape == torch_vectors.shape and E.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
+    cos = (E * torch_vectors).sum(1)
+    assert cos.min() >= AUTO_MIN_COSINE and cos.min() >= MIN_COSINE_TO_FP32["torch-bf16"] - 2e-5, cos
+    assert (1 - cos).max() > 1e-7       # bf16 was really used: not bit-equal to fp32
+    assert e.max_tokens == 254 and e.dim == 384
+
+
+def _profile_with(bf16_matrix):
+    from contextrag.machine import MachineProfile
+    flags = frozenset({"avx2", "avx512f"} | ({"avx512_bf16"} if bf16_matrix else set()))
+    return MachineProfile(cpu="test CPU", isa=flags, cpu_flags=flags,
+                          gemm_gflops={"fp32": 100.0, "bf16": 500.0 if bf16_matrix else 60.0, "int8": None})
+
+
+def test_auto_bulk_choice_follows_the_profile_and_the_override(monkeypatch):
+    pytest.importorskip("sentence_transformers")
+    from contextrag import machine
+    from contextrag.embed.embedder import CPU_DEFAULT, cpu_bulk_backend
+    monkeypatch.delenv("CONTEXTRAG_PRECISION", raising=False)
+    for engine, want in ((True, "torch-bf16"), (False, CPU_DEFAULT)):
+        monkeypatch.setattr(machine, "profile", lambda probe=True, e=engine: _profile_with(e))
+        assert cpu_bulk_backend() == want
+        monkeypatch.setenv("CONTEXTRAG_PRECISION", "fp32")
+        assert cpu_bulk_backend() == CPU_DEFAULT
+        monkeypatch.setenv("CONTEXTRAG_PRECISION", "bf16")
+        assert cpu_bulk_backend() == "torch-bf16"
+        monkeypatch.setenv("CONTEXTRAG_PRECISION", "half")
+        with pytest.raises(ValueError, match="CONTEXTRAG_PRECISION"):
+            cpu_bulk_backend()
+        monkeypatch.delenv("CONTEXTRAG_PRECISION")
+
+
+def test_auto_embeds_large_batches_on_the_bulk_backend_and_queries_on_onnx(torch_vectors, monkeypatch):
+    """Under auto on a CPU a build-sized embed_passages goes to the profile's pick (forced here) and
+    gives fp32's vectors to AUTO_MIN_COSINE; queries and small batches stay on ONNX (no torch)."""
+    pytest.importorskip("onnxruntime")
+    from contextrag.index import embedding
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "bf16")
+    monkeypatch.setattr(embedding, "BULK_MIN_TEXTS", 4)
+    e = embedding.Embedder(backend="auto", device="cpu", batch_size=4)
+    assert e.backend == "onnx"
+    small = e.embed_passages(TEXTS[:3])
+    assert e._bulk is None and (small * torch_vectors[:3]).sum(1).min() > 1 - FP32_TOL
+    E = e.embed_passages(TEXTS)
+    assert e.bulk_backend == "torch-bf16" and e._bulk.backend == "torch-bf16" and e.backend == "onnx"
+    assert (E * torch_vectors).sum(1).min() >= embedding.AUTO_MIN_COSINE
+    assert e.embed_queries(["who directed it?"]).shape == (1, 384) and e.backend == "onnx"
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "fp32")
+    f = embedding.Embedder(backend="auto", device="cpu", batch_size=4)
+    f.embed_passages(TEXTS)
+    assert f.bulk_backend == "onnx" and f._bulk is f
+    assert embedding.Embedder(backend="onnx").bulk_backend == "onnx"   # only auto has a bulk choice
+
+
 def test_onnx_tokenizer_offsets_equal_transformers(hotpot_paragraphs):
     """The chunker's tokenizer on the ONNX backend gives transformers' offsets: same chunks."""
     pytest.importorskip("transformers")
@@ -101,6 +161,7 @@ def test_backend_choice_and_errors():
     with pytest.raises(ValueError, match="embedder must be one of"):
         Embedder(backend="tensorrt")
     assert Embedder.from_config(Config(embedder="onnx-int8")).backend == "onnx-int8"
+    assert Embedder.from_config(Config(embedder="torch-bf16")).backend == "torch-bf16"
 
 
 # ---- progress bars and the pipelined build ---------------------------------------------------------

@@ -1,35 +1,65 @@
-"""`contextrag bench`: the microbenchmark suites run, and their JSON and ratio table come out whole."""
+"""`contextrag bench`: the shipped microbenchmark suites run from any directory, and their JSON and
+ratio table come out whole, in the working directory and nowhere else."""
 import json
-from pathlib import Path
+import os
+import subprocess
+import sys
 
 import pytest
 
+from contextrag.bench import FAMILIES, SUITES_DIR, suite_files
 from contextrag.cli import main
 from contextrag.commands import bench
 
-SUITES = Path(__file__).resolve().parents[2] / "bench"
+
+def _tree(d):
+    return sorted(str(p.relative_to(d)) for p in d.rglob("*"))
 
 
-def test_quick_run_writes_json_and_ratio_table(tmp_path, capsys):
+def test_quick_run_writes_json_and_ratio_table(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pytest_benchmark")
-    out = tmp_path / "micro.json"
-    rc = main(["bench", "--quick", "--op", "meet_cardinality", "--backend", "cpu", "--out", str(out),
-               "--suites", str(SUITES)])
+    monkeypatch.chdir(tmp_path)
+    shipped = _tree(SUITES_DIR)
+    rc = main(["bench", "--quick", "--op", "meet_cardinality", "--backend", "cpu"])
     assert rc == 0
+    out = tmp_path / "microbench_avx512_quick.json"
+    if not out.is_file():
+        (out,) = tmp_path.glob("microbench_*_quick.json")
     report = json.loads(out.read_text())
     impls = {b["extra_info"]["impl"] for b in report["benchmarks"]}
     assert impls == {"contextrag", "numpy", "torch_gemm"}           # --backend cpu: no ref entry
     assert {b["extra_info"]["backend"] for b in report["benchmarks"] if b["extra_info"]["impl"] == "contextrag"} == {"cpu"}
     info = report["machine_info"]["contextrag"]
     assert info["cpu_isa"] in ("avx512", "avx2", "generic") and info["quick"] is True
+    assert out.name == f"microbench_{info['cpu_isa']}_quick.json"
+    prof = info["profile"]
+    assert prof["dispatch"] == info["cpu_isa"] and set(prof["gemm_gflops"]) == {"fp32", "bf16", "int8"}
     assert len(info["load_start"]) == 3 and "torch" in info["versions"]
     assert "node" not in report["machine_info"] and set(report["commit_info"]) <= {"id", "time", "dirty"}
     (row,) = report["contextrag_ratios"]
     assert row["backend"] == "cpu" and set(row["peers"]) == {"numpy", "torch_gemm"}
     for p in row["peers"].values():
         assert p["ratio"] == pytest.approx(p["best_s"] / row["best_s"])
-    assert "meet_cardinality" in capsys.readouterr().out
-    assert [p.name for p in tmp_path.iterdir()] == ["micro.json"]     # no temporary left behind
+    printed = capsys.readouterr().out
+    assert "meet_cardinality" in printed and f"machine: {prof['cpu']}" in printed
+    assert [p.name for p in tmp_path.iterdir()] == [out.name]     # no temporary or benchmark store left
+    assert _tree(SUITES_DIR) == shipped                           # nothing written beside the suites
+
+
+def test_every_family_ships_a_suite_that_collects():
+    """One suite per family inside the package, each importable from the install (no source tree),
+    and every op of the table, lattice ops included, has entries of its own."""
+    pytest.importorskip("pytest_benchmark")
+    files = suite_files()
+    assert [p.stem for p in files] == sorted(f"bench_{f}" for f in FAMILIES)
+    assert set(FAMILIES) == set(bench.FAMILIES)
+    r = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "contextrag.bench.plugin",
+                        "-p", "no:cacheprovider", "-c", os.devnull, "--rootdir", str(SUITES_DIR), "--bench-quick",
+                        *map(str, files)], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    for op in bench.OP_FAMILY:      # every op of the table has entries of its own
+        assert op in r.stdout, op
 
 
 def test_ratios_pair_every_backend_with_every_peer():
@@ -43,7 +73,9 @@ def test_ratios_pair_every_backend_with_every_peer():
 
 
 def test_bad_op_and_suites_are_named(tmp_path, capsys):
-    assert main(["bench", "--op", "no_such_op", "--suites", str(SUITES)]) == 2
+    assert main(["bench", "--op", "no_such_op"]) == 2
     assert "--op must be" in capsys.readouterr().err
     assert main(["bench", "--suites", str(tmp_path)]) == 2
-    assert "test_bench_*.py" in capsys.readouterr().err
+    assert "--suites" in capsys.readouterr().err
+    assert main(["bench", "--out", str(tmp_path / "no" / "such" / "dir.json")]) == 2
+    assert "--out: directory" in capsys.readouterr().err

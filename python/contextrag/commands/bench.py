@@ -1,15 +1,16 @@
-"""`contextrag bench [--op NAME] [--backend B] [--quick]`: the kernel microbenchmarks.
+"""`contextrag bench [--op NAME] [--backend B] [--quick] [--out FILE]`: the kernel microbenchmarks.
 
-Runs the pytest-benchmark suites of the source tree's ``bench/`` (``test_bench_<family>.py``), writes
-their JSON (machine, CPU dispatch, versions and load average included) and prints, per benchmark
-group, each contextrag backend's best time and the ratio peer / ours (> 1: contextrag is faster).
-The suites live beside the package source, not inside the wheel: from an installed wheel, point
-``--suites`` at a checkout's ``bench/``.
+Runs the pytest-benchmark suites that ship inside the package (``contextrag/bench/bench_<family>.py``),
+writes their JSON (machine profile, CPU dispatch, versions and load average included) to ``--out``
+or ``microbench_<isa>[_quick].json`` in the working directory (never into the install), and prints
+the machine profile and, per benchmark group, each contextrag backend's best time and the ratio
+peer / ours (> 1: contextrag is faster). ``--suites`` runs the suites of another directory.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -18,9 +19,8 @@ from pathlib import Path
 FAMILIES = {
     "kmeans": ("kmeans_assign", "kmeans_fit", "rq_kmeans"),
     "fcm": ("fcm_memberships", "fcm_fit"),
-    "semiring": ("luk_up", "luk_down"),
-    "lattice": ("meet_cardinality",),
-    "routing": ("fuzzy_route",),
+    "semiring": ("luk_up", "luk_down", "fuzzy_route", "meet_cardinality"),
+    "lattice": ("tnorm", "residuum", "soft_join", "soft_meet"),
     "spread": ("spread_hop",),
 }
 OP_FAMILY = {op: fam for fam, ops in FAMILIES.items() for op in ops}
@@ -33,31 +33,29 @@ def add_arguments(p):
     p.add_argument("--backend", choices=BACKENDS, help="only this contextrag backend (the peers always run)")
     p.add_argument("--quick", action="store_true",
                    help="smallest shape, float32, few rounds: a ratio table in about a minute")
-    p.add_argument("--out", help="pytest-benchmark JSON to write (default: bench/results/"
-                                 "microbench_<isa>[_quick].json in the source tree)")
-    p.add_argument("--suites", help="directory of the test_bench_*.py suites (default: the source tree's bench/)")
+    p.add_argument("--out", help="pytest-benchmark JSON to write (default: microbench_<isa>[_quick].json "
+                                 "in the working directory)")
+    p.add_argument("--suites", help="directory of bench_<family>.py suites (default: the ones shipped "
+                                    "in contextrag.bench)")
 
 
 def _suites_dir(arg: str | None) -> Path:
-    if arg:
-        d = Path(arg)
-    else:
-        import contextrag
-        d = Path(contextrag.__file__).resolve().parents[2] / "bench"   # python/contextrag/ -> repo root
-    if not sorted(d.glob("test_bench_*.py")):
-        raise FileNotFoundError(f"no test_bench_*.py suites in {d}: the benchmarks ship with the source tree, "
-                                "pass --suites path/to/contextrag/bench")
+    from contextrag.bench import SUITES_DIR, suite_files
+    d = Path(arg) if arg else SUITES_DIR
+    if not suite_files(d):
+        raise FileNotFoundError(f"--suites: no bench_<family>.py suites ({', '.join(FAMILIES)}) in {d}")
     return d
 
 
 def _files_and_filter(d: Path, op: str | None) -> tuple[list[str], str | None]:
+    from contextrag.bench import suite_files
     if op is None:
-        return [str(p) for p in sorted(d.glob("test_bench_*.py"))], None
+        return [str(p) for p in suite_files(d)], None
     if op in FAMILIES:
-        return [str(d / f"test_bench_{op}.py")], None
+        return [str(d / f"bench_{op}.py")], None
     if op in OP_FAMILY:
-        # the op's own tests and its peers' (test_<op>, test_<op>_<peer>); not e.g. test_<op>_more_op
-        return [str(d / f"test_bench_{OP_FAMILY[op]}.py")], f"test_{op}"
+        # the op's own entries and its peers' (test names or parameter ids hold the op's name)
+        return [str(d / f"bench_{OP_FAMILY[op]}.py")], op
     raise ValueError(f"--op must be an op family ({', '.join(FAMILIES)}) or an op ({', '.join(sorted(OP_FAMILY))}), "
                      f"got {op!r}")
 
@@ -105,17 +103,38 @@ def _isa() -> str:
         return "n/a"
 
 
+def profile_line(p: dict) -> str:
+    """One line for the table's head: the CPU, what the kernels dispatch to, the GEMM rates."""
+    if not p:
+        return "machine: no profile recorded"
+    rates = ", ".join(f"{k} {v:.0f}" for k, v in p["gemm_gflops"].items() if v is not None) or "not probed"
+    wide = [f for f in p["isa"] if f.startswith(("avx512", "amx")) or "vnni" in f or f in ("avx2", "fma")]
+    return (f"machine: {p['cpu']}; kernels: {p['dispatch'] or 'n/a'}{' (forced)' if p['isa_forced'] else ''}; "
+            f"ISA: {' '.join(wide) or '-'}; torch GEMM GFLOP/s: {rates}")
+
+
 def run(args) -> int:
     d = _suites_dir(args.suites)
     files, kexpr = _files_and_filter(d, args.op)
     isa = _isa()   # raises the ValueError of a bad CONTEXTRAG_ISA before anything runs
-    out = Path(args.out) if args.out else d / "results" / f"microbench_{isa}{'_quick' if args.quick else ''}.json"
-    if out.parent and not out.parent.is_dir():
+    out = Path(args.out) if args.out else Path.cwd() / f"microbench_{isa}{'_quick' if args.quick else ''}.json"
+    if not out.parent.is_dir():
         raise FileNotFoundError(f"--out: directory {out.parent} does not exist")
+    try:
+        import pytest_benchmark  # noqa: F401
+    except ImportError:
+        print("contextrag bench needs pytest-benchmark, FAISS and scikit-fuzzy: pip install 'contextrag[bench]'",
+              file=sys.stderr)
+        return 2
     fd, tmp = tempfile.mkstemp(prefix=".microbench-", suffix=".json", dir=out.parent)
     os.close(fd)
+    storage = tempfile.mkdtemp(prefix="contextrag-bench-")   # pytest-benchmark's own store: not the cwd
     try:
-        cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "no:cacheprovider", f"--benchmark-json={tmp}", "--benchmark-sort=fullname",
+        # the shipped suites' own options and hooks (-p), no ini file of wherever they sit (-c), and
+        # nothing written beside them (no cache, no bytecode)
+        cmd = [sys.executable, "-m", "pytest", *files, "-q", "-p", "contextrag.bench.plugin", "-p", "no:cacheprovider",
+               "-c", os.devnull, "--rootdir", str(d), f"--benchmark-json={tmp}",
+               f"--benchmark-storage=file://{storage}", "--benchmark-sort=fullname",
                "--benchmark-columns=min,median,max,rounds"]
         if args.quick:
             cmd.append("--bench-quick")
@@ -123,7 +142,8 @@ def run(args) -> int:
             cmd += ["--bench-backend", args.backend]
         if kexpr:
             cmd += ["-k", kexpr]
-        rc = subprocess.call(cmd, cwd=d)
+        env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+        rc = subprocess.call(cmd, env=env)
         if rc not in (0, 5) or os.path.getsize(tmp) == 0:   # 5: nothing collected (e.g. --backend cuda here)
             print(f"contextrag bench: pytest exited with status {rc}; nothing written", file=sys.stderr)
             return rc or 1
@@ -139,7 +159,9 @@ def run(args) -> int:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        shutil.rmtree(storage, ignore_errors=True)
     print()
+    print(profile_line(report.get("machine_info", {}).get("contextrag", {}).get("profile") or {}))
     print(table(rows))
     print(f"wrote {out}")
     return 0

@@ -9,13 +9,21 @@ passage_prefix override). Outputs are L2-normalised float32, so cosine = dot pro
 Backends (``Config.embedder``; docs/EMBEDDING.md has the measurements behind the default):
 
 * ``"torch"``: sentence-transformers on PyTorch, as trained. The only one that runs on a GPU.
+* ``"torch-bf16"``: the same under ``torch.autocast`` in bfloat16 on the CPU: the matrix products
+  run on AVX512-BF16 or AMX where the CPU has them, vectors within about 5e-5 cosine of fp32's;
+  emulated, and slower than fp32, elsewhere (docs/EMBEDDING.md has the rates).
 * ``"onnx"``: the same model exported once to ONNX (fp32) and run by ONNX Runtime: the same vectors
   (cosine to torch's > 1 - 1e-6), faster on a CPU, and no torch import at query time.
 * ``"onnx-int8"``: that export with int8 weights (dynamic quantisation): faster still, vectors within
   about 1e-2 cosine of torch's.
 * ``"static"``: a model2vec static model distilled from the same model: thousands of texts per
   second, at a cost in retrieval quality (docs/EMBEDDING.md).
-* ``"auto"`` (default): ``"torch"`` where a CUDA device is asked for or found, else :data:`CPU_DEFAULT`.
+* ``"auto"`` (default): ``"torch"`` where a CUDA device is asked for or found. On a CPU, queries,
+  the tokenizer and small batches use :data:`CPU_DEFAULT` (no torch import on the query path), and a
+  call to ``embed_passages`` of at least :data:`BULK_MIN_TEXTS` texts (a build) uses
+  :func:`cpu_bulk_backend`: the fastest backend whose vectors stay within cosine
+  :data:`AUTO_MIN_COSINE` of fp32, as the machine profile (``contextrag.machine``) shows it. Both
+  give the same vectors to that bound, so they mix in one index.
 
 Exports and distillations are made locally from the model's own files on first use and cached
 (``contextrag.embed.model_cache``). The model loads lazily (``load()``; loading an index to inspect it
@@ -29,8 +37,14 @@ import threading
 import numpy as np
 
 _PACKAGED = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
-BACKENDS = ("auto", "torch", "onnx", "onnx-int8", "static")
+BACKENDS = ("auto", "torch", "torch-bf16", "onnx", "onnx-int8", "static")
+TORCH_BACKENDS = ("torch", "torch-bf16")
 CPU_DEFAULT = "onnx"
+AUTO_MIN_COSINE = 0.9999   # ``auto`` picks no backend whose vectors may stray further from fp32's
+# Worst cosine to fp32 measured on HotpotQA passages (docs/EMBEDDING.md): what ``auto`` may pick.
+# onnx-int8 (0.989) misses the bound and static is another model: neither is an ``auto`` choice.
+MIN_COSINE_TO_FP32 = {"onnx": 0.9999999, "torch": 1.0, "torch-bf16": 0.99995, "onnx-int8": 0.989}
+BULK_MIN_TEXTS = 256       # below this, loading a second model (torch: seconds) costs more than it saves
 
 
 def resolve_model(name: str) -> str:
@@ -82,6 +96,25 @@ def resolve_backend(backend: str, device: str | None) -> tuple[str, str | None]:
     return CPU_DEFAULT, "cpu"
 
 
+def cpu_bulk_backend() -> str:
+    """The CPU backend ``auto`` embeds a build's passages with: ``"torch-bf16"`` where the machine
+    profile shows a bf16 matrix path (bf16 GEMM at least twice fp32's) and torch with
+    sentence-transformers is installed, else :data:`CPU_DEFAULT`. ``CONTEXTRAG_PRECISION=fp32`` or
+    ``bf16`` forces either."""
+    from contextrag.machine import precision, profile
+    want = precision()
+    if want == "fp32" or MIN_COSINE_TO_FP32["torch-bf16"] < AUTO_MIN_COSINE:
+        return CPU_DEFAULT
+    import importlib.util
+    have_torch = all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
+    if want == "bf16":
+        if not have_torch:
+            raise ImportError("CONTEXTRAG_PRECISION=bf16 needs torch and sentence-transformers "
+                              "(pip install 'contextrag[index]')")
+        return "torch-bf16"
+    return "torch-bf16" if have_torch and profile().bf16_matrix else CPU_DEFAULT
+
+
 class Embedder:
     """Batched, normalised sentence embeddings with model-specific prefixes, on ``backend``."""
 
@@ -102,6 +135,7 @@ class Embedder:
         self.show_progress = show_progress
         self._backend = None       # the concrete backend, chosen on first use
         self._model = None         # SentenceTransformer (torch) or an encoder (onnx, static)
+        self._bulk = None          # auto on a CPU: the Embedder a build's passages go through
         self._tokenizer = None
         self._lock = threading.Lock()
 
@@ -113,7 +147,8 @@ class Embedder:
 
     @property
     def backend(self) -> str:
-        """The concrete backend ("torch", "onnx", "onnx-int8", "static")."""
+        """The concrete backend ("torch", "torch-bf16", "onnx", "onnx-int8", "static") of queries,
+        the tokenizer and small batches."""
         if self._backend is None:
             self._backend, self.device = resolve_backend(self.backend_requested, self.device)
         return self._backend
@@ -132,7 +167,7 @@ class Embedder:
         with self._lock:
             if self._model is None:
                 backend = self.backend
-                if backend == "torch":
+                if backend in TORCH_BACKENDS:
                     self._model = self._load_torch()
                 elif backend in ("onnx", "onnx-int8"):
                     from .onnx import OnnxEncoder, cached_export, ensure_export
@@ -203,7 +238,7 @@ class Embedder:
     @property
     def dim(self) -> int:
         m = self.model
-        if self.backend != "torch":
+        if self.backend not in TORCH_BACKENDS:
             return int(m.dim)
         get = getattr(m, "get_embedding_dimension", None) or m.get_sentence_embedding_dimension
         return int(get())
@@ -228,10 +263,12 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         inputs = [prefix + t for t in texts]
-        if self.backend == "torch":
+        if self.backend in TORCH_BACKENDS:
             show = self.show_progress if self.show_progress is not None else len(texts) > 4 * self.batch_size
-            E = self.model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
-                                  convert_to_numpy=True, show_progress_bar=show)
+            with _autocast(self.backend, self.device):
+                E = self.model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
+                                      convert_to_tensor=True, show_progress_bar=show)
+            E = E.float().cpu().numpy()
         else:
             E = self.model.encode(inputs, batch_size=self.batch_size, on_batch=on_batch)
         E = np.ascontiguousarray(E, dtype=np.float32)
@@ -244,8 +281,42 @@ class Embedder:
         return self._encode(texts, self.query_prefix, "texts")
 
     def embed_passages(self, texts) -> np.ndarray:
-        """(len(texts), dim) float32, unit rows, with the passage prefix."""
+        """(len(texts), dim) float32, unit rows, with the passage prefix (a large batch under
+        ``auto`` on a CPU: on :meth:`bulk_backend`)."""
+        if not isinstance(texts, str):
+            texts = list(texts)
+            if len(texts) >= BULK_MIN_TEXTS and self.bulk_backend != self.backend:
+                return self._bulk_embedder()._encode(texts, self.passage_prefix, "texts")
         return self._encode(texts, self.passage_prefix, "texts")
+
+    @property
+    def bulk_backend(self) -> str:
+        """The backend of a large ``embed_passages`` call: :func:`cpu_bulk_backend` under ``auto``
+        on a CPU, :attr:`backend` otherwise (chosen on first use; probes the machine once)."""
+        if self.backend_requested != "auto" or self.backend != CPU_DEFAULT:
+            return self.backend
+        if self._bulk is None:
+            b = cpu_bulk_backend()
+            with self._lock:
+                if self._bulk is None:
+                    self._bulk = self if b == self.backend else Embedder(
+                        self.name, backend=b, query_prefix=self.query_prefix, passage_prefix=self.passage_prefix,
+                        batch_size=self.batch_size, device="cpu",
+                        show_progress=bool(self.show_progress))   # the build has its own bar per block
+        return self._bulk.backend
+
+    def _bulk_embedder(self) -> "Embedder":
+        self.bulk_backend  # noqa: B018 - chooses it
+        return self._bulk
+
+
+def _autocast(backend: str, device):
+    """bf16 autocast on the CPU for "torch-bf16", nothing otherwise."""
+    import contextlib
+    if backend != "torch-bf16" or (device is not None and str(device).startswith("cuda")):
+        return contextlib.nullcontext()
+    import torch
+    return torch.autocast("cpu", dtype=torch.bfloat16)
 
 
 def _source_max_seq_length(path: str) -> int:

@@ -19,9 +19,14 @@ from pathlib import Path
 from typing import Callable
 
 
+def cache_base() -> Path:
+    """``$CONTEXTRAG_CACHE_DIR`` (default ``~/.cache/contextrag``): the embedder caches and the
+    machine profile (``contextrag.machine``) live under it."""
+    return Path(os.environ.get("CONTEXTRAG_CACHE_DIR") or os.path.join(Path.home(), ".cache", "contextrag"))
+
+
 def cache_root() -> Path:
-    base = os.environ.get("CONTEXTRAG_CACHE_DIR") or os.path.join(Path.home(), ".cache", "contextrag")
-    return Path(base) / "embedders"
+    return cache_base() / "embedders"
 
 
 def _source_key(source: str) -> str:

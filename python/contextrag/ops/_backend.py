@@ -98,8 +98,13 @@ def availability() -> dict[str, tuple[bool, str]]:
 
 
 def backends() -> dict[str, dict]:
-    """What is available, and why the rest is not."""
-    return {k: {"available": ok, "detail": why} for k, (ok, why) in availability().items()}
+    """What is available, and why the rest is not; the "cpu" entry carries the machine profile
+    (``contextrag.machine``: CPU model, ISA flags, the native dispatch, torch's GEMM rates when
+    probed or cached; reading it imports no torch)."""
+    out = {k: {"available": ok, "detail": why} for k, (ok, why) in availability().items()}
+    from contextrag.machine import profile
+    out["cpu"]["machine"] = profile(probe=False).to_dict()
+    return out
 
 
 def native():

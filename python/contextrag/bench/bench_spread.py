@@ -8,10 +8,10 @@ import pytest
 import scipy.sparse as sp
 import torch
 
-from conftest import backends, dtypes, pick, run, shape_id, synced
-
 from contextrag import ops
 from contextrag.ops.spread import _gather_py
+
+from .harness import backends, dtypes, pick, run, shape_id, synced
 
 # (chunks, attributes, queries): 20 attributes per chunk, 5 seeds and 10 mentions per query
 SHAPES = pick([(20000, 5000, 16)], [(20000, 5000, 64), (200000, 50000, 64)])

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench_cpu_kmeans import data
-from conftest import backends, dtypes, on, pick, run, shape_id, synced
-
 from contextrag import ops
+
+from .harness import backends, clustered, dtypes, on, pick, run, shape_id, synced
 
 SHAPES = pick([(2000, 384, 16)], [(5000, 384, 32), (20000, 384, 96)])
 ITERS = pick(10, 20)
@@ -19,7 +18,7 @@ M = 2.0
 
 def _problem(shape, dtype):
     n, d, c = shape
-    X = data(n, d, seed=5, noise=0.15, components=48).astype(dtype)   # as bench_cpu_fcm.py
+    X = clustered(n, d, seed=5, noise=0.15, components=48).astype(dtype)   # as bench_cpu_fcm.py
     C0 = X[np.random.default_rng(2).choice(n, c, replace=False)].copy()
     return X, C0
 

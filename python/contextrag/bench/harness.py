@@ -1,23 +1,13 @@
-"""Microbenchmarks of ``contextrag.ops`` with pytest-benchmark: one ``test_bench_<family>.py`` per op
-family, every backend this machine has × a few shapes × dtypes, and in the same benchmark group the
-peers a user would pick instead (FAISS k-means, skfuzzy.cmeans, NumPy broadcasting, a torch GEMM).
-
-Run them with ``contextrag bench [--op NAME] [--backend B] [--quick]`` (or ``make bench``), which
-writes the pytest-benchmark JSON and prints peer/ours ratios per group. Options (also accepted by a
-plain ``pytest bench/``):
-
-* ``--bench-quick``: the smallest shape, float32 only, few rounds (the whole suite in about a minute);
-* ``--bench-backend B``: only backend B of contextrag (the peers always run: they are the yardstick).
+"""What every suite shares: the parametrisation by backend, shape and dtype, operands on the
+backend's device, and the timed run that labels each entry for the ratio table.
 
 Every entry carries ``extra_info`` = {"op", "impl", "backend", "shape", "dtype"}: impl "contextrag"
-for ours, the peer's name otherwise. The machine section records the CPU dispatch
-(``contextrag_cpu_isa``; CONTEXTRAG_ISA forces it), library versions and the load average at the
-start and end: on a shared machine the other tenants' load is part of every figure.
+for ours, the peer's name otherwise. ``--bench-quick`` and ``--bench-backend`` (``plugin.py``) reach
+the suites through the environment, read at import (their parametrisation depends on them).
 """
 from __future__ import annotations
 
 import os
-import platform
 import time
 
 import numpy as np
@@ -26,22 +16,6 @@ import torch
 
 GPU_BACKENDS = ("triton", "cuda")
 ALL_BACKENDS = ("cpu", "ref", "triton", "cuda")
-
-
-def pytest_addoption(parser):
-    g = parser.getgroup("contextrag bench")
-    g.addoption("--bench-quick", action="store_true", help="smallest shape, float32, few rounds")
-    g.addoption("--bench-backend", choices=ALL_BACKENDS, default=None,
-                help="only this contextrag backend (peers still run)")
-
-
-def pytest_configure(config):
-    # read by the test modules at import (their parametrisation depends on it); collection follows
-    if config.getoption("--bench-quick", default=False):
-        os.environ["CONTEXTRAG_BENCH_QUICK"] = "1"
-    b = config.getoption("--bench-backend", default=None)
-    if b:
-        os.environ["CONTEXTRAG_BENCH_BACKEND"] = b
 
 
 def quick() -> bool:
@@ -124,40 +98,12 @@ def run(benchmark, fn, *, op: str, impl: str, backend: str | None, shape, dtype,
     return benchmark.pedantic(fn, rounds=rounds, iterations=1, warmup_rounds=0)
 
 
-def _versions() -> dict:
-    v = {"python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__}
-    for mod in ("contextrag", "faiss", "skfuzzy", "scipy", "triton"):
-        try:
-            v[mod] = __import__(mod).__version__
-        except Exception as e:  # a peer not installed is recorded, not fatal
-            v[mod] = f"unavailable ({type(e).__name__})"
-    return v
 
 
-def _loadavg() -> list:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
-
-
-def pytest_benchmark_update_machine_info(config, machine_info):
-    try:
-        from contextrag import _C
-        isa = _C.cpu_isa()
-    except Exception:
-        isa = "n/a"
-    machine_info["contextrag"] = {
-        "cpu_isa": isa,                                   # the dispatch the native kernels used
-        "isa_env": os.environ.get("CONTEXTRAG_ISA"),
-        "torch_threads": torch.get_num_threads(),
-        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "versions": _versions(),
-        "quick": quick(),
-        "load_start": config._contextrag_load_start,
-        "load_end": _loadavg(),
-    }
-
-
-def pytest_sessionstart(session):
-    session.config._contextrag_load_start = _loadavg()
+def clustered(n, d, seed=0, noise=1.2, components=400):
+    """n unit vectors in d dimensions around ``components`` random centres: embedding-like data."""
+    rng = np.random.default_rng(seed)
+    cent = rng.standard_normal((components, d)).astype(np.float32)
+    X = cent[rng.integers(0, components, n)] + noise * rng.standard_normal((n, d), dtype=np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    return np.ascontiguousarray(X, dtype=np.float32)

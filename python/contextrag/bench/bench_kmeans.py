@@ -7,10 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench_cpu_kmeans import data
-from conftest import backends, dtypes, on, pick, run, shape_id, synced
-
 from contextrag import ops
+
+from .harness import backends, clustered, dtypes, on, pick, run, shape_id, synced
 
 ASSIGN_SHAPES = pick([(5000, 384, 32)], [(20000, 384, 96), (100000, 384, 96)])
 FIT_SHAPES = pick([(5000, 384, 32)], [(20000, 384, 96), (100000, 384, 96)])
@@ -20,7 +19,7 @@ ROUNDS = pick(2, 3)
 
 def _problem(shape, dtype):
     n, d, k = shape
-    X = data(n, d).astype(dtype)
+    X = clustered(n, d).astype(dtype)
     C0 = X[np.random.default_rng(1).choice(n, k, replace=False)].copy()
     return X, C0
 
@@ -93,7 +92,7 @@ RQ_SHAPE = pick((2000, 384, 16), (20000, 384, 96))
 def test_rq_kmeans(benchmark, backend):
     """rq_kmeans's default call (k-means++ seeding, levels k, k/4, k/8), float32."""
     n, d, k = RQ_SHAPE
-    X = on(backend, data(n, d))
+    X = on(backend, clustered(n, d))
     sizes = (k, k // 4, k // 8)
     run(benchmark, synced(backend, lambda: ops.rq_kmeans(X, sizes, backend=backend)), op="rq_kmeans",
         impl="contextrag", backend=backend, shape=RQ_SHAPE, dtype=np.float32, rounds=ROUNDS)
@@ -103,7 +102,7 @@ def test_rq_kmeans_faiss(benchmark):
     """The same three levels with faiss.Kmeans (its defaults) on the residuals, each level assigned."""
     faiss = pytest.importorskip("faiss")
     n, d, k = RQ_SHAPE
-    X = data(n, d)
+    X = clustered(n, d)
 
     def rq():
         R = X.copy()
