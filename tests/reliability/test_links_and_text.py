@@ -92,7 +92,7 @@ def test_server_answers_400_for_lone_surrogates(tiny):
 
     from contextrag import ContextRAG
     from contextrag.server.app import create_app
-    client = TestClient(create_app(ContextRAG.load(tiny, embedder=HashEmbedder())))
+    client = TestClient(create_app(ContextRAG.load(tiny, embedder=HashEmbedder())), base_url="http://127.0.0.1")
     body = '{"documents": [{"id": "s", "text": "bad \\ud800 text"}]}'
     r = client.post("/documents", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 400, r.text
