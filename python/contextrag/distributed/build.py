@@ -12,7 +12,7 @@ Map-reduce, per stage (driver work is on k×d, M×M, V×V-sized matrices only):
 * Co-occurrence counts: shards hold whole documents, windows never cross documents: integer partials.
 * Attribute centroids: per-shard partial sums of member embeddings.
 
-The node-selection rules are index.graph's (``select_nodes``), applied by the driver to the reduced
+The node-selection rules are index.graph's (``select_from_reduced``), applied by the driver to the reduced
 matrices; tests check the graph against the single-process ``build_graph`` on the same context.
 """
 from __future__ import annotations
@@ -44,8 +44,7 @@ def _min_reduce(parts):
 
 def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, *, gather: bool = True):
     """index.graph.build_graph's rules with every per-chunk reduction done on the shards."""
-    from ..index.graph import (COOC, JOIN, MEET, SEED, ConceptGraph, _joins_by_group, _pair_candidates,
-                               lattice_edges)
+    from ..index.graph import COOC, ConceptGraph, lattice_edges, select_from_reduced
     from .layout import check_documents_whole
     if getattr(shards, "metas", None) is None:
         raise ValueError("the graph's co-occurrence edges need each shard's chunk doc_ids and positions "
@@ -63,26 +62,8 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, 
     K = np.sum([p[0] for p in parts], axis=0) if S else np.zeros((0, 0))
     inter = np.sum([p[1] for p in parts], axis=0) if S else np.zeros((0, 0), np.int64)
     tm["pairs"] = time.perf_counter() - t0
-    # -- index.graph.select_nodes' selection, on the reduced S×S matrices
-    size = np.diag(K).copy()
-    grp = attr_group[seeds]
-    same = grp[:, None] == grp[None, :]
-    frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
-    ji, jj, js = _joins_by_group(same & (K > 0), frac, grp, config.n_join)
-    csize = np.diag(inter)
-    strict = inter < np.minimum(csize[:, None], csize[None, :])
-    ochiai = K / np.maximum(np.sqrt(size[:, None] * size[None, :]), 1e-12)
-    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
-    nJ, nM = len(ji), len(mi)
-    kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)
-    parents = np.full((S + nJ + nM, 2), -1, np.int32)
-    if nJ:
-        parents[S:S + nJ] = np.stack([ji, jj], 1)
-    if nM:
-        parents[S + nJ:] = np.stack([mi, mj], 1)
-    attr = np.full(S + nJ + nM, -1, np.int32)
-    attr[:S] = seeds
-    score = np.concatenate([support[seeds].astype(np.float32), js.astype(np.float32), ms.astype(np.float32)])
+    # -- the selection rules of index.graph, on the reduced S×S matrices
+    kind, parents, attr, score = select_from_reduced(K, inter, support, seeds, attr_group, config)
     V = len(kind)
     # -- members (per chunk) and intents (min over chunks)
     t0 = time.perf_counter()

@@ -18,9 +18,8 @@ import os
 import numpy as np
 import torch
 
-from ..ops._backend import select
-from ..ops._registry import IMPLS
 from ..ops import luk_down, luk_up, meet_cardinality
+from ..ops.kmeans import is_native_cpu, kmeans_impls
 from .layout import assign_block_rows, rowexact
 
 
@@ -61,7 +60,7 @@ class ShardWorker:
             raise ValueError(f"shard file {path} has shape {X.shape}, expected ({self.stop - self.start}, d)")
         self.X = torch.from_numpy(np.ascontiguousarray(X)).to(self.device)
         self.wd = torch.float64 if self.X.dtype == torch.float64 else torch.float32
-        _, self._assign = select("kmeans_assign", self.device, backend, IMPLS["kmeans_assign"])
+        self._assign, _ = kmeans_impls(self.device, backend)
         self._R = None          # residual entering level self._R_level
         self._R_level = -1
         self._labels = None     # (key, labels, d2) of the last assignment
@@ -138,10 +137,8 @@ class ShardWorker:
         """Labels and d² of rows T (global rows [offset, ...) of an n_rows-row matrix), as the single
         process computes them. Inside Lloyd iterations ops.kmeans_fit hands the native CPU assign the
         rows' precomputed ‖x‖² (GEMM-form d², seen only by the stopping test): so do we."""
-        from ..ops import kmeans as _km
         block = assign_block_rows(n_rows, int(C.shape[0]), str(self.device))
-        cpu_fast = (getattr(_km, "_cpu_assign", None) is self._assign and self.device.type == "cpu"
-                    and _km._native_fn("kmeans_epilogue") is not None)
+        cpu_fast = is_native_cpu(assign=self._assign) and self.device.type == "cpu"
         if lloyd and cpu_fast and "xn" in getattr(self._assign, "__code__").co_varnames:
             Tw = T.to(self.wd).contiguous()
             xn = torch.einsum("ij,ij->i", Tw, Tw).contiguous()

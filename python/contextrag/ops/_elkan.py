@@ -1,5 +1,6 @@
-"""Bounded (Elkan) Lloyd iterations for the CPU: the state and the step that ``ops._lloyd.run``
-drives; ``ops.kmeans.kmeans_fit`` picks this engine when ``bounded_available`` says it fits.
+"""Bounded (Elkan) Lloyd iterations for the CPU: the state, assigner and reducer that
+``ops.lloyd.lloyd`` drives; ``ops.kmeans.kmeans_fit`` picks this engine when ``bounded_available``
+says it fits.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from ._backend import native
-from ._lloyd import LloydOptions, Step
+from .lloyd import Assignment, LloydOptions
 
 # CPU distance tiles of about 4M distances (16 MiB in float32). Few large GEMM calls measured 2-4x
 # faster than 8192-row tiles on a shared 2-core machine (each BLAS call synchronises its threads).
@@ -230,8 +231,12 @@ class ElkanState:
         Sc = self.S.numpy() - n[:, None] * mean
         return float((self.Q.numpy() - 2.0 * np.einsum("ij,ij->i", Cc, Sc) + n * np.einsum("ij,ij->i", Cc, Cc)).sum())
 
-
-    def lloyd_step(self, C: torch.Tensor) -> Step:
-        """The driver's step: assign to C (bounded), then the statistics the update needs."""
+    def assign(self, C: torch.Tensor) -> Assignment:
+        """The driver's assigner: bounded assignment to C; the inertia comes from the centred
+        cluster statistics, so it is read after the reduction."""
         frac = self.step(C)
-        return Step(self.inertia(C), self.S, self.cnt, frac)
+        return Assignment(self.labels, lambda: self.inertia(C), frac)
+
+    def reduce(self, labels, k: int):
+        """The driver's reducer: the sums and counts ``assign`` kept up to date incrementally."""
+        return self.S, self.cnt
