@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ._backend import native
+from ._precision import choose as choose_precision
 from .lloyd import Assignment, LloydOptions
 
 # CPU distance tiles of about 4M distances (16 MiB in float32). Few large GEMM calls measured 2-4x
@@ -81,7 +82,7 @@ class ElkanState:
         n, d = X.shape
         self.k = k
         self.bf16 = (opts.bf16_screen and X.dtype == torch.float32 and hasattr(self.Cn, "gemm_bf16")
-                     and self.Cn.bf16_supported())
+                     and choose_precision("kmeans", exact=True) == "bf16")
         if self.bf16:
             self.Xp = self.Cn.bf16_pack_a(self.Xn, False, plain_pages((n, (d + 1) // 2), torch.int32, hp).view(np.uint32))
             self.Xp_rows = self.Xp.view(np.float32)        # 4-byte rows for gather_rows

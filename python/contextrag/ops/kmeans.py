@@ -16,6 +16,7 @@ import torch
 
 from .. import ref
 from ._backend import native, select
+from ._precision import choose as choose_precision
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
@@ -108,13 +109,59 @@ def is_native_cpu(assign=None, update=None) -> bool:
     return ok
 
 
+# bf16 distance tiles (see kmeans_assign_bf16 in csrc/cpu/gemm_bf16.cpp): eb bounds
+# 2|x̃·c̃ − x·c| / (‖x‖‖c‖) for bf16-rounded operands (each product off by ≤ (2^-8 + 2^-18)|x_k c_k|,
+# Σ|x_k c_k| ≤ ‖x‖‖c‖) with the fp32 accumulation γ_d, as ops._elkan's screening.
+def bf16_error_bound(d: int) -> float:
+    return 2.0 * (2.0 ** -8 + 2.0 ** -17 + (d + 4) * 2.0 ** -23)
+
+
+def use_bf16(X: torch.Tensor) -> bool:
+    """Whether the CPU assignment of X runs on bf16 tiles: float32 CPU rows, the native kernel, and
+    ``ops._precision.choose`` (CONTEXTRAG_PRECISION, CONTEXTRAG_ISA, the machine profile)."""
+    return (X.device.type == "cpu" and X.dtype == torch.float32 and _native_fn("kmeans_assign_bf16") is not None
+            and choose_precision("kmeans", exact=True) == "bf16")
+
+
+def pack_rows_bf16(X: torch.Tensor) -> np.ndarray:
+    """X (float32, CPU) rounded to bf16 as the assignment's left operand; pack once per fit."""
+    return native().bf16_pack_a(X.contiguous().numpy())
+
+
+def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None, stats: list | None = None):
+    """Nearest centre of each row from bf16 distance tiles, arg-min fused, every row the bf16 bound
+    leaves open re-checked by exact distance: the labels of exact arithmetic, exact d²."""
+    Cn = native()
+    X = X.contiguous()
+    Xn = X.numpy()
+    Cf = np.ascontiguousarray(C.numpy(), dtype=np.float32)
+    c64 = np.einsum("ij,ij->i", Cf.astype(np.float64), Cf.astype(np.float64))
+    cnorm = (np.sqrt(c64) * (1.0 + 2.0 ** -20)).astype(np.float32)
+    ctau = (c64 * 2.0 ** -18).astype(np.float32)
+    Cp = Cn.bf16_pack_b(Cf, True)
+    if xp is None:
+        xp = Cn.bf16_pack_a(Xn)
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    d2 = np.empty(n, dtype=np.float32)
+    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, c64.astype(np.float32), cnorm, ctau,
+                                    bf16_error_bound(X.shape[1]), labels, d2)
+    if stats is not None:
+        stats.append(checked / max(n, 1))
+    return torch.from_numpy(labels), torch.from_numpy(d2)
+
+
 @register("kmeans_assign", "cpu")
-def _cpu_assign(X, C, xn=None):
+def _cpu_assign(X, C, xn=None, xp=None):
     """Blocked ‖c‖² − 2x·c GEMM (torch CPU BLAS) + a C++ row epilogue: first argmin and the exact
     ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once.
 
-    With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the distance is the GEMM form
+    Float32 rows where ``use_bf16`` says so run on bf16 tiles instead (``_bf16_assign``; ``xp``: X
+    already packed by ``pack_rows_bf16``): the same labels, d² always exact.
+    With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
+    if use_bf16(X):
+        return _bf16_assign(X, C.to(torch.float32), xp)
     n = X.shape[0]
     wd = _work_dtype(X)
     C = C.to(wd).contiguous()
@@ -321,9 +368,11 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
         # rows outside the sample saved a quarter of the GEMM but paid as much again gathering them).
     elif native_cpu and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
         Xw = train.to(_work_dtype(train)).contiguous()
-        xn = torch.einsum("ij,ij->i", Xw, Xw).contiguous()
-        C, it = lloyd(C, local_assigner(Xw, _cpu_assign, xn=xn), local_reducer(Xw, update), n_iter=n_iter, tol=tol,
-                      stats=options.stats)
+        if use_bf16(Xw):   # pack the rows once for every iteration
+            assigner = local_assigner(Xw, _cpu_assign, xp=pack_rows_bf16(Xw))
+        else:
+            assigner = local_assigner(Xw, _cpu_assign, xn=torch.einsum("ij,ij->i", Xw, Xw).contiguous())
+        C, it = lloyd(C, assigner, local_reducer(Xw, update), n_iter=n_iter, tol=tol, stats=options.stats)
     else:
         C, it = lloyd(C, local_assigner(train, assign), local_reducer(train, update), n_iter=n_iter, tol=tol,
                       stats=options.stats)

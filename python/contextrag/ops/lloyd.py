@@ -32,8 +32,9 @@ class LloydOptions:
 
     bounded: Elkan-bounded iterations (``ops._elkan``) where the bounds fit ``max_bound_bytes``;
         False runs the plain loop (a full distance GEMM per iteration).
-    bf16_screen: the bounded loop's re-evaluation GEMM on bf16 operands where the CPU dispatch is
-        AVX-512 with AVX512-BF16 (float32 X); labels stay exact (see docs/KERNELS.md).
+    bf16_screen: the bounded loop's re-evaluation GEMM on bf16 operands where
+        ``ops._precision.choose`` picks bf16 (CONTEXTRAG_PRECISION, CONTEXTRAG_ISA, the CPU; float32
+        X); labels stay exact (see docs/KERNELS.md). False keeps it fp32 whatever the choice.
     max_bound_bytes: the bounded loop's n·k float32 bounds (plus the bf16 copy of X) above this
         run the plain loop.
     snapshot_bytes: the bounded loop keeps past centres (float64) for the displacements its
