@@ -16,8 +16,8 @@ import torch
 
 from .. import ref
 from ._backend import native, select
-from ._precision import choose as choose_precision
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
+from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
 from .lloyd import DEFAULT_OPTIONS, Assignment, LloydOptions, lloyd, split_empty, updated_centroids  # noqa: F401
