@@ -103,7 +103,7 @@ class ElkanState:
         self.now = 0
         # Cluster statistics are kept about a point near the data's centre (the mean of a strided
         # sample: the algebra is exact for any shift, the shift only removes cancellation).
-        self.mean = X[::max(1, n // 4096)].double().mean(dim=0).contiguous()
+        self.mean = torch.from_numpy(np.ascontiguousarray(self.Xn[::max(1, n // 4096)].mean(axis=0, dtype=np.float64)))
         # ‖x‖² (bounds) and ‖x − mean‖² (statistics), float64 sums, in one pass over X
         sq = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, torch.stack([torch.zeros_like(self.mean), self.mean]).numpy()))
         self.xn2, self.q = sq[:, 0].contiguous(), sq[:, 1].contiguous()
