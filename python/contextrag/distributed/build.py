@@ -112,7 +112,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     per-chunk array on the shards (the driver then holds only k×d, M×M and V×V matrices; 'context'
     and the graph's 'members' become sizes/counts): what a sharded index writer would use.
     """
-    from ..index.build import _unit_rows
+    from ..index.build import unit_rows
     fw = getattr(config, "family_weights", {"rq": 1.0})
     other = sorted(k for k, w in fw.items() if k != "rq" and w)
     if other:
@@ -161,7 +161,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
         timings.update({f"graph_{k}": v for k, v in tg.items()})
         _cpu("graph")
         t0 = time.perf_counter()
-        out["attr_centroids"] = _unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
+        out["attr_centroids"] = unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
         timings["attr_centroids"] = time.perf_counter() - t0
         _cpu("attr_centroids")
     out["timings"] = timings
@@ -199,15 +199,15 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                     work_dir: str | None = None, num_cpus: int | None = None, reduce: str = "ordered"):
     """``ContextRAG.build(..., executor='ray')``: the index of ``index.build.build_index`` with chunk
     embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
-    from ..index.build import _Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
-    from ..index.context import FamilyResult, FuzzyContext, _block_from
+    from ..index.build import Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
+    from ..index.context import FamilyResult, FuzzyContext, block_from
     from ..index.chunking import doc_entry
     from ..index.core import Index
     from ..llm.ledger import CostLedger
     from .cluster import RayCluster, ShardSet
     from .embed import embed_to_shards
     timings: dict = {}
-    with _Timer(timings, "chunk"):
+    with Timer(timings, "chunk"):
         chunks = make_chunker(config, embedder).split_all(docs)
     if not chunks:
         raise ValueError("docs produced no chunks")
@@ -222,7 +222,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
             import ray
             ns = n_shards or max(1, int(ray.cluster_resources().get("GPU", 0)) or
                                  int(ray.cluster_resources().get("CPU", 1)))
-            with _Timer(timings, "embed"):
+            with Timer(timings, "embed"):
                 specs = embed_to_shards(texts, os.path.join(wd, "emb"), ns,
                                         model=getattr(embedder, "name", config.embedding_model),
                                         passage_prefix=getattr(embedder, "passage_prefix", None),
@@ -233,7 +233,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                 # the index format keeps every chunk embedding: the final write is the one place
                 # that reads the shards' rows back (a sharded index format would not, see SCALING.md)
                 E = np.concatenate(shards.get(shards.map("embeddings")))
-            with _Timer(timings, "ray_lexical"):
+            with Timer(timings, "ray_lexical"):
                 lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
                                      lexical_family_names(config), ns)
     finally:
@@ -255,7 +255,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                        {"codes": arrays["codes"], "residual_sq": arrays["residual_sq"]},
                        {"sizes": list(arrays["sizes"]), "inertia": [float(v) for v in arrays["inertia"]]})
     w = float(config.family_weights.get("rq", 1.0))
-    ix.context = FuzzyContext([_block_from("rq", w, res, config)])
+    ix.context = FuzzyContext([block_from("rq", w, res, config)])
     ix.info["fit"] = {"chunks": n, "residual_sq_mean": float(arrays["residual_sq"].mean()),
                       "rq_sizes": [int(C.shape[0]) for C in books], **res.info}
     ix.info["executor"] = {"kind": "ray", "address": address, "shards": len(specs), "reduce": reduce,

@@ -225,13 +225,13 @@ class ShardWorker:
     def _context(self, spec: dict) -> torch.Tensor:
         """This shard's rows of the fuzzy context I, computed by the index's own per-chunk code: the
         "rq" family's ``transform`` (codes, FCM memberships of the residual per level, crisp members)
-        and ``index.context._block_from`` (family weight): the same bits per row as the single-process
+        and ``index.context.block_from`` (family weight): the same bits per row as the single-process
         pass (see layout: GEMM rows do not depend on the block height from MIN_GEMM_ROWS up)."""
         key = spec["key"]
         if self._ctx is not None and self._ctx[0] == key:
             return self._ctx[1]
         import scipy.sparse as sp
-        from ..index.context import FAMILIES, ChunkView, FamilyResult, _as_result, _block_from, dense
+        from ..index.context import FAMILIES, ChunkView, FamilyResult, as_result, block_from, dense
         from .layout import MIN_GEMM_ROWS
         cfg = spec["config"]
         books = [np.asarray(b, dtype=np.float32) for b in spec["books"]]
@@ -244,10 +244,10 @@ class ShardWorker:
         pad = MIN_GEMM_ROWS - n if 0 < n < MIN_GEMM_ROWS and n != self.n_total else 0
         xs = np.concatenate([X, np.zeros((pad, d), np.float32)]) if pad else X
         view = ChunkView([""] * len(xs), [""] * len(xs), [""] * len(xs), np.zeros(len(xs), np.int32))
-        r = _as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
+        r = as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
         res = FamilyResult(dense(r.matrix)[:n], r.names, r.groups, sp.csr_matrix(r.members)[:n], r.state,
                            {k: v[:n] for k, v in r.rows.items()}, r.info)
-        blk = _block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
+        blk = block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
         I = torch.from_numpy(np.ascontiguousarray(dense(blk.matrix), dtype=np.float32))
         self._ctx = (key, I, res, sp.csr_matrix(blk.members, dtype=bool))
         self._ext = {}

@@ -425,3 +425,8 @@ def _reconcile(b: FamilyBlock, res: FamilyResult, config) -> None:
                                for c in cols], format="csr")
     b.state, b.rows = res.state, res.rows
 from . import lexical as _lexical  # noqa: E402,F401  (registers the lexical families "title", "phrase", "term")
+
+
+# the names the distributed executor imports (distributed/build.py, distributed/worker.py)
+as_result = _as_result
+block_from = _block_from
