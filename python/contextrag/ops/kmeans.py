@@ -90,8 +90,7 @@ def native_fn(name: str):
 def kmeans_impls(device, backend: str | None = None) -> tuple:
     """(assign, update): the ``kmeans_assign`` and ``kmeans_update`` implementations that
     ``kmeans_fit`` runs on ``device`` for ``backend`` (None: the default order)."""
-    import torch as _t
-    dev = _t.device(device)
+    dev = torch.device(device)
     _, assign = select("kmeans_assign", dev, backend, IMPLS["kmeans_assign"])
     _, update = select("kmeans_update", dev, None if backend in ("triton", "cuda") else backend,
                        IMPLS["kmeans_update"])
@@ -349,9 +348,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     n = tX.shape[0]
     if k > n:
         raise ValueError(f"k={k} exceeds the number of points n={n}")
-    _, assign = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
-    _, update = select("kmeans_update", tX.device, None if backend in ("triton", "cuda") else backend,
-                       IMPLS["kmeans_update"])
+    assign, update = kmeans_impls(tX.device, backend)
     idx = train_rows(n, k, cap, seed)
     train = tX if idx is None else _take_rows(tX, idx)
     C = _initial_centroids(train, k, init, seed)
