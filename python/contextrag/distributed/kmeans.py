@@ -17,8 +17,8 @@ Each iteration: the driver puts the centroids C in the object store once; every 
 
 The driver then applies the same mean update and the same deterministic empty-cluster split
 (``ops.lloyd.split_empty``) and the same relative-inertia stopping test: the iterations run in the
-shared driver ``ops.lloyd.lloyd``; the shards are its assigner (labels stay on them) and the chain or
-tree above its reducer.
+shared driver ``ops.lloyd.lloyd``: the shards are its assigner (labels stay on them), the ordered
+chain or the tree sum its reducer.
 The one difference: the stopping test sums the per-shard Σd² in float64 instead of one float32 sum,
 so the two can stop at different iterations only when the relative decrease is within float32
 rounding (~1e-7) of ``tol``.
@@ -160,7 +160,6 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
     """
     if reduce not in ("ordered", "tree"):
         raise ValueError(f"reduce must be 'ordered' or 'tree', got {reduce!r}")
-
     ray = shards._ray
     infos = shards.info()
     n = sum(i["rows"] for i in infos)
