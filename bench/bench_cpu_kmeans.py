@@ -383,7 +383,8 @@ def small_section(repeats):
 
 def precision_main(a, sections):
     from contextrag.ops import _precision
-    out = {"machine": machine(), "load_start": loadavg(), "params": vars(a),
+    params = dict(vars(a), embeddings=Path(a.embeddings).name if a.embeddings else None)   # no host paths
+    out = {"machine": machine(), "load_start": loadavg(), "params": params,
            "precision_auto_choice": _precision.choose("kmeans", exact=True),
            "note_load": "shared 2-core VM, heavily loaded by other jobs during the run (see load averages): "
                         "ratios are of contenders interleaved in the same run"}
