@@ -20,13 +20,23 @@
 3. rq_kmeans(X) with its defaults (levels 96, 24, 12; 256 points per centroid) and with
    max_points_per_centroid=None, vs the same three levels of faiss.Kmeans (defaults, and all points)
    on the residuals, each level trained and assigned.
+4. precision (--sections precision): the same-work fit of 1. (plain and bounded loops) and one
+   kmeans_assign of all points, with CONTEXTRAG_PRECISION=fp32 and =bf16 (bf16 distance tiles,
+   arg-min fused, exact re-check; falls back to fp32 where the dispatch has no AVX512-BF16), against
+   FAISS in the same interleaved run: labels and inertia of both precisions, the re-checked share.
+5. small (--sections small): the quick-bench shapes (kmeans_assign 5000×384×32, kmeans_fit
+   5000×384×32 10 iterations all points from a shared start, rq_kmeans 2000×384 levels 16, 4, 2 with
+   defaults) against FAISS, best of interleaved repeats, with the load average of the run.
+6. real (--embeddings FILE.npy): 4. on saved sentence embeddings (k = --k), where given.
 Every run records the CPU dispatch (`contextrag_cpu_isa`; CONTEXTRAG_ISA=avx2|generic forces it)
-and writes bench/results/cpu_kmeans_<isa>.json.
+and writes bench/results/cpu_kmeans_<isa>.json (sections 1-3), cpu_kmeans_precision_<isa>.json
+(sections 4-5) or cpu_kmeans_real_<isa>.json (section 6 alone: --sections real).
 Data: a normalised Gaussian mixture shaped like sentence embeddings (384-d, 400 components).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -52,7 +62,13 @@ def main():
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--rq-repeats", type=int, default=1, help="repeats of the rq_kmeans section (minutes each)")
+    ap.add_argument("--sections", default="all_points,defaults,rq",
+                    help="comma-separated: all_points, defaults, rq, precision, small")
+    ap.add_argument("--embeddings", default=None, help="saved (n, d) float32 embeddings (.npy) for the 'real' section")
     a = ap.parse_args()
+    sections = set(a.sections.split(","))
+    if not sections & {"all_points", "defaults", "rq"}:
+        return precision_main(a, sections)
     import faiss
     from contextrag import ops
     from contextrag.ops.fcm import bf16_available as fcm_bf16_available
@@ -249,6 +265,142 @@ def main():
     print({k: out["all_points"][k] for k in ("best_s", "speedup_bounded_vs_faiss", "speedup_plain_vs_faiss")})
     print(out["default_call"]["best_s"], out["rq_default_call"]["best_s"], out["goals"], out["load_start"],
           out["load_end"])
+
+
+def _with_precision(value, fn):
+    import os
+    old = os.environ.get("CONTEXTRAG_PRECISION")
+    os.environ["CONTEXTRAG_PRECISION"] = value
+    try:
+        return fn()
+    finally:
+        if old is None:
+            del os.environ["CONTEXTRAG_PRECISION"]
+        else:
+            os.environ["CONTEXTRAG_PRECISION"] = old
+
+
+def precision_section(X, k, iters, repeats):
+    """fp32 against bf16 distance tiles (same start, all points, tol=0) and FAISS, interleaved."""
+    import faiss
+    from contextrag import ops
+    from contextrag.ops import kmeans as K
+    n, d = X.shape
+    C0 = X[np.random.default_rng(1).choice(n, k, replace=False)].copy()
+
+    def fit(prec, bounded):
+        opts = ops.LloydOptions(bounded=bounded)
+        return _with_precision(prec, lambda: ops.kmeans_fit(X, k, n_iter=iters, tol=0.0, init=C0,
+                                                             max_points_per_centroid=None, options=opts))
+
+    def fa():
+        km = faiss.Kmeans(d, k, niter=iters, max_points_per_centroid=n, seed=1, verbose=False)
+        km.train(X, init_centroids=C0)
+        return km
+
+    index = faiss.IndexFlatL2(d)
+    index.add(C0)
+    fns = {"fit_bounded_bf16": lambda: fit("bf16", True), "fit_bounded_fp32": lambda: fit("fp32", True),
+           "fit_plain_bf16": lambda: fit("bf16", False), "fit_plain_fp32": lambda: fit("fp32", False),
+           "fit_faiss": fa,
+           "assign_bf16": lambda: _with_precision("bf16", lambda: ops.kmeans_assign(X, C0)),
+           "assign_fp32": lambda: _with_precision("fp32", lambda: ops.kmeans_assign(X, C0)),
+           "assign_faiss": lambda: index.search(X, 1)}
+    runs = {name: [] for name in fns}
+    res = {}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            t = timed(fn, 1)
+            runs[name].append(t["best_s"])
+            res[name] = t["result"]
+    best = {name: min(v) for name, v in runs.items()}
+    import torch
+    stats = []
+    bf16 = _with_precision("bf16", lambda: K.use_bf16(torch.from_numpy(X[:1])))
+    if bf16:   # the share of rows the bf16 bound leaves open at the shared start
+        K._bf16_assign(torch.from_numpy(X), torch.from_numpy(C0), stats=stats)
+    lab_ref = np.asarray(res["assign_fp32"][0])
+    out = {"shape": [n, d, k], "iters": iters, "times_s": runs, "best_s": best, "bf16_available": bool(bf16),
+           "assign_rows_rechecked_share": stats[0] if stats else None,
+           "assign_labels_bf16_equal_fp32": bool(np.array_equal(np.asarray(res["assign_bf16"][0]), lab_ref)),
+           "assign_labels_equal_faiss": float(np.mean(np.asarray(res["assign_faiss"][1])[:, 0] == lab_ref))}
+    for loop in ("bounded", "plain"):
+        b, f = res[f"fit_{loop}_bf16"], res[f"fit_{loop}_fp32"]
+        out[f"fit_{loop}"] = {
+            "labels_bf16_equal_fp32": bool(np.array_equal(np.asarray(b.labels), np.asarray(f.labels))),
+            "inertia_rel_diff_bf16_vs_fp32": abs(b.inertia - f.inertia) / f.inertia,
+            "n_iter": [b.n_iter, f.n_iter],
+            "speedup_bf16_vs_fp32": best[f"fit_{loop}_fp32"] / best[f"fit_{loop}_bf16"],
+            "speedup_bf16_vs_faiss": best["fit_faiss"] / best[f"fit_{loop}_bf16"],
+            "speedup_fp32_vs_faiss": best["fit_faiss"] / best[f"fit_{loop}_fp32"]}
+    out["assign_speedup_bf16_vs_fp32"] = best["assign_fp32"] / best["assign_bf16"]
+    out["assign_speedup_bf16_vs_faiss"] = best["assign_faiss"] / best["assign_bf16"]
+    out["assign_speedup_fp32_vs_faiss"] = best["assign_faiss"] / best["assign_fp32"]
+    return out
+
+
+def small_section(repeats):
+    """The quick-bench shapes, ours (default precision) against FAISS, interleaved."""
+    import faiss
+    from contextrag import ops
+    X = data(5000, 384)
+    C0 = X[np.random.default_rng(1).choice(5000, 32, replace=False)].copy()
+    X2 = data(2000, 384)
+    index = faiss.IndexFlatL2(384)
+    index.add(C0)
+
+    def faiss_fit():
+        km = faiss.Kmeans(384, 32, niter=10, max_points_per_centroid=5000, seed=1, verbose=False)
+        km.train(X, init_centroids=C0)
+        return km.index.search(X, 1)
+
+    def faiss_rq():
+        R = X2.copy()
+        for kk in (16, 4, 2):
+            km = faiss.Kmeans(384, kk, seed=3, verbose=False)
+            km.train(R)
+            _, I = km.index.search(R, 1)
+            R -= km.centroids[I[:, 0]]
+        return R
+
+    pairs = {"kmeans_assign_5000x384x32": (lambda: ops.kmeans_assign(X, C0), lambda: index.search(X, 1)),
+             "kmeans_fit_5000x384x32_10it": (lambda: ops.kmeans_fit(X, 32, n_iter=10, tol=0.0, init=C0,
+                                                                    max_points_per_centroid=None), faiss_fit),
+             "rq_kmeans_2000x384_16_4_2": (lambda: ops.rq_kmeans(X2, (16, 4, 2)), faiss_rq)}
+    out = {"load_start": loadavg()}
+    for name, (ours, peer) in pairs.items():
+        ours()
+        peer()
+        to, tp = [], []
+        for _ in range(repeats):      # back to back, interleaved: millisecond calls
+            to.append(timed(ours, 1, pause=False)["best_s"])
+            tp.append(timed(peer, 1, pause=False)["best_s"])
+        out[name] = {"ours_s": to, "faiss_s": tp, "speedup_vs_faiss": min(tp) / min(to),
+                     "speedup_vs_faiss_median": float(np.median(tp) / np.median(to))}
+    out["load_end"] = loadavg()
+    return out
+
+
+def precision_main(a, sections):
+    from contextrag.ops import _precision
+    params = dict(vars(a), embeddings=Path(a.embeddings).name if a.embeddings else None)   # no host paths
+    out = {"machine": machine(), "load_start": loadavg(), "params": params,
+           "precision_auto_choice": _precision.choose("kmeans", exact=True),
+           "note_load": "shared 2-core VM, heavily loaded by other jobs during the run (see load averages): "
+                        "ratios are of contenders interleaved in the same run"}
+    if "precision" in sections:
+        out["precision"] = precision_section(data(a.n, a.d), a.k, a.iters, a.repeats)
+        out["precision"]["data"] = "normalised Gaussian mixture (400 components, noise 1.2)"
+    if a.embeddings:
+        E = np.ascontiguousarray(np.load(a.embeddings), dtype=np.float32)
+        out["real"] = precision_section(E, a.k, a.iters, a.repeats)
+        out["real"]["data"] = "sentence embeddings (all-MiniLM-L6-v2, ONNX) of HotpotQA-500 context sentences"
+    if "small" in sections:
+        out["small"] = small_section(max(a.repeats, 5))
+    out["load_end"] = loadavg()
+    # sections 4-5 name the file cpu_kmeans_precision_<isa>.json, a run of section 6 alone cpu_kmeans_real_<isa>.json
+    write("kmeans_precision" if sections & {"precision", "small"} else "kmeans_real", out)
+    print(json.dumps({k: v for k, v in out.items() if k not in ("machine", "params")}, indent=1, default=str)[:4000])
 
 
 if __name__ == "__main__":

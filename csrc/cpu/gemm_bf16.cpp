@@ -17,7 +17,9 @@
 #include <pybind11/pybind11.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -35,7 +37,18 @@ namespace py = pybind11;
 namespace contextrag {
 namespace {
 
-#include "cluster_rows_common.h"   // bf16_round
+#include "cluster_rows_common.h"   // bf16_round, sq_dist
+
+// Threads for a region of about `macs` multiply-adds: one per ~32M (10-20 ms of one core's bf16 rate
+// would be more; a millisecond or so is the point where a second thread pays for its start-up), at
+// most all. On a shared machine every parallel region ends in a barrier that waits for any
+// preempted thread, so small problems run on the calling thread alone (profiled: a 5000×384×32
+// fit spent 10× its arithmetic in such waits at load 6 on 2 cores).
+int gemm_threads(double macs) {
+  const int mx = omp_get_max_threads();
+  const double nt = macs / (double)(1 << 25);
+  return nt < 1.0 ? 1 : nt >= (double)mx ? mx : (int)nt;
+}
 
 // Off unless the AVX-512 kernels are in use: CONTEXTRAG_ISA=avx2 (or generic) on an AVX-512 machine
 // runs what an AVX2-only CPU runs.
@@ -133,11 +146,12 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
   const ptrdiff_t nrb = (M + RS - 1) / RS;
   const ptrdiff_t KC = 1024;                               // pairs per chunk: B tile ≤ 1024·96·4 B
   const ptrdiff_t items = nrb * ntile;
+  const int nt = gemm_threads((double)M * (double)N * (double)(2 * K2));
   for (ptrdiff_t p0 = 0; p0 < K2 || p0 == 0; p0 += KC) {
     const ptrdiff_t p1 = p0 + KC < K2 ? p0 + KC : K2;
     const bool first = p0 == 0, last = p1 >= K2;
     const bool b_in_l2 = (p1 - p0) * Np * 4 <= 512 * 1024;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(nt)
     for (ptrdiff_t it = 0; it < items; ++it) {
       // When the chunk of B for every column tile fits in L2, column tiles go inner (a row block of
       // A is read once, from L1); otherwise row blocks go inner (one B tile stays in L2).
@@ -156,6 +170,93 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
     }
     if (K2 == 0) break;
   }
+}
+
+// ---- k-means assignment on bf16 tiles, arg-min fused --------------------------------------------
+// Per block of RS rows, one thread: the (RS, k) tile G̃ = ‖c‖² − 2 x̃·c̃ from bf16 operands goes into a
+// thread-local buffer (never to memory), and each row is settled from it at once:
+//   |G̃_j − G_j| ≤ E_j = eb·‖x‖·‖c_j‖ (eb: ElkanState's bound on 2|x̃·c̃ − x·c| / (‖x‖‖c‖), with the
+//   fp32 accumulation), so the nearest centre is j* = argmin G̃ for certain when every other j has
+//   G̃_j − E_j > G̃_j* + E_j*. Otherwise the few j that fail this test are compared by exact distance
+//   Σ(x − c)² in double (first index on ties): labels are those of exact arithmetic, which the fp32
+//   path also gives except at rounding-level ties. The bound is per row and per centre (not the
+//   largest ‖c‖), which is what keeps the re-checked share small on real data.
+// d2_out: the exact Σ(x − c)² of the chosen centre. Returns the number of rows re-checked.
+template <int RS>
+void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k, const float* cn,
+                  const float* cnorm, const float* ctau, const float* X, const float* C, ptrdiff_t d, double eb, int rs,
+                  float* G,
+                  int64_t* lab, float* d2, ptrdiff_t* n_checked, int* cand) {
+  constexpr int RWMAX = 3;
+  constexpr ptrdiff_t KC = 1024;
+  const ptrdiff_t nvec = (k + 15) / 16;
+  for (ptrdiff_t p0 = 0; p0 < K2 || p0 == 0; p0 += KC) {
+    const ptrdiff_t p1 = p0 + KC < K2 ? p0 + KC : K2;
+    for (ptrdiff_t v0 = 0; v0 < nvec; v0 += RWMAX) {
+      const ptrdiff_t v1 = v0 + RWMAX < nvec ? v0 + RWMAX : nvec;
+      const int ncols_last = (int)((k < v1 * 16 ? k : v1 * 16) - (v1 - 1) * 16);
+      pick(rs, (int)(v1 - v0))(A, K2, Bp + v0 * 16, Np, p0, p1, G + v0 * 16, Np, ncols_last, p0 == 0,
+                               p1 >= K2, -2.0f, cn + v0 * 16, nullptr);
+    }
+    if (K2 == 0) break;
+  }
+  for (int r = 0; r < rs; ++r) {
+    const float* g = G + r * Np;
+    const float* x = X + r * d;
+    float gm = g[0];
+#pragma omp simd reduction(min : gm)
+    for (ptrdiff_t j = 0; j < k; ++j) gm = g[j] < gm ? g[j] : gm;
+    ptrdiff_t a = 0;
+    while (g[a] != gm) ++a;
+    double xx = 0.0;
+#pragma omp simd reduction(+ : xx)
+    for (ptrdiff_t t = 0; t < d; ++t) xx += (double)x[t] * (double)x[t];
+    // E_j = ex·‖c_j‖ + ctau_j; the 2^-18 terms cover the float roundings of G̃'s own sum (≤ a few
+    // 2^-24 (‖c‖² + 2‖x‖‖c‖)) and of this test
+    const float ex = (float)((eb + 0x1p-18) * sqrt(xx) * (1.0 + 0x1p-20));
+    const float lim = gm + ex * cnorm[a] + ctau[a];
+    int nc = 0;
+    for (ptrdiff_t j = 0; j < k; ++j)
+      if (j != a && g[j] - ex * cnorm[j] - ctau[j] <= lim) cand[nc++] = (int)j;
+    double best = sq_dist<double>(x, C + a * d, d);
+    if (nc) {
+      ++*n_checked;
+      for (int q = 0; q < nc; ++q) {
+        const ptrdiff_t j = cand[q];
+        const double dj = sq_dist<double>(x, C + j * d, d);
+        if (dj < best || (dj == best && j < a)) { best = dj; a = j; }
+      }
+    }
+    lab[r] = a;
+    d2[r] = (float)best;
+  }
+}
+
+int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
+                   const float* cn, const float* cnorm, const float* ctau, const float* X, const float* C, ptrdiff_t d,
+                   double eb, int64_t* lab, float* d2) {
+  constexpr int RS = 8;
+  const ptrdiff_t nrb = (n + RS - 1) / RS;
+  const int nt = gemm_threads((double)n * (double)k * (double)d);
+  int64_t total = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : total)
+  {
+    float* G = (float*)aligned_alloc(64, (size_t)RS * Np * sizeof(float));
+    int* cand = (int*)malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
+    ptrdiff_t checked = 0;
+    // dynamic: on a busy machine a preempted thread's blocks go to the others
+#pragma omp for schedule(dynamic, 16)
+    for (ptrdiff_t b = 0; b < nrb; ++b) {
+      const ptrdiff_t r0 = b * RS;
+      const int rs = (int)(n - r0 < RS ? n - r0 : RS);
+      assign_block<RS>(A + r0 * K2, K2, Bp, Np, k, cn, cnorm, ctau, X + r0 * d, C, d, eb, rs, G, lab + r0,
+                       d2 + r0, &checked, cand);
+    }
+    total += checked;
+    free(cand);
+    free(G);
+  }
+  return total;
 }
 
 #pragma GCC pop_options
@@ -184,7 +285,7 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
   py::gil_scoped_release nogil;
   if (!transpose) {  // a row's pairs are its bf16 values in order (little-endian): one flat loop
     uint16_t* h = reinterpret_cast<uint16_t*>(o);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(gemm_threads((double)M * (double)K * 8.0))
     for (ptrdiff_t i = 0; i < M; ++i) {
       const float* xr = x + i * Cc;
       uint16_t* hr = h + i * 2 * K2;
@@ -194,7 +295,7 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
     }
     return out;
   }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(gemm_threads((double)M * (double)K * 8.0))
   for (ptrdiff_t i = 0; i < M; ++i)
     for (ptrdiff_t p = 0; p < K2; ++p) {
       const ptrdiff_t k0 = 2 * p, k1 = 2 * p + 1;
@@ -216,7 +317,7 @@ py::array_t<uint32_t> bf16_pack_b(const py::array_t<float, py::array::c_style | 
   const float* b = B.data();
   uint32_t* o = out.mutable_data();
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(gemm_threads((double)K2 * (double)Np * 8.0))
   for (ptrdiff_t p = 0; p < K2; ++p)
     for (ptrdiff_t j = 0; j < Np; ++j) {
       const ptrdiff_t k0 = 2 * p, k1 = 2 * p + 1;
@@ -256,6 +357,43 @@ void gemm_bf16(const py::array_t<uint32_t, py::array::c_style>& A, const py::arr
 #endif
 }
 
+// kmeans_assign_bf16(Xp (n, K2) uint32, Cp (K2, Np) uint32, X (n, d) f32, C (k, d) f32, cn (k,) f32 = ‖c‖²,
+// cnorm (k,) f32 ≥ ‖c‖, ctau (k,) f32 ≥ 2^-18 ‖c‖², eb, labels (n,) int64 out, d2 (n,) f32 out)
+// -> rows re-checked exactly.
+int64_t kmeans_assign_bf16(const py::array_t<uint32_t, py::array::c_style>& Xp,
+                           const py::array_t<uint32_t, py::array::c_style>& Cp,
+                           const py::array_t<float, py::array::c_style>& X, const py::array_t<float, py::array::c_style>& C,
+                           const py::array_t<float, py::array::c_style>& cn,
+                           const py::array_t<float, py::array::c_style>& cnorm,
+                           const py::array_t<float, py::array::c_style>& ctau, double eb,
+                           py::array_t<int64_t, py::array::c_style> labels, py::array_t<float, py::array::c_style> d2) {
+  if (!bf16_supported()) throw std::runtime_error("kmeans_assign_bf16 needs a CPU with AVX512-BF16");
+  if (Xp.ndim() != 2 || Cp.ndim() != 2 || X.ndim() != 2 || C.ndim() != 2)
+    throw std::invalid_argument("Xp, Cp, X and C must be 2-D");
+  const ptrdiff_t n = X.shape(0), d = X.shape(1), k = C.shape(0), K2 = (d + 1) / 2, Np = (k + 15) / 16 * 16;
+  if (C.shape(1) != d) throw std::invalid_argument("C must be (k, d) with X's d");
+  if (Xp.shape(0) != n || Xp.shape(1) != K2) throw std::invalid_argument("Xp must be X packed: (n, (d + 1) // 2)");
+  if (Cp.shape(0) != K2 || Cp.shape(1) != Np) throw std::invalid_argument("Cp must be C packed: ((d + 1) // 2, k rounded up to 16)");
+  if (cn.ndim() != 1 || cn.shape(0) != k || cnorm.ndim() != 1 || cnorm.shape(0) != k || ctau.ndim() != 1 ||
+      ctau.shape(0) != k)
+    throw std::invalid_argument("cn, cnorm and ctau must be (k,) float32");
+  if (labels.ndim() != 1 || labels.shape(0) != n || d2.ndim() != 1 || d2.shape(0) != n)
+    throw std::invalid_argument("labels and d2 must be (n,)");
+  if (k < 1) throw std::invalid_argument("C must hold at least one centre");
+  if (n == 0) return 0;
+  int64_t checked = 0;
+#if defined(CR_BF16_X86)
+  const uint32_t* a = Xp.data();
+  const uint32_t* b = Cp.data();
+  const float *x = X.data(), *c = C.data(), *cnp = cn.data(), *cnm = cnorm.data(), *ct = ctau.data();
+  int64_t* lab = labels.mutable_data();
+  float* o = d2.mutable_data();
+  py::gil_scoped_release nogil;
+  checked = assign_run(a, n, K2, b, Np, k, cnp, cnm, ct, x, c, d, eb, lab, o);
+#endif
+  return checked;
+}
+
 }  // namespace
 
 void register_gemm_bf16(py::module_& m) {
@@ -266,6 +404,10 @@ void register_gemm_bf16(py::module_& m) {
         "Right operand B (or Bᵀ) rounded to bf16, pair-interleaved (ceil(K/2), N rounded up to 16) uint32.");
   m.def("gemm_bf16", &gemm_bf16, py::arg("A"), py::arg("Bp"), py::arg("N"), py::arg("out"), py::arg("alpha") = 1.0,
         py::arg("bias") = py::none(), "out = bias + alpha · A·B from packed bf16 operands, fp32 accumulation and output.");
+  m.def("kmeans_assign_bf16", &kmeans_assign_bf16, py::arg("Xp"), py::arg("Cp"), py::arg("X"), py::arg("C"),
+        py::arg("cn"), py::arg("cnorm"), py::arg("ctau"), py::arg("eb"), py::arg("labels"), py::arg("d2"),
+        "Nearest centre per row from bf16 distance tiles (arg-min fused, exact re-check of every row the bf16 "
+        "error bound leaves open); writes labels and exact d², returns the rows re-checked.");
 }
 
 }  // namespace contextrag

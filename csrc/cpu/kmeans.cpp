@@ -85,26 +85,35 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
   bool bad = false;
   {
     py::gil_scoped_release nogil;
-    // every thread, whatever the size: the Ray build reproduces this split of the rows to give the
-    // same sums (distributed.kmeans.reduction_plan)
+    // one block per thread, whatever the size: the Ray build reproduces this split of the rows to
+    // give the same sums (distributed.kmeans.reduction_plan: libgomp's static split, the first
+    // n % nt blocks one row longer). Small inputs fill the same blocks on the calling thread (same
+    // additions, same bits) instead of waiting on a parallel region's barrier.
     const int nt = omp_get_max_threads();
     std::vector<A> part((size_t)nt * (size_t)(k * d), A(0));
     std::vector<int64_t> cpart((size_t)nt * (size_t)k, 0);
-#pragma omp parallel num_threads(nt) reduction(|| : bad)
-    {
-      const int t = omp_get_thread_num();
+    const ptrdiff_t q = n / nt, r = n % nt;
+    auto block = [&](int t) {
       A* P = part.data() + (size_t)t * (size_t)(k * d);
       int64_t* Cp = cpart.data() + (size_t)t * (size_t)k;
-#pragma omp for schedule(static)
-      for (ptrdiff_t i = 0; i < n; ++i) {
+      const ptrdiff_t lo = t * q + (t < r ? t : r), hi = lo + q + (t < r ? 1 : 0);
+      bool b = false;
+      for (ptrdiff_t i = lo; i < hi; ++i) {
         const int64_t c = lab[i];
-        if (c < 0 || c >= k) { bad = true; continue; }
+        if (c < 0 || c >= k) { b = true; continue; }
         A* dst = P + c * d;
         const T* src = X + i * d;
 #pragma omp simd
         for (ptrdiff_t j = 0; j < d; ++j) dst[j] += (A)src[j];
         Cp[c] += 1;
       }
+      return b;
+    };
+    if (region_threads((double)n * (double)d) == 1) {
+      for (int t = 0; t < nt; ++t) bad = block(t) || bad;
+    } else {
+#pragma omp parallel num_threads(nt) reduction(|| : bad)
+      for (int t = omp_get_thread_num(); t < nt; t += omp_get_num_threads()) bad = block(t) || bad;
     }
     // Reduce the private blocks: parallel over the (k·d) entries, threads' parts in fixed order.
 #pragma omp parallel for schedule(static) num_threads(region_threads((double)(k * d) * nt))

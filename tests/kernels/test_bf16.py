@@ -168,3 +168,152 @@ def test_fcm_epilogue_outputs(rng, isa):
     assert not Wt[:, :3].any()
     with pytest.raises(ValueError, match="Wt"):
         Cn.fcm_epilogue(G, X, C, xn, 2.0, U, None, None, None, 0.0, Wt, 4)
+
+
+# ---- k-means on bf16 tiles (kmeans_assign_bf16) and the precision choice ----------------------
+
+def _mixture(rng, n, d, k, noise):
+    """Structured rows (k components, unit norm as sentence embeddings) with Gaussian noise."""
+    cent = rng.standard_normal((k, d))
+    X = cent[rng.integers(0, k, n)] + noise * rng.standard_normal((n, d))
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    return X.astype(np.float32)
+
+
+@pytest.fixture
+def precision(monkeypatch):
+    def force(value):
+        monkeypatch.setenv("CONTEXTRAG_PRECISION", value)
+    return force
+
+
+@needs_bf16
+@pytest.mark.parametrize("n,d,k,noise", [(1, 1, 1, 0.0), (7, 3, 2, 1.0), (97, 5, 7, 0.3), (129, 17, 13, 2.0),
+                                         (1000, 33, 9, 0.5), (3001, 384, 96, 1.2), (257, 385, 17, 5.0),
+                                         (64, 2050, 3, 1.0)])
+def test_kmeans_assign_bf16_equals_float64_reference(rng, precision, n, d, k, noise):
+    """Labels of the bf16 tiles after the exact re-check = the float64 reference's, on odd shapes (row
+    blocks, 16-column vectors and k-pair remainders, a K chunk), structured and unstructured rows; d² exact."""
+    X = _mixture(rng, n, d, max(k, 2), noise)
+    C = X[rng.choice(n, k, replace=False)] + 0.01 * rng.standard_normal((k, d)).astype(np.float32)
+    want_l, want_d2 = ref.kmeans_assign(X.astype(np.float64), C.astype(np.float64))
+    precision("bf16")
+    lab, d2 = ops.kmeans_assign(X, C)
+    np.testing.assert_array_equal(lab, want_l)
+    np.testing.assert_allclose(d2, want_d2, rtol=1e-6, atol=1e-6 * float(want_d2.max() + 1e-30))
+    precision("fp32")
+    lab32, d2_32 = ops.kmeans_assign(X, C)
+    np.testing.assert_array_equal(lab32, lab)
+    assert float(d2.sum()) == pytest.approx(float(d2_32.sum()), rel=1e-6)
+
+
+@needs_bf16
+def test_kmeans_assign_bf16_ties_and_bound(rng, precision):
+    """Rows the bf16 bound cannot settle are re-checked: duplicated centres (exact ties: the first
+    index), centres 1e-5 apart (far inside the bf16 error), a row on a centre, a zero row."""
+    from contextrag.ops import kmeans as K
+    d = 48
+    base = rng.standard_normal((4, d)).astype(np.float32)
+    C = np.concatenate([base, base[:1], base[1:2] * (1 + 1e-5)]).astype(np.float32)   # 4 = dup of 0; 5 ≈ 1
+    X = np.concatenate([base + 0.3 * rng.standard_normal((4, d)).astype(np.float32), base[2:3],
+                        np.zeros((1, d), np.float32), rng.standard_normal((200, d)).astype(np.float32)])
+    want_l, want_d2 = ref.kmeans_assign(X.astype(np.float64), C.astype(np.float64))
+    precision("bf16")
+    stats = []
+    lab, d2 = K._bf16_assign(torch.from_numpy(X), torch.from_numpy(C), stats=stats)
+    np.testing.assert_array_equal(lab.numpy(), want_l)
+    assert 4 not in set(lab.tolist())             # the duplicate never wins a tie
+    assert d2[4] == 0.0
+    assert 0.0 < stats[0] < 1.0                   # the near-duplicates are re-checked, not every row
+    with pytest.raises(ValueError, match="Cp must be C packed"):
+        Cn.kmeans_assign_bf16(Cn.bf16_pack_a(X), Cn.bf16_pack_b(np.ascontiguousarray(C[:, :10]), True), X, C, *(np.ones(6, np.float32),) * 3,
+                              0.1, np.empty(len(X), np.int64), np.empty(len(X), np.float32))
+
+
+@pytest.mark.parametrize("forced", ["fp32", "bf16"])
+@pytest.mark.parametrize("bounded", [True, False])
+def test_kmeans_fit_both_precisions_equal_reference(rng, precision, isa, forced, bounded):
+    """kmeans_fit with the precision forced, under each instruction set: the float64 reference's
+    labels and centroids (well-separated mixture), inertia within 1e-4 relative. Where bf16 is not
+    available (CONTEXTRAG_ISA below avx512) a forced bf16 runs fp32."""
+    X = _mixture(rng, 1537, 67, 11, 0.4)
+    C0 = X[rng.choice(len(X), 11, replace=False)].copy()
+    precision(forced)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # the one fallback warning (bf16 under avx2/generic)
+        res = ops.kmeans_fit(X, 11, n_iter=15, tol=0.0, init=C0, max_points_per_centroid=None,
+                             options=ops.LloydOptions(bounded=bounded))
+    C_ref, lab_ref, inertia_ref, _ = ref.kmeans_fit(X.astype(np.float64), 11, n_iter=15, tol=0.0,
+                                                    init=C0.astype(np.float64))
+    np.testing.assert_array_equal(res.labels, lab_ref)
+    np.testing.assert_allclose(res.centroids, C_ref, rtol=1e-5, atol=1e-6)
+    assert res.inertia == pytest.approx(inertia_ref, rel=1e-4)
+
+
+def test_precision_choice(monkeypatch, isa):
+    """CONTEXTRAG_PRECISION forces the choice, CONTEXTRAG_ISA bounds it, auto follows the machine
+    profile's rates; a bad value is an error naming the variable."""
+    from contextrag.ops import _precision as P
+    has = Cn is not None and Cn.bf16_supported()      # under the forced ISA
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "fp32")
+    assert P.choose("kmeans", exact=True) == "fp32"
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "bf16")
+    monkeypatch.setattr(P, "_warned", set())
+    if has:
+        assert P.choose("kmeans", exact=True) == "bf16"
+        assert P.choose("fcm", exact=False) == "bf16"   # asked for: given even where approximate
+    else:
+        with pytest.warns(RuntimeWarning, match="CONTEXTRAG_PRECISION=bf16"):
+            assert P.choose("kmeans", exact=True) == "fp32"
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "auto")
+    monkeypatch.setattr(P, "bf16_faster", lambda: True)
+    assert P.choose("kmeans", exact=True) == ("bf16" if has else "fp32")
+    assert P.choose("fcm", exact=False) == "fp32"        # auto never picks an approximate path
+    monkeypatch.setattr(P, "bf16_faster", lambda: False)
+    assert P.choose("kmeans", exact=True) == "fp32"      # a probe showing bf16 slower wins
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", "fp16")
+    with pytest.raises(ValueError, match="CONTEXTRAG_PRECISION must be one of fp32, bf16, auto"):
+        P.choose("kmeans", exact=True)
+
+
+def test_precision_reads_the_machine_profile(monkeypatch):
+    """auto's rate comparison comes from contextrag.machine.profile() where that module exists."""
+    import sys
+    import types
+    from contextrag.ops import _precision as P
+
+    def fake(rates, isa=()):
+        mod = types.ModuleType("contextrag.machine")
+        mod.profile = lambda: types.SimpleNamespace(isa=set(isa), gemm_gflops=rates)
+        monkeypatch.setitem(sys.modules, "contextrag.machine", mod)
+        P.bf16_faster.cache_clear()
+
+    try:
+        fake({"fp32": 100.0, "bf16": 600.0, "int8": None})
+        assert P.bf16_faster() is True
+        fake({"fp32": 100.0, "bf16": 60.0, "int8": None}, {"avx512_bf16"})
+        assert P.bf16_faster() is False
+        fake({"fp32": None, "bf16": None, "int8": None}, {"avx2", "amx_bf16"})
+        assert P.bf16_faster() is True
+        fake({"fp32": None, "bf16": None}, {"avx2"})
+        assert P.bf16_faster() is False
+    finally:
+        monkeypatch.undo()
+        P.bf16_faster.cache_clear()
+
+
+def test_fcm_fit_default_precision_follows_the_choice(rng, precision):
+    """fcm_fit's default runs full precision under auto and fp32, bf16 only when
+    CONTEXTRAG_PRECISION=bf16 asks for it (where the CPU has the kernels)."""
+    X = _clusters(rng, n=300, d=9, k=4)
+    full = ops.fcm_fit(X, 4, seed=1, n_iter=10, precision="full")
+    for forced in ("auto", "fp32"):
+        precision(forced)
+        np.testing.assert_array_equal(ops.fcm_fit(X, 4, seed=1, n_iter=10).memberships, full.memberships)
+    if Cn is not None and Cn.bf16_supported():
+        precision("bf16")
+        got = ops.fcm_fit(X, 4, seed=1, n_iter=10).memberships
+        np.testing.assert_array_equal(got, ops.fcm_fit(X, 4, seed=1, n_iter=10, precision="bf16").memberships)
+        assert not np.array_equal(got, full.memberships)
+        np.testing.assert_allclose(got, full.memberships, atol=3e-2)   # bf16 memberships: approximate

@@ -1,4 +1,5 @@
 """kmeans_assign / kmeans_fit / rq_kmeans / rq_kmeans_batched against contextrag.ref."""
+import logging
 import warnings
 
 import numpy as np
@@ -192,21 +193,26 @@ def test_rq_kmeans_matches_ref(backend, rng):
     assert res.inertia[0] >= res.inertia[1] >= res.inertia[2]
 
 
-def test_rq_kmeans_clamps_with_warning(rng):
+def test_rq_kmeans_clamps_with_one_info_line(rng, caplog):
     X = rng.standard_normal((10, 3))
-    with pytest.warns(RuntimeWarning, match=r"clamped to \(10, 10, 10\)"):
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="contextrag.ops.kmeans"):
+        warnings.simplefilter("error")
         res = ops.rq_kmeans(X, (96, 24, 12))
+    lines = [r for r in caplog.records if "clamped" in r.getMessage()]
+    assert len(lines) == 1 and lines[0].levelno == logging.INFO
+    assert "clamped to (10, 10, 10)" in lines[0].getMessage()
     assert res.sizes == (10, 10, 10)
     assert res.codes.shape == (10, 3)
-    with warnings.catch_warnings():
+    caplog.clear()
+    with warnings.catch_warnings(), caplog.at_level(logging.INFO, logger="contextrag.ops.kmeans"):
         warnings.simplefilter("error")
-        ops.rq_kmeans(X, (4, 2))   # no clamping, no warning
+        ops.rq_kmeans(X, (4, 2))   # no clamping, nothing said
+    assert not [r for r in caplog.records if "clamped" in r.getMessage()]
 
 
 def test_rq_kmeans_batched_equals_single(backend, rng):
     problems = [blobs(rng, n, 4, 3, spread=0.5)[0] for n in (50, 5, 120)]
-    with pytest.warns(RuntimeWarning):
-        batched = ops.rq_kmeans_batched(problems, (6, 3), seed=2, n_iter=10, backend=backend)
+    batched = ops.rq_kmeans_batched(problems, (6, 3), seed=2, n_iter=10, backend=backend)   # 5 rows: clamped
     for X, b in zip(problems, batched):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

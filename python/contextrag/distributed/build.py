@@ -12,9 +12,8 @@ Map-reduce, per stage (driver work is on k×d, M×M, V×V-sized matrices only):
 * Co-occurrence counts: shards hold whole documents, windows never cross documents: integer partials.
 * Attribute centroids: per-shard partial sums of member embeddings.
 
-The node-selection rules are index.graph's (``select_nodes``), restated by the driver on the reduced
-matrices (``distributed_graph`` does not call it); tests check the graph against the single-process
-``build_graph`` on the same context.
+The node-selection rules are index.graph's (``select_from_reduced``), applied by the driver to the reduced
+matrices; tests check the graph against the single-process ``build_graph`` on the same context.
 """
 from __future__ import annotations
 
@@ -45,8 +44,7 @@ def _min_reduce(parts):
 
 def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, *, gather: bool = True):
     """index.graph.build_graph's rules with every per-chunk reduction done on the shards."""
-    from ..index.graph import (COOC, JOIN, MEET, SEED, ConceptGraph, _joins_by_group, _pair_candidates,
-                               lattice_edges)
+    from ..index.graph import COOC, ConceptGraph, lattice_edges, select_from_reduced
     from .layout import check_documents_whole
     if getattr(shards, "metas", None) is None:
         raise ValueError("the graph's co-occurrence edges need each shard's chunk doc_ids and positions "
@@ -64,26 +62,8 @@ def distributed_graph(shards, spec_ref, attr_group: np.ndarray, config, n: int, 
     K = np.sum([p[0] for p in parts], axis=0) if S else np.zeros((0, 0))
     inter = np.sum([p[1] for p in parts], axis=0) if S else np.zeros((0, 0), np.int64)
     tm["pairs"] = time.perf_counter() - t0
-    # -- index.graph.select_nodes' selection, on the reduced S×S matrices
-    size = np.diag(K).copy()
-    grp = attr_group[seeds]
-    same = grp[:, None] == grp[None, :]
-    frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
-    ji, jj, js = _joins_by_group(same & (K > 0), frac, grp, config.n_join)
-    csize = np.diag(inter)
-    strict = inter < np.minimum(csize[:, None], csize[None, :])
-    ochiai = K / np.maximum(np.sqrt(size[:, None] * size[None, :]), 1e-12)
-    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
-    nJ, nM = len(ji), len(mi)
-    kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)
-    parents = np.full((S + nJ + nM, 2), -1, np.int32)
-    if nJ:
-        parents[S:S + nJ] = np.stack([ji, jj], 1)
-    if nM:
-        parents[S + nJ:] = np.stack([mi, mj], 1)
-    attr = np.full(S + nJ + nM, -1, np.int32)
-    attr[:S] = seeds
-    score = np.concatenate([support[seeds].astype(np.float32), js.astype(np.float32), ms.astype(np.float32)])
+    # -- the selection rules of index.graph, on the reduced S×S matrices
+    kind, parents, attr, score = select_from_reduced(K, inter, support, seeds, attr_group, config)
     V = len(kind)
     # -- members (per chunk) and intents (min over chunks)
     t0 = time.perf_counter()
@@ -132,7 +112,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     per-chunk array on the shards (the driver then holds only k×d, M×M and V×V matrices; 'context'
     and the graph's 'members' become sizes/counts): what a sharded index writer would use.
     """
-    from ..index.build import _unit_rows
+    from ..index.build import unit_rows
     fw = config.family_weights
     other = sorted(k for k, w in fw.items() if k != "rq" and w)
     if other:
@@ -181,7 +161,7 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
         timings.update({f"graph_{k}": v for k, v in tg.items()})
         _cpu("graph")
         t0 = time.perf_counter()
-        out["attr_centroids"] = _unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
+        out["attr_centroids"] = unit_rows(np.sum(shards.get(shards.map("attr_sums", spec_ref)), axis=0))
         timings["attr_centroids"] = time.perf_counter() - t0
         _cpu("attr_centroids")
     out["timings"] = timings
@@ -219,15 +199,15 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                     work_dir: str | None = None, num_cpus: int | None = None, reduce: str = "ordered"):
     """``ContextRAG.build(..., executor='ray')``: the index of ``index.build.build_index`` with chunk
     embedding on Ray Data and stages 2-3 on shard actors. Same Index, same on-disk format."""
-    from ..index.build import _Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
-    from ..index.context import FamilyResult, FuzzyContext, _block_from
+    from ..index.build import Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
+    from ..index.context import FamilyResult, FuzzyContext, block_from
     from ..index.chunking import doc_entry
     from ..index.core import Index
     from ..llm.ledger import CostLedger
     from .cluster import RayCluster, ShardSet
     from .embed import embed_to_shards
     timings: dict = {}
-    with _Timer(timings, "chunk"):
+    with Timer(timings, "chunk"):
         chunks = make_chunker(config, embedder).split_all(docs)
     if not chunks:
         raise ValueError("docs produced no chunks")
@@ -242,7 +222,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
             import ray
             ns = n_shards or max(1, int(ray.cluster_resources().get("GPU", 0)) or
                                  int(ray.cluster_resources().get("CPU", 1)))
-            with _Timer(timings, "embed"):
+            with Timer(timings, "embed"):
                 specs = embed_to_shards(texts, os.path.join(wd, "emb"), ns,
                                         model=getattr(embedder, "name", config.embedding_model),
                                         passage_prefix=getattr(embedder, "passage_prefix", None),
@@ -253,7 +233,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                 # the index format keeps every chunk embedding: the final write is the one place
                 # that reads the shards' rows back (a sharded index format would not, see SCALING.md)
                 E = np.concatenate(shards.get(shards.map("embeddings")))
-            with _Timer(timings, "ray_lexical"):
+            with Timer(timings, "ray_lexical"):
                 lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
                                      lexical_family_names(config), ns)
     finally:
@@ -275,7 +255,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                        {"codes": arrays["codes"], "residual_sq": arrays["residual_sq"]},
                        {"sizes": list(arrays["sizes"]), "inertia": [float(v) for v in arrays["inertia"]]})
     w = float(config.family_weights.get("rq", 1.0))
-    ix.context = FuzzyContext([_block_from("rq", w, res, config)])
+    ix.context = FuzzyContext([block_from("rq", w, res, config)])
     ix.info["fit"] = {"chunks": n, "residual_sq_mean": float(arrays["residual_sq"].mean()),
                       "rq_sizes": [int(C.shape[0]) for C in books], **res.info}
     ix.info["executor"] = {"kind": "ray", "address": address, "shards": len(specs), "reduce": reduce,

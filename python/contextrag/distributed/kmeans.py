@@ -16,8 +16,9 @@ Each iteration: the driver puts the centroids C in the object store once; every 
   only where two centroids are within rounding of each other).
 
 The driver then applies the same mean update and the same deterministic empty-cluster split
-(``ops._lloyd.split_empty``) and the same relative-inertia stopping test: the iterations run in the
-shared driver ``ops._lloyd.run``, the shards supply its step.
+(``ops.lloyd.split_empty``) and the same relative-inertia stopping test: the iterations run in the
+shared driver ``ops.lloyd.lloyd``: the shards are its assigner (labels stay on them), the ordered
+chain or the tree sum its reducer.
 The one difference: the stopping test sums the per-shard Σd² in float64 instead of one float32 sum,
 so the two can stop at different iterations only when the relative decrease is within float32
 rounding (~1e-7) of ``tol``.
@@ -31,9 +32,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..ops._lloyd import Step
-from ..ops._lloyd import run as lloyd_run
-from ..ops.kmeans import DEFAULT_POINTS_PER_CENTROID, _clamp_sizes, _kmeans_plus_plus
+from ..ops.kmeans import (DEFAULT_POINTS_PER_CENTROID, clamp_sizes, is_native_cpu, kmeans_impls, kmeans_plus_plus,
+                          native_fn)
+from ..ops.lloyd import Assignment, lloyd
 from .layout import train_subsample
 
 
@@ -70,18 +71,12 @@ def reduction_plan(n_train: int, device: str = "cpu", backend: str | None = None
     order): one segment per thread, as libgomp's static schedule splits the rows. ``threads``: the
     single machine's OpenMP thread count (default: this process's).
     """
-    import torch as _t
-    from ..ops import kmeans as _km
-    from ..ops._backend import native, select
-    from ..ops._registry import IMPLS
-    _, upd = select("kmeans_update", _t.device(device), backend, IMPLS["kmeans_update"])
-    Cn = native()
-    parallel_native = (upd is getattr(_km, "_cpu_update", None) and str(device).startswith("cpu")
-                       and Cn is not None and hasattr(Cn, "centroid_sums"))
+    _, upd = kmeans_impls(device, backend)
+    parallel_native = is_native_cpu(update=upd) and str(device).startswith("cpu")
     if not parallel_native or n_train == 0:
         return [(0, n_train)]          # torch index_add_: one fold over the rows in order
-    nt = threads if threads is not None else \
-        (int(Cn.omp_max_threads()) if hasattr(Cn, "omp_max_threads") else 1)
+    omp_threads = native_fn("omp_max_threads")
+    nt = threads if threads is not None else (int(omp_threads()) if omp_threads is not None else 1)
     q, r = divmod(n_train, nt)
     segs = []
     for t in range(nt):
@@ -123,7 +118,7 @@ def _fetch_rows(shards, level, books_ref, rows):
 
 
 def _initial(shards, level, books_ref, k, n_train, train_idx, init, seed, wd, init_sample, d):
-    """Initial centroids as ops.kmeans._initial_centroids would pick them from the training rows."""
+    """Initial centroids as ``ops.kmeans_fit`` would pick them from the training rows."""
     def global_rows(pos):  # positions in the training order -> global row ids
         return pos if train_idx is None else train_idx[pos]
 
@@ -141,7 +136,7 @@ def _initial(shards, level, books_ref, k, n_train, train_idx, init, seed, wd, in
                 rng = np.random.default_rng([seed, 7919])
                 pos = np.sort(rng.choice(n_train, size=cap, replace=False))
                 S = _fetch_rows(shards, level, books_ref, global_rows(pos))
-            return _kmeans_plus_plus(torch.from_numpy(S), k, seed).to(wd)
+            return kmeans_plus_plus(torch.from_numpy(S), k, seed).to(wd)
         raise ValueError(f"init must be 'k-means++', 'random' or a (k, d) array, got {init!r}")
     C = torch.as_tensor(np.asarray(init))
     if tuple(C.shape) != (k, d):
@@ -172,7 +167,7 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
         raise ValueError(f"shards hold {n} rows, expected {shards.n_total}")
     d = infos[0]["dim"]
     wd = torch.float64 if infos[0]["dtype"] == "float64" else torch.float32
-    used = _clamp_sizes(sizes, n)
+    used = clamp_sizes(sizes, n)
     inits = list(init) if isinstance(init, (list, tuple)) else [init] * len(used)
     if len(inits) != len(used):
         raise ValueError(f"init must give one entry per level ({len(used)}), got {len(inits)}")
@@ -194,13 +189,18 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
         t0 = time.perf_counter()
         iters_run = itertools.count(1)
 
-        # the driver (ops._lloyd) owns the update, split and stopping rule; the shards supply the step
-        def step(C, lvl=lvl, k=k, books_ref=books_ref, trains=trains, plan=plan, pieces=pieces,
-                 iters_run=iters_run):
+        # the driver (ops.lloyd) owns the update, split and stopping rule; the shards assign, the
+        # ordered chain or the tree below reduces
+        def assign(C, lvl=lvl, books_ref=books_ref, trains=trains, iters_run=iters_run):
             it = next(iters_run)
             C_ref = ray.put(C.numpy())
             mb["centroids_out"] += C.numel() * C.element_size() * len(shards)
             d2_refs = [a.assign.remote(lvl, it, books_ref, C_ref, tr) for a, tr in zip(shards.actors, trains)]
+            # labels stay on the shards: the handle is (iteration, centroids); Σd² is read after the reduction
+            return Assignment((it, C_ref), lambda: float(np.sum(ray.get(d2_refs))))
+
+        def reduce_sums(handle, k, lvl=lvl, books_ref=books_ref, trains=trains, plan=plan, pieces=pieces):
+            it, C_ref = handle
             if reduce == "ordered":
                 last = {}                # segment -> ref of the shard output holding its running sums
                 refs = []
@@ -232,10 +232,9 @@ def rq_kmeans(shards, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4
                 mb["sums_in"] += sum(p[0][0].nbytes + p[1].nbytes for p in parts)
                 sums = torch.from_numpy(np.sum([p[0][0] for p in parts], axis=0))
                 counts = np.sum([p[1] for p in parts], axis=0)
-            inertia = float(np.sum(ray.get(d2_refs)))
-            return Step(inertia, sums, torch.from_numpy(np.asarray(counts, dtype=np.int64)))
+            return sums, torch.from_numpy(np.asarray(counts, dtype=np.int64))
 
-        C, it = lloyd_run(C, n_iter, tol, step)
+        C, it = lloyd(C, assign, reduce_sums, n_iter=n_iter, tol=tol)
         tm["iterations"] += time.perf_counter() - t0
         t0 = time.perf_counter()
         C_ref = ray.put(C.numpy())

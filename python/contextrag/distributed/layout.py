@@ -74,7 +74,7 @@ def global_segments(offset: int, n_local: int, n_total: int, block: int = ROW_BL
 def assign_block_rows(n_total: int, k: int, device: str = "cpu") -> int:
     """The row-block height ops.kmeans_assign uses for an ``n_total``-row call with k centroids."""
     from ..ops import kmeans as _km
-    if str(device).startswith("cpu") and hasattr(_km, "cpu_row_block") and _km._native_fn("kmeans_epilogue"):
+    if str(device).startswith("cpu") and hasattr(_km, "cpu_row_block") and _km.native_fn("kmeans_epilogue"):
         return int(_km.cpu_row_block(n_total, k))
     return ROW_BLOCK
 

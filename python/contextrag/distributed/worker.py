@@ -18,9 +18,8 @@ import os
 import numpy as np
 import torch
 
-from ..ops._backend import select
-from ..ops._registry import IMPLS
 from ..ops import luk_down, luk_up, meet_cardinality
+from ..ops.kmeans import is_native_cpu, kmeans_impls
 from .layout import assign_block_rows, rowexact
 
 
@@ -61,7 +60,7 @@ class ShardWorker:
             raise ValueError(f"shard file {path} has shape {X.shape}, expected ({self.stop - self.start}, d)")
         self.X = torch.from_numpy(np.ascontiguousarray(X)).to(self.device)
         self.wd = torch.float64 if self.X.dtype == torch.float64 else torch.float32
-        _, self._assign = select("kmeans_assign", self.device, backend, IMPLS["kmeans_assign"])
+        self._assign, _ = kmeans_impls(self.device, backend)
         self._R = None          # residual entering level self._R_level
         self._R_level = -1
         self._labels = None     # (key, labels, d2) of the last assignment
@@ -138,10 +137,8 @@ class ShardWorker:
         """Labels and d² of rows T (global rows [offset, ...) of an n_rows-row matrix), as the single
         process computes them. Inside Lloyd iterations ops.kmeans_fit hands the native CPU assign the
         rows' precomputed ‖x‖² (GEMM-form d², seen only by the stopping test): so do we."""
-        from ..ops import kmeans as _km
         block = assign_block_rows(n_rows, int(C.shape[0]), str(self.device))
-        cpu_fast = (getattr(_km, "_cpu_assign", None) is self._assign and self.device.type == "cpu"
-                    and _km._native_fn("kmeans_epilogue") is not None)
+        cpu_fast = is_native_cpu(assign=self._assign) and self.device.type == "cpu"
         if lloyd and cpu_fast and "xn" in getattr(self._assign, "__code__").co_varnames:
             Tw = T.to(self.wd).contiguous()
             xn = torch.einsum("ij,ij->i", Tw, Tw).contiguous()
@@ -228,13 +225,13 @@ class ShardWorker:
     def _context(self, spec: dict) -> torch.Tensor:
         """This shard's rows of the fuzzy context I, computed by the index's own per-chunk code: the
         "rq" family's ``transform`` (codes, FCM memberships of the residual per level, crisp members)
-        and ``index.context._block_from`` (family weight): the same bits per row as the single-process
+        and ``index.context.block_from`` (family weight): the same bits per row as the single-process
         pass (see layout: GEMM rows do not depend on the block height from MIN_GEMM_ROWS up)."""
         key = spec["key"]
         if self._ctx is not None and self._ctx[0] == key:
             return self._ctx[1]
         import scipy.sparse as sp
-        from ..index.context import FAMILIES, ChunkView, FamilyResult, _as_result, _block_from, dense
+        from ..index.context import FAMILIES, ChunkView, FamilyResult, as_result, block_from, dense
         from .layout import MIN_GEMM_ROWS
         cfg = spec["config"]
         books = [np.asarray(b, dtype=np.float32) for b in spec["books"]]
@@ -247,10 +244,10 @@ class ShardWorker:
         pad = MIN_GEMM_ROWS - n if 0 < n < MIN_GEMM_ROWS and n != self.n_total else 0
         xs = np.concatenate([X, np.zeros((pad, d), np.float32)]) if pad else X
         view = ChunkView([""] * len(xs), [""] * len(xs), [""] * len(xs), np.zeros(len(xs), np.int32))
-        r = _as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
+        r = as_result(fam.transform(view, xs, cfg, state), "rq", len(xs))
         res = FamilyResult(dense(r.matrix)[:n], r.names, r.groups, sp.csr_matrix(r.members)[:n], r.state,
                            {k: v[:n] for k, v in r.rows.items()}, r.info)
-        blk = _block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
+        blk = block_from("rq", float(spec.get("weight", 1.0)), res, cfg)
         I = torch.from_numpy(np.ascontiguousarray(dense(blk.matrix), dtype=np.float32))
         self._ctx = (key, I, res, sp.csr_matrix(blk.members, dtype=bool))
         self._ext = {}

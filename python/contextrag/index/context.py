@@ -449,3 +449,8 @@ def _lexical_fit(name: str) -> Callable:
 
 for _name in lexical.BUILDERS:
     register_family(_name, _lexical_fit(_name))   # no transform: df-based weights are refitted on add
+
+
+# the names the distributed executor imports (distributed/build.py, distributed/worker.py)
+as_result = _as_result
+block_from = _block_from

@@ -72,7 +72,7 @@ class ConceptGraph:
         return out
 
 
-def _pair_candidates(mask: np.ndarray, score: np.ndarray, limit: int):
+def pair_candidates(mask: np.ndarray, score: np.ndarray, limit: int):
     """Top ``limit`` (i, j), i < j, by score where mask holds; ties broken by (i, j) for determinism."""
     iu, ju = np.triu_indices(mask.shape[0], k=1)
     ok = mask[iu, ju]
@@ -92,7 +92,7 @@ def _budget(weights: np.ndarray, total: int) -> np.ndarray:
     return out
 
 
-def _joins_by_group(mask, score, grp, total):
+def joins_by_group(mask, score, grp, total):
     """Join pairs: each group (RQ level) gets a share of Config.n_join proportional to its number of
     seeds, and its best pairs fill it; a group with fewer candidates passes the rest on."""
     groups, counts = np.unique(grp, return_counts=True)
@@ -102,7 +102,7 @@ def _joins_by_group(mask, score, grp, total):
     for gi in order:
         sel = grp == groups[gi]
         sub = mask & sel[:, None] & sel[None, :]
-        i, j, s = _pair_candidates(sub, score, budget[gi] + spare)
+        i, j, s = pair_candidates(sub, score, budget[gi] + spare)
         spare = budget[gi] + spare - len(i)
         picked.append((i, j, s))
     if not picked:
@@ -144,18 +144,30 @@ def select_nodes(I: np.ndarray, attr_members: sp.csr_matrix, attr_group: np.ndar
     memT = attr_members.T.tocsr()                                   # (M, n)
     support = np.asarray(memT.sum(axis=1)).ravel()
     seeds = np.flatnonzero(support >= min_support)
-    S = len(seeds)
     K, inter = core_meet_cardinality(I, seeds, memT)
+    return select_from_reduced(K, inter, support, seeds, attr_group, config)
+
+
+def select_from_reduced(K: np.ndarray, inter: np.ndarray, support: np.ndarray, seeds: np.ndarray,
+                        attr_group: np.ndarray, config):
+    """The selection rules on the reduced matrices of the seeds (however they were reduced: one
+    process, or partial sums from shards): K (S, S) core meet cardinalities, inter (S, S) crisp
+    intersection sizes, support (M,) crisp supports, seeds (S,) attribute ids.
+
+    Returns (kind, parents, attr, score); node order: seeds, joins, meets.
+    """
+    min_support = int(config.min_support)
+    S = len(seeds)
     size = np.diag(K).copy()
     grp = attr_group[seeds]
     same = grp[:, None] == grp[None, :]
 
     frac = K / np.maximum(np.minimum(size[:, None], size[None, :]), 1e-12)
-    ji, jj, js = _joins_by_group(same & (K > 0), frac, grp, config.n_join)
+    ji, jj, js = joins_by_group(same & (K > 0), frac, grp, config.n_join)
     csize = np.diag(inter)
     strict = (inter < np.minimum(csize[:, None], csize[None, :]))
     ochiai = K / np.maximum(np.sqrt(size[:, None] * size[None, :]), 1e-12)
-    mi, mj, ms = _pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
+    mi, mj, ms = pair_candidates(~same & (inter >= min_support) & strict, ochiai, config.n_meet)
 
     nJ, nM = len(ji), len(mi)
     kind = np.concatenate([np.full(S, SEED), np.full(nJ, JOIN), np.full(nM, MEET)]).astype(np.int8)

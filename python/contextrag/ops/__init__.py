@@ -18,7 +18,7 @@ import sys
 from ._backend import backends
 
 _HOME = {
-    "LloydOptions": "_lloyd",
+    "LloydOptions": "lloyd",
     "kmeans_assign": "kmeans", "kmeans_fit": "kmeans", "rq_kmeans": "kmeans", "rq_kmeans_batched": "kmeans",
     "KMeansResult": "kmeans", "RQResult": "kmeans",
     "fcm_memberships": "fcm", "fcm_fit": "fcm", "FCMResult": "fcm",
@@ -40,7 +40,7 @@ __all__ = [
 
 
 # the submodules, reachable as attributes of the package (``ops.kmeans``, ``ops.semiring``, ...)
-_SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "_lloyd", "_elkan", "_cuda",
+_SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "lloyd", "_elkan", "_cuda",
                          "_fcm_gpu", "_kmeans_gpu", "_registry", "_tensor"})
 
 
@@ -50,12 +50,12 @@ def __getattr__(name):
         if name in ("kmeans", "fcm") and full not in sys.modules:
             from ._registry import _load_all      # with their Triton/CUDA entries, as for their names
             _load_all()
-        # (``from . import _lloyd`` inside an op module asks here too: nothing more than the import)
+        # (``from . import lloyd`` inside an op module asks here too: nothing more than the import)
         return importlib.import_module(full)      # (waits for a module another thread is importing)
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module 'contextrag.ops' has no attribute {name!r}")
-    if home in ("kmeans", "fcm", "_lloyd"):
+    if home in ("kmeans", "fcm", "lloyd"):
         # their Triton/CUDA entries live in modules of their own, registered with them
         from ._registry import _load_all
         _load_all()

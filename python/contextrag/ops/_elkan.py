@@ -1,5 +1,6 @@
-"""Bounded (Elkan) Lloyd iterations for the CPU: the state and the step that ``ops._lloyd.run``
-drives; ``ops.kmeans.kmeans_fit`` picks this engine when ``bounded_available`` says it fits.
+"""Bounded (Elkan) Lloyd iterations for the CPU: the state, assigner and reducer that
+``ops.lloyd.lloyd`` drives; ``ops.kmeans.kmeans_fit`` picks this engine when ``bounded_available``
+says it fits.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import torch
 
 from ._backend import native
-from ._lloyd import LloydOptions, Step
+from ._precision import choose as choose_precision
+from .lloyd import Assignment, LloydOptions
 
 # CPU distance tiles of about 4M distances (16 MiB in float32). Few large GEMM calls measured 2-4x
 # faster than 8192-row tiles on a shared 2-core machine (each BLAS call synchronises its threads).
@@ -80,7 +82,7 @@ class ElkanState:
         n, d = X.shape
         self.k = k
         self.bf16 = (opts.bf16_screen and X.dtype == torch.float32 and hasattr(self.Cn, "gemm_bf16")
-                     and self.Cn.bf16_supported())
+                     and choose_precision("kmeans", exact=True) == "bf16")
         if self.bf16:
             self.Xp = self.Cn.bf16_pack_a(self.Xn, False, plain_pages((n, (d + 1) // 2), torch.int32, hp).view(np.uint32))
             self.Xp_rows = self.Xp.view(np.float32)        # 4-byte rows for gather_rows
@@ -101,7 +103,7 @@ class ElkanState:
         self.now = 0
         # Cluster statistics are kept about a point near the data's centre (the mean of a strided
         # sample: the algebra is exact for any shift, the shift only removes cancellation).
-        self.mean = X[::max(1, n // 4096)].double().mean(dim=0).contiguous()
+        self.mean = torch.from_numpy(np.ascontiguousarray(self.Xn[::max(1, n // 4096)].mean(axis=0, dtype=np.float64)))
         # ‖x‖² (bounds) and ‖x − mean‖² (statistics), float64 sums, in one pass over X
         sq = torch.from_numpy(self.Cn.sq_dist_to(self.Xn, torch.stack([torch.zeros_like(self.mean), self.mean]).numpy()))
         self.xn2, self.q = sq[:, 0].contiguous(), sq[:, 1].contiguous()
@@ -230,8 +232,12 @@ class ElkanState:
         Sc = self.S.numpy() - n[:, None] * mean
         return float((self.Q.numpy() - 2.0 * np.einsum("ij,ij->i", Cc, Sc) + n * np.einsum("ij,ij->i", Cc, Cc)).sum())
 
-
-    def lloyd_step(self, C: torch.Tensor) -> Step:
-        """The driver's step: assign to C (bounded), then the statistics the update needs."""
+    def assign(self, C: torch.Tensor) -> Assignment:
+        """The driver's assigner: bounded assignment to C; the inertia comes from the centred
+        cluster statistics, so it is read after the reduction."""
         frac = self.step(C)
-        return Step(self.inertia(C), self.S, self.cnt, frac)
+        return Assignment(self.labels, lambda: self.inertia(C), frac)
+
+    def reduce(self, labels, k: int):
+        """The driver's reducer: the sums and counts ``assign`` kept up to date incrementally."""
+        return self.S, self.cnt

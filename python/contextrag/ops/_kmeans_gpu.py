@@ -25,12 +25,15 @@ def _tk():
     return kmeans
 
 
-def check_labels(labels: torch.Tensor, n: int, k: int) -> torch.Tensor:
-    """labels as contiguous int64 (n,) with every value in [0, k): the update kernels index shared
-    memory and one-hot rows with them, so int32 or out-of-range labels must not get through."""
+def check_labels(labels: torch.Tensor, n: int, k: int, device: torch.device | None = None) -> torch.Tensor:
+    """labels as contiguous int64 (n,) on ``device`` (X's) with every value in [0, k): the update
+    kernels index shared memory and one-hot rows with them, so int32 or out-of-range labels must not
+    get through, and a label tensor on another device would reach the kernel as a foreign pointer."""
     if not isinstance(labels, torch.Tensor) or labels.dim() != 1 or labels.shape[0] != n:
         raise ValueError(f"labels must be a 1-D tensor of {n} cluster indices, got "
                          f"{tuple(labels.shape) if isinstance(labels, torch.Tensor) else type(labels).__name__}")
+    if device is not None and labels.device != torch.device(device):
+        raise ValueError(f"labels must be on X's device {torch.device(device)}, got {labels.device}")
     if labels.dtype.is_floating_point or labels.dtype.is_complex or labels.dtype == torch.bool:
         raise TypeError(f"labels must hold integers, got {labels.dtype}")
     labels = labels.to(torch.int64).contiguous()
@@ -52,7 +55,7 @@ def _triton_assign(X, C):
 
 @register("kmeans_update", "triton")
 def _triton_update(X, labels, k):
-    return _tk().update(X, check_labels(labels, X.shape[0], k), k)
+    return _tk().update(X, check_labels(labels, X.shape[0], k, X.device), k)
 
 
 # ---- CUDA ----------------------------------------------------------------------------------
@@ -129,7 +132,7 @@ def _cuda_update(X, labels, k):
     cu = _cuda.cu()
     X = X.contiguous()
     n, d = X.shape
-    labels = check_labels(labels, n, k)
+    labels = check_labels(labels, n, k, X.device)
     sums = torch.zeros((k, d), dtype=acc_dtype(X), device=X.device)
     counts = torch.zeros(k, dtype=torch.int64, device=X.device)
     if n:
@@ -142,15 +145,15 @@ def _cuda_update(X, labels, k):
 # ---- batched RQ-KMeans ---------------------------------------------------------------------
 
 def _kmeans_pp_batched(T, t_off, t_prob, ks, seed):
-    """k-means++ seeding of every problem: ``ops.kmeans._kmeans_plus_plus`` (greedy, on its seeded
+    """k-means++ seeding of every problem: ``ops.kmeans.kmeans_plus_plus`` (greedy, on its seeded
     subsample, one small GEMM per step) on each problem's rows, so each problem gets exactly the
     seeds ``ops.rq_kmeans`` would give it alone. Returns the concatenated (Σ k, d) centroids."""
-    from .kmeans import _kmeans_plus_plus
-    parts = [_kmeans_plus_plus(T[int(t_off[p]):int(t_off[p + 1])], int(k), seed)
+    from .kmeans import kmeans_plus_plus
+    parts = [kmeans_plus_plus(T[int(t_off[p]):int(t_off[p + 1])], int(k), seed)
              for p, k in enumerate(ks) if int(t_off[p + 1] - t_off[p]) > 0 and k > 0]
     if not parts:
         return torch.zeros((0, T.shape[1]), dtype=T.dtype, device=T.device)
-    return torch.cat(parts).to(T.dtype)
+    return torch.cat(parts).to(torch.float64 if T.dtype == torch.float64 else torch.float32)
 
 
 def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per_centroid,
@@ -158,12 +161,14 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
     """RQ-KMeans for many independent problems, every Lloyd step of a level in one launch.
 
     Rows of all problems are concatenated; ``assign_seg`` assigns each problem's rows to its own
-    slice of the concatenated codebook (per-problem centroid offsets). Sums and counts for all
-    problems come from one scatter over global cluster ids. Each problem keeps its own stopping
-    rule, empty-cluster splits, subsample and seeds, exactly as :func:`contextrag.ops.rq_kmeans`
-    would run it alone; a problem that has converged keeps its centroids while the others go on.
+    slice of the concatenated codebook (per-problem centroid offsets): the assigner of the shared
+    driver ``ops.lloyd.lloyd``, one segment per problem. Sums and counts for all problems come from
+    one scatter over global cluster ids (the reducer). Each problem keeps its own stopping rule,
+    empty-cluster splits, subsample and seeds, exactly as :func:`contextrag.ops.rq_kmeans` would
+    run it alone; a problem that has converged keeps its centroids while the others go on.
     """
     from . import kmeans as K
+    from .lloyd import Assignment, lloyd
 
     tX = []
     kinds = []
@@ -181,11 +186,14 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
     if any(K._work_dtype(t) != wd for t in tX):
         raise ValueError("problems must all be float64 or all be float32/half")
     P = len(tX)
-    used = [K._clamp_sizes(sizes, t.shape[0]) for t in tX]
+    used = [K.clamp_sizes(sizes, t.shape[0]) for t in tX]
     L = len(used[0])
     ns = [t.shape[0] for t in tX]
     row_off = np.cumsum([0] + ns)
-    R = torch.cat([t.to(wd) for t in tX]) if P else None
+    # the storage dtype through the levels (fp16/bf16 rows feed the tensor-core assign); centroids,
+    # sums and inertia stay in the work dtype
+    half = tX[0].dtype in (torch.float16, torch.bfloat16) and all(t.dtype == tX[0].dtype for t in tX)
+    R = torch.cat([t if half else t.to(wd) for t in tX]) if P else None
     row_prob = torch.repeat_interleave(torch.arange(P, device=dev), torch.tensor(ns, device=dev))
     books = [[] for _ in range(P)]
     codes = [[] for _ in range(P)]
@@ -198,9 +206,8 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
         trains = []
         for p in range(P):
             Rp = R[row_off[p]:row_off[p + 1]]
-            if ns[p] and max_points_per_centroid is not None and ns[p] > ks[p] * max_points_per_centroid:
-                rng = np.random.default_rng(seed + lvl + 1)
-                idx = np.sort(rng.choice(ns[p], size=ks[p] * max_points_per_centroid, replace=False))
+            idx = K.train_rows(ns[p], ks[p], max_points_per_centroid, seed + lvl) if ns[p] else None
+            if idx is not None:
                 Rp = Rp[torch.from_numpy(idx).to(dev)]
             trains.append(Rp)
         T = torch.cat(trains)
@@ -209,43 +216,26 @@ def rq_kmeans_batched_impl(problems, sizes, *, n_iter, tol, seed, max_points_per
                                          torch.tensor([t.shape[0] for t in trains], device=dev))
         C = _kmeans_pp_batched(T, t_off, t_prob, ks, seed + lvl)
         c_off_t = torch.tensor(c_off[:-1], device=dev)
-        ktot = int(c_off[-1])
-        active = set(live)
-        prev = [float("inf")] * P
         cache: dict = {}
-        for it in range(1, n_iter + 1):
+
+        def assign(C, T=T, t_off=t_off, t_prob=t_prob, c_off=c_off, cache=cache):
             labels, d2 = assign_seg(T, t_off, C, c_off, cache)
-            inert = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, t_prob, d2.double()).tolist()
-            glob = labels + c_off_t[t_prob]
+            inert = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, t_prob, d2.double())
+            return Assignment(labels + c_off_t[t_prob], inert)   # global cluster ids
+
+        def reduce(glob, ktot, T=T):
             if update is not None:
-                sums, counts = update(T, glob, ktot)
-            else:
-                sums = torch.zeros((ktot, d), dtype=wd, device=dev).index_add_(0, glob, T)
-                counts = torch.bincount(glob, minlength=ktot)
-            newC = C.clone()
-            nz = counts > 0
-            newC[nz] = sums[nz].to(wd) / counts[nz].to(wd)[:, None]
-            for p in range(P):
-                sl = slice(int(c_off[p]), int(c_off[p + 1]))
-                if p not in active:
-                    newC[sl] = C[sl]
-                    continue
-                cp = counts[sl].clone()
-                Cp = newC[sl].clone()
-                K._split_empty(Cp, cp)
-                newC[sl] = Cp
-            C = newC
-            for p in list(active):
-                if prev[p] < float("inf") and prev[p] - inert[p] <= tol * max(prev[p], 1e-300):
-                    active.discard(p)
-                else:
-                    prev[p] = inert[p]
-            if not active:
-                break
+                return update(T, glob, ktot)
+            sums = torch.zeros((ktot, d), dtype=wd, device=dev).index_add_(0, glob, T.to(wd))
+            return sums, torch.bincount(glob, minlength=ktot)
+
+        segments = [(int(c_off[p]), int(c_off[p + 1])) if p in live else (0, 0) for p in range(P)]
+        C, _ = lloyd(C, assign, reduce, n_iter=n_iter, tol=tol, segments=segments)
         labels, _ = assign_seg(R, row_off, C, c_off, {})
         glob = labels + c_off_t[row_prob]
-        R = R - C[glob]
-        res2 = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, row_prob, (R * R).sum(dim=1).double())
+        R = R - C[glob].to(R.dtype)
+        Rw = R.to(wd)
+        res2 = torch.zeros(P, dtype=torch.float64, device=dev).index_add_(0, row_prob, (Rw * Rw).sum(dim=1).double())
         res2 = res2.tolist()
         for p in range(P):
             books[p].append(C[int(c_off[p]):int(c_off[p + 1])])

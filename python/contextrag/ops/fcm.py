@@ -14,6 +14,7 @@ import torch
 
 from .. import ref
 from ._backend import native, select
+from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
 from .kmeans import cpu_row_block
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
@@ -156,7 +157,7 @@ def bf16_available() -> bool:
 
 @accepts_cupy
 def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
-            init=None, precision: str = "full", backend: str | None = None) -> FCMResult:
+            init=None, precision: str | None = None, backend: str | None = None) -> FCMResult:
     """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.
 
     ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
@@ -167,13 +168,19 @@ def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, 
     'mixed': bf16 iterations, then full precision for the last tenth of n_iter (at least 5) and,
     with tol > 0, from the first bf16 iteration that meets tol until a full one does (see
     MIXED_POLISH_*; measured deviations in bench/results/cpu_fcm.json). 'bf16' and 'mixed' need
-    float32 X and such a CPU; elsewhere they warn and run 'full'.
+    float32 X and such a CPU; elsewhere they warn and run 'full'. None (default): 'full', or 'bf16'
+    where CONTEXTRAG_PRECISION=bf16 (``ops._precision.choose``: ``auto`` never picks FCM's bf16, whose
+    memberships are approximate) for float32 X on the CPU.
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     check_half_on_gpu(tX, "X")
     c = check_positive_int(c, "c")
     n_iter = check_positive_int(n_iter, "n_iter")
     m = _check_m(m)
+    if precision is None:
+        precision = "full"
+        if tX.dtype == torch.float32 and tX.device.type == "cpu" and choose_precision("fcm_fit", exact=False) == "bf16":
+            precision = "bf16"
     if precision not in PRECISIONS:
         raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
     n = tX.shape[0]

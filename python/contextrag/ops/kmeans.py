@@ -1,32 +1,30 @@
 """K-means and residual-quantization k-means (paper §3.4, eq. 10-12): the public API.
 
-The Lloyd loop is written once (``ops._lloyd``: update, empty-cluster split, stopping rule,
-statistics); a backend supplies the step. Plain: ``kmeans_assign`` (distance GEMM fused with the
-argmin: never an n×k matrix beyond one row block) and ``kmeans_update`` (per-cluster sums and
-counts), looked up per backend. Bounded (CPU): the Elkan engine in ``ops._elkan``.
+The Lloyd loop is written once (``ops.lloyd``: step, update, empty-cluster split, stopping rule,
+statistics); an executor supplies its assigner and reducer. Plain: ``kmeans_assign`` (distance GEMM
+fused with the argmin: never an n×k matrix beyond one row block) and ``kmeans_update`` (per-cluster
+sums and counts), looked up per backend. Bounded (CPU): the Elkan engine in ``ops._elkan``.
 """
 from __future__ import annotations
 
+import logging
 import math
-import warnings
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from .. import ref
-from . import _lloyd
 from ._backend import native, select
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
-from ._lloyd import DEFAULT_OPTIONS, LloydOptions, Step, split_empty, updated_centroids
+from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
+from .lloyd import DEFAULT_OPTIONS, Assignment, LloydOptions, lloyd, split_empty, updated_centroids  # noqa: F401
 
 SPLIT_EPS = ref.kmeans.SPLIT_EPS
 ROW_BLOCK = 8192  # rows per distance tile on the torch (device-agnostic) paths
-# the driver's pieces under their older names (ops/_kmeans_gpu.py and distributed/kmeans.py use them)
-_split_empty = split_empty
-_updated_centroids = updated_centroids
+log = logging.getLogger(__name__)
 
 
 class KMeansResult(NamedTuple):
@@ -83,13 +81,86 @@ def _native_fn(name: str):
     return getattr(C, name, None) if C is not None else None
 
 
+def native_fn(name: str):
+    """The compiled extension's function ``name``, or None where the extension (or the function) is
+    missing."""
+    return _native_fn(name)
+
+
+def kmeans_impls(device, backend: str | None = None) -> tuple:
+    """(assign, update): the ``kmeans_assign`` and ``kmeans_update`` implementations that
+    ``kmeans_fit`` runs on ``device`` for ``backend`` (None: the default order)."""
+    dev = torch.device(device)
+    _, assign = select("kmeans_assign", dev, backend, IMPLS["kmeans_assign"])
+    _, update = select("kmeans_update", dev, None if backend in ("triton", "cuda") else backend,
+                       IMPLS["kmeans_update"])
+    return assign, update
+
+
+def is_native_cpu(assign=None, update=None) -> bool:
+    """Whether ``assign`` (takes the rows' precomputed ‖x‖² as ``xn``) and ``update`` (float64 sums in
+    OpenMP thread blocks) are the native CPU implementations (None: not asked about)."""
+    ok = _native_fn("kmeans_epilogue") is not None
+    if assign is not None:
+        ok = ok and assign is _cpu_assign
+    if update is not None:
+        ok = ok and update is _cpu_update and _native_fn("centroid_sums") is not None
+    return ok
+
+
+# bf16 distance tiles (see kmeans_assign_bf16 in csrc/cpu/gemm_bf16.cpp): eb bounds
+# 2|x̃·c̃ − x·c| / (‖x‖‖c‖) for bf16-rounded operands (each product off by ≤ (2^-8 + 2^-18)|x_k c_k|,
+# Σ|x_k c_k| ≤ ‖x‖‖c‖) with the fp32 accumulation γ_d, as ops._elkan's screening.
+def bf16_error_bound(d: int) -> float:
+    return 2.0 * (2.0 ** -8 + 2.0 ** -17 + (d + 4) * 2.0 ** -23)
+
+
+def use_bf16(X: torch.Tensor) -> bool:
+    """Whether the CPU assignment of X runs on bf16 tiles: float32 CPU rows, the native kernel, and
+    ``ops._precision.choose`` (CONTEXTRAG_PRECISION, CONTEXTRAG_ISA, the machine profile)."""
+    return (X.device.type == "cpu" and X.dtype == torch.float32 and _native_fn("kmeans_assign_bf16") is not None
+            and choose_precision("kmeans", exact=True) == "bf16")
+
+
+def pack_rows_bf16(X: torch.Tensor) -> np.ndarray:
+    """X (float32, CPU) rounded to bf16 as the assignment's left operand; pack once per fit."""
+    return native().bf16_pack_a(X.contiguous().numpy())
+
+
+def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None, stats: list | None = None):
+    """Nearest centre of each row from bf16 distance tiles, arg-min fused, every row the bf16 bound
+    leaves open re-checked by exact distance: the labels of exact arithmetic, exact d²."""
+    Cn = native()
+    X = X.contiguous()
+    Xn = X.numpy()
+    Cf = np.ascontiguousarray(C.numpy(), dtype=np.float32)
+    c64 = np.einsum("ij,ij->i", Cf.astype(np.float64), Cf.astype(np.float64))
+    cnorm = (np.sqrt(c64) * (1.0 + 2.0 ** -20)).astype(np.float32)
+    ctau = (c64 * 2.0 ** -18).astype(np.float32)
+    Cp = Cn.bf16_pack_b(Cf, True)
+    if xp is None:
+        xp = Cn.bf16_pack_a(Xn)
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    d2 = np.empty(n, dtype=np.float32)
+    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, c64.astype(np.float32), cnorm, ctau,
+                                    bf16_error_bound(X.shape[1]), labels, d2)
+    if stats is not None:
+        stats.append(checked / max(n, 1))
+    return torch.from_numpy(labels), torch.from_numpy(d2)
+
+
 @register("kmeans_assign", "cpu")
-def _cpu_assign(X, C, xn=None):
+def _cpu_assign(X, C, xn=None, xp=None):
     """Blocked ‖c‖² − 2x·c GEMM (torch CPU BLAS) + a C++ row epilogue: first argmin and the exact
     ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once.
 
-    With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the distance is the GEMM form
+    Float32 rows where ``use_bf16`` says so run on bf16 tiles instead (``_bf16_assign``; ``xp``: X
+    already packed by ``pack_rows_bf16``): the same labels, d² always exact.
+    With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
+    if use_bf16(X):
+        return _bf16_assign(X, C.to(torch.float32), xp)
     n = X.shape[0]
     wd = _work_dtype(X)
     C = C.to(wd).contiguous()
@@ -146,8 +217,8 @@ _torch_assign = _cpu_assign  # name kept for callers that import it
 PP_POINTS_PER_CENTROID = 64
 
 
-def _kmeans_plus_plus(X: torch.Tensor, k: int, seed: int,
-                      points_per_centroid: int = PP_POINTS_PER_CENTROID) -> torch.Tensor:
+def kmeans_plus_plus(X: torch.Tensor, k: int, seed: int,
+                     points_per_centroid: int = PP_POINTS_PER_CENTROID) -> torch.Tensor:
     """Greedy k-means++ (as scikit-learn: 2 + ⌊ln k⌋ candidates per step, the one that lowers the
     potential most is kept) on a seeded subsample of at most k·points_per_centroid rows. The draws
     come from a NumPy generator, all made up front (device independent, as ``ref.kmeans_plus_plus``);
@@ -194,7 +265,7 @@ def _initial_centroids(X, k, init, seed, kind_name="init"):
     wd = _work_dtype(X)
     if isinstance(init, str):
         if init == "k-means++":
-            return _kmeans_plus_plus(X, k, seed)
+            return kmeans_plus_plus(X, k, seed)
         if init == "random":
             rng = np.random.default_rng(seed)
             idx = torch.from_numpy(rng.choice(X.shape[0], size=k, replace=False)).to(X.device)
@@ -206,12 +277,14 @@ def _initial_centroids(X, k, init, seed, kind_name="init"):
     return tC.to(device=X.device, dtype=wd).clone()
 
 
-def _plain_step(X, assign, update, k):
-    def step(C):
-        labels, d2 = assign(X, C)
-        sums, counts = update(X, labels, k)
-        return Step(float(d2.sum(dtype=torch.float64)), sums, counts)
-    return step
+def local_assigner(X, assign, **kw):
+    """The driver's assigner for rows X held by this process: ``assign(X, C, **kw)``."""
+    return lambda C: Assignment(*assign(X, C, **kw))
+
+
+def local_reducer(X, update):
+    """The driver's reducer for rows X held by this process: ``update(X, labels, k)``."""
+    return lambda labels, k: update(X, labels, k)
 
 
 # Training subsample of the default fit, as FAISS's ``max_points_per_centroid`` (why: docs/KERNELS.md)
@@ -275,9 +348,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     n = tX.shape[0]
     if k > n:
         raise ValueError(f"k={k} exceeds the number of points n={n}")
-    _, assign = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
-    _, update = select("kmeans_update", tX.device, None if backend in ("triton", "cuda") else backend,
-                       IMPLS["kmeans_update"])
+    assign, update = kmeans_impls(tX.device, backend)
     idx = train_rows(n, k, cap, seed)
     train = tX if idx is None else _take_rows(tX, idx)
     C = _initial_centroids(train, k, init, seed)
@@ -286,7 +357,7 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
     if native_cpu and bounded_available(train, k, options):
         Xw = train.to(_work_dtype(train)).contiguous()
         st = ElkanState(Xw, k, options)
-        C, it = _lloyd.run(C.to(Xw.dtype).contiguous(), n_iter, tol, st.lloyd_step, options.stats)
+        C, it = lloyd(C.to(Xw.dtype).contiguous(), st.assign, st.reduce, n_iter=n_iter, tol=tol, stats=options.stats)
         if idx is None:
             st.step(C)   # the final assignment, bounded like the others
             return KMeansResult(kind.out(C), kind.out(st.labels), st.inertia(C), it)
@@ -294,16 +365,21 @@ def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
         # rows outside the sample saved a quarter of the GEMM but paid as much again gathering them).
     elif native_cpu and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
         Xw = train.to(_work_dtype(train)).contiguous()
-        xn = torch.einsum("ij,ij->i", Xw, Xw).contiguous()
-        C, it = _lloyd.run(C, n_iter, tol, _plain_step(Xw, lambda X_, C_: _cpu_assign(X_, C_, xn), update, k),
-                           options.stats)
+        if use_bf16(Xw):   # pack the rows once for every iteration
+            assigner = local_assigner(Xw, _cpu_assign, xp=pack_rows_bf16(Xw))
+        else:
+            assigner = local_assigner(Xw, _cpu_assign, xn=torch.einsum("ij,ij->i", Xw, Xw).contiguous())
+        C, it = lloyd(C, assigner, local_reducer(Xw, update), n_iter=n_iter, tol=tol, stats=options.stats)
     else:
-        C, it = _lloyd.run(C, n_iter, tol, _plain_step(train, assign, update, k), options.stats)
+        C, it = lloyd(C, local_assigner(train, assign), local_reducer(train, update), n_iter=n_iter, tol=tol,
+                      stats=options.stats)
     labels, d2 = assign(tX, C)
     return KMeansResult(kind.out(C), kind.out(labels), float(d2.sum(dtype=torch.float64)), it)
 
 
-def _clamp_sizes(sizes, n: int) -> tuple:
+def clamp_sizes(sizes, n: int) -> tuple:
+    """The codebook sizes an RQ fit of n points uses: each level at most n (one info line when any
+    is clamped: small corpora meet it on every build)."""
     if isinstance(sizes, (int, np.integer)):
         sizes = (int(sizes),)
     sizes = tuple(check_positive_int(s, "sizes[i]") for s in sizes)
@@ -311,9 +387,13 @@ def _clamp_sizes(sizes, n: int) -> tuple:
         raise ValueError("sizes must name at least one level")
     used = tuple(min(s, n) for s in sizes)
     if used != sizes and n > 0:
-        warnings.warn(f"rq_kmeans: codebook sizes {sizes} clamped to {used} for n={n} points",
-                      RuntimeWarning, stacklevel=3)
+        log.info("rq_kmeans: codebook sizes %s clamped to %s for n=%d points", sizes, used, n)
     return used
+
+
+# names kept for callers inside ops
+_kmeans_plus_plus = kmeans_plus_plus
+_clamp_sizes = clamp_sizes
 
 
 @accepts_cupy
@@ -322,27 +402,38 @@ def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, see
               backend: str | None = None, options: LloydOptions | None = None) -> RQResult:
     """Residual-quantization k-means (eq. 10-12): level ℓ clusters the residual r(ℓ) = x − Σ_{j<ℓ} c(j).
 
-    Sizes larger than the number of points are clamped with a warning. ``init`` may be a list of
+    Sizes larger than the number of points are clamped (logged at info level). ``init`` may be a list of
     per-level (k_ℓ, d) arrays. ``max_points_per_centroid``: as in :func:`kmeans_fit`, per level. Returns RQResult(codebooks, codes, sizes, inertia per level).
     """
     tX, kind = _check_X(X)
     n = tX.shape[0]
-    used = _clamp_sizes(sizes, n)
+    used = clamp_sizes(sizes, n)
     if n == 0:
         books = [kind.out(torch.zeros((0, tX.shape[1]), dtype=_work_dtype(tX)))] * len(used)
         return RQResult(books, kind.out(torch.zeros((0, len(used)), dtype=torch.int64)), used, [0.0] * len(used))
     inits = list(init) if isinstance(init, (list, tuple)) else [init] * len(used)
     if len(inits) != len(used):
         raise ValueError(f"init must give one entry per level ({len(used)}), got {len(inits)}")
-    R = tX.to(_work_dtype(tX)).clone()
+    # fp16/bf16 (GPU) rows keep their storage dtype through the levels, so every level's assignment
+    # runs the half-precision (tensor-core) kernels; centroids and inertia are in the work dtype
+    half = tX.dtype in (torch.float16, torch.bfloat16)
+    R = tX.clone() if half else tX.to(_work_dtype(tX)).clone()
     books, codes, inertia = [], [], []
     for lvl, k in enumerate(used):
         res = kmeans_fit(R, k, n_iter=n_iter, tol=tol, seed=seed + lvl, init=inits[lvl],
                          max_points_per_centroid=max_points_per_centroid, backend=backend, options=options)
-        R -= res.centroids[res.labels]
+        if R.device.type == "cpu":
+            # NumPy on the CPU: these (n, d) passes on torch's thread pool waited on its barriers for
+            # most of a small fit's time on a busy machine (profiled); the same IEEE operations
+            Rn = R.numpy()
+            Rn -= res.centroids.numpy()[res.labels.numpy()]
+            inertia.append(float(np.einsum("ij,ij->i", Rn, Rn).sum(dtype=np.float64)))
+        else:
+            R -= res.centroids[res.labels].to(R.dtype)
+            Rw = R.to(_work_dtype(R)) if half else R
+            inertia.append(float((Rw * Rw).sum()))
         books.append(res.centroids)
         codes.append(res.labels)
-        inertia.append(float((R * R).sum()))
     return RQResult([kind.out(b) for b in books], kind.out(torch.stack(codes, dim=1)), used, inertia)
 
 

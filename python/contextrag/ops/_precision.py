@@ -1,0 +1,96 @@
+"""Which precision the CPU distance tiles of k-means and FCM run in: the one place that decides.
+
+``CONTEXTRAG_PRECISION`` = ``fp32`` | ``bf16`` | ``auto`` (default) forces or frees the choice;
+``CONTEXTRAG_ISA`` (read by the native extension) narrows what the CPU is allowed to use, so
+``CONTEXTRAG_ISA=avx2`` on an AVX-512 machine also rules out its bf16 path.
+
+``auto`` picks bf16 only where
+* the op's bf16 path gives the fp32 result (``exact=True``: k-means, whose labels are re-checked in
+  fp32 wherever the bf16 error bound leaves them open; FCM's bf16 memberships are approximate, so
+  FCM runs bf16 only when asked for), and
+* this CPU runs the native bf16 kernels (AVX512-BF16 under the current dispatch), and
+* the machine profile does not show bf16 GEMMs slower than fp32 ones (``contextrag.machine``
+  where that module exists; without a probe, the instruction set alone decides: AVX512-BF16 and
+  AMX-BF16 take 2 bf16 products per fp32 lane, twice the fp32 FMA rate).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+
+from ._backend import native
+
+CHOICES = ("fp32", "bf16", "auto")
+_warned: set[str] = set()
+
+
+def requested() -> str:
+    """CONTEXTRAG_PRECISION, checked (default 'auto')."""
+    v = os.environ.get("CONTEXTRAG_PRECISION", "auto").strip().lower() or "auto"
+    if v not in CHOICES:
+        raise ValueError(f"CONTEXTRAG_PRECISION must be one of {', '.join(CHOICES)}, got {v!r}")
+    return v
+
+
+def bf16_kernels() -> bool:
+    """Whether the native bf16 kernels run under the current dispatch (AVX512-BF16 and
+    CONTEXTRAG_ISA not below avx512)."""
+    C = native()
+    return bool(C is not None and hasattr(C, "bf16_supported") and C.bf16_supported())
+
+
+@functools.lru_cache(maxsize=1)
+def bf16_faster() -> bool:
+    """Whether this machine's bf16 GEMM beats its fp32 GEMM: the machine profile's probed rates
+    where ``contextrag.machine`` provides them, else its ISA flags (AVX512-BF16 or AMX-BF16)."""
+    try:
+        from contextrag.machine import profile
+    except ImportError:
+        profile = None
+    if profile is not None:
+        try:
+            p = profile()
+            rates = getattr(p, "gemm_gflops", None) or {}
+            fp32, bf16 = rates.get("fp32"), rates.get("bf16")
+            if fp32 and bf16:
+                return float(bf16) > float(fp32)
+            isa = {str(f).lower() for f in (getattr(p, "isa", None) or ())}
+            if isa:
+                return bool(isa & {"avx512_bf16", "amx_bf16"})
+        except Exception as e:   # a broken probe must not stop a fit: fall back to the flags
+            if "profile" not in _warned:
+                _warned.add("profile")
+                warnings.warn(f"machine profile unavailable ({e}); choosing precision by CPU flags",
+                              RuntimeWarning, stacklevel=3)
+    return _cpu_flags_bf16()
+
+
+def _cpu_flags_bf16() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return bf16_kernels()   # the extension found AVX512-BF16 through cpuid
+
+
+def choose(op: str, *, exact: bool) -> str:
+    """'bf16' or 'fp32' for ``op``'s CPU distance tiles (float32 data). ``exact``: the op's bf16
+    path reproduces its fp32 result (see the module docstring). A forced 'bf16' on a CPU without
+    the kernels runs fp32 with one warning per op."""
+    want = requested()
+    if want == "fp32":
+        return "fp32"
+    if not bf16_kernels():
+        if want == "bf16" and op not in _warned:
+            _warned.add(op)
+            warnings.warn(f"{op}: CONTEXTRAG_PRECISION=bf16 needs a CPU with AVX512-BF16 under the current "
+                          "CONTEXTRAG_ISA; running fp32", RuntimeWarning, stacklevel=3)
+        return "fp32"
+    if want == "bf16":
+        return "bf16"
+    return "bf16" if exact and bf16_faster() else "fp32"
