@@ -131,10 +131,7 @@ def _resolve_llm(llm):
     if isinstance(llm, LLMClient):
         return llm
     if llm is None or isinstance(llm, str):
-        c = make_client(llm)
-        if c is None:
-            raise ValueError("llm is 'none': use retrieve() for retrieval without an LLM, or style='extractive'")
-        return c
+        return make_client(llm)       # None: no LLM (the extractive and span styles need none)
     raise TypeError(f"llm must be an LLMClient, a spec str or None, got {type(llm).__name__}")
 
 
@@ -179,6 +176,7 @@ def search(index, question: str, *, llm, k: int = 12, doc_ids=None, rewrite: boo
     """(hits, info): rewrites → per-query hybrid retrieval → RRF → LLM rerank → top-k."""
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rewrite, rerank = rewrite and client is not None, rerank and client is not None
     rws, calls = rewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else ([], [])
     qs = [question] + rws
     Q = embed_queries(view, qs)
@@ -194,6 +192,7 @@ async def asearch(index, question: str, *, llm, k: int = 12, doc_ids=None, rewri
                   rerank: bool = True, **overrides) -> tuple[list[Hit], dict]:
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rewrite, rerank = rewrite and client is not None, rerank and client is not None
     rws, calls = (await arewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites
                   else ([], []))
     qs = [question] + rws
@@ -216,12 +215,12 @@ def answer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite
            **overrides) -> Answer:
     """Search, then answer from the top-k hits (query/answer.py has the styles).
 
-    style: "short" (a few words), "paragraph" (cites passages as [n]), "extractive" (the best
-    supporting sentences, no generation) or None: extractive when the only model is the tiny embedded
-    one (or ``llm="none"``), short otherwise. max_tokens: the generation cap (default: the style's).
+    style: "short" (a few words), "paragraph" (cites passages as [n]), "extractive" (the sentences
+    that answer, no generation), "span" (the name, date or number that answers, no generation) or
+    None: extractive with no LLM (``llm=None`` without ``CONTEXTRAG_LLM``, or ``"none"``) or only the
+    tiny embedded one, short otherwise. max_tokens: the generation cap (default: the style's).
     prompt: a template for the answer call's user message with ``{question}`` and ``{passages}``.
-    Rewrites and rerank use the LLM whatever the style; with ``llm="none"`` (extractive only) they are
-    skipped."""
+    Rewrites and rerank use the LLM whatever the style; with no LLM they are skipped."""
     for x in _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max_tokens, prompt,
                             overrides, stream=False):
         return x
@@ -249,11 +248,11 @@ def _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max
         rewrite = rerank = False
     hits, info = search(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite, rerank=rerank,
                         **overrides)
-    text, cites = yield from compose(index, question, hits, client, style, max_tokens, prompt,
+    text, cites, support = yield from compose(index, question, hits, client, style, max_tokens, prompt,
                                      _config(index, overrides), stream=stream)
     yield Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
                  rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
-                 rewrite_calls=info["rewrite_calls"])
+                 rewrite_calls=info["rewrite_calls"], support=support)
 
 
 def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None = None,
@@ -270,9 +269,9 @@ def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None 
         next(gen)
         raise AssertionError("unreachable: compose yields only when streaming")
     except StopIteration as stop:
-        text, cites = stop.value
+        text, cites, support = stop.value
     return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
-                  style=style, citations=cites)
+                  style=style, citations=cites, support=support)
 
 
 async def aanswer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, rewrite: bool = True,
@@ -289,7 +288,7 @@ async def aanswer(index, question: str, *, llm=None, k: int = 12, doc_ids=None, 
     hits, info = await asearch(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite,
                                rerank=rerank, **overrides)
     cfg = _config(index, overrides)
-    text, cites = await acompose(index, question, hits, client, style, max_tokens, prompt, cfg)
+    text, cites, support = await acompose(index, question, hits, client, style, max_tokens, prompt, cfg)
     return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
                   rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
-                  rewrite_calls=info["rewrite_calls"])
+                  rewrite_calls=info["rewrite_calls"], support=support)
