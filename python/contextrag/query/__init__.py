@@ -26,6 +26,7 @@ from .dense import embed_queries
 from .explain import explain_hits, neighbourhood
 from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
 from .rerank import arerank, rerank as _rerank
+from .relevance import annotate as annotate_relevance
 from .rewrite import arewrite_calls, rewrite_calls
 from .rrf import rrf
 
@@ -81,7 +82,8 @@ def retrieve(index, question: str, *, k: int = 12, doc_ids=None, explain: bool =
     mask = view.doc_mask(doc_ids)
     q = embed_queries(view, [question])
     parts = score_all(view, question, q, cfg, mask)
-    hits = make_hits(view, top_indices(parts["score"], k), parts)
+    idx = top_indices(parts["score"], k)
+    hits = annotate_relevance(view, question, make_hits(view, idx, parts), idx, cfg)
     if explain:
         explain_hits(view, question, hits, cfg, mask, parts)
     return hits
@@ -118,9 +120,10 @@ def retrieve_many(index, questions, *, k: int = 12, doc_ids=None, **overrides) -
     else:
         spread = [(p["base"], np.zeros(view.n, dtype=np.float32)) for p in parts]
     out = []
-    for p, (base, hop) in zip(parts, spread):
+    for question, p, (base, hop) in zip(questions, parts, spread):
         full = finish_parts(view, p, base, hop, cfg, mask)
-        out.append(make_hits(view, top_indices(full["score"], k), full))
+        idx = top_indices(full["score"], k)
+        out.append(annotate_relevance(view, question, make_hits(view, idx, full), idx, cfg))
     return out
 
 
@@ -143,15 +146,12 @@ def _fuse(view, questions: list[str], Q: np.ndarray, cfg, mask):
         p = score_all(view, questions[i], Q[i:i + 1], cfg, mask)
         lists.append(top_indices(p["score"], cfg.candidates))
     if len(lists) == 1:
-        hits = make_hits(view, lists[0], parts0)
-        return hits
+        return annotate_relevance(view, questions[0], make_hits(view, lists[0], parts0), lists[0], cfg)
     fused = rrf([l.tolist() for l in lists], k=cfg.rrf_k)[: cfg.candidates]
     idx = [i for i, _ in fused]
-    hits = make_hits(view, idx, parts0)
-    for h, (_, s) in zip(hits, fused):
-        h.parts["hybrid"] = h.score
+    hits = annotate_relevance(view, questions[0], make_hits(view, idx, parts0), idx, cfg)
+    for h, (_, s) in zip(hits, fused):   # the score stays the question's own (one scale everywhere)
         h.parts["rrf"] = float(s)
-        h.score = float(s)
     return hits
 
 

@@ -33,7 +33,6 @@ from .limits import BodyLimit
 from .state import IndexHolder, WriteInProgress
 
 MODEL_NAME = "contextrag"
-NO_LLM = "no LLM configured: retrieval only"
 
 
 # ---------------------------------------------------------------- request bodies
@@ -50,8 +49,9 @@ class RetrieveRequest(_Query):
     overrides: dict[str, Any] = Field(default_factory=dict, description="Config query fields (w_bm25, ...)")
 
 
-_STYLE = ("answer style: short (a few words), paragraph (cites passages as [n]), extractive (the best "
-          "supporting sentences, no generation); default: extractive with a tiny embedded model, else short")
+_STYLE = ("answer style: short (a few words), paragraph (cites passages as [n]), extractive (the "
+          "sentences that answer, no generation), span (the name, date or number that answers); default: "
+          "extractive without an LLM or with the tiny embedded one, else short")
 
 
 class AnswerRequest(_Query):
@@ -259,11 +259,8 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                 style=None, max_tokens=None):
         """(answer text or None, hits, citations, cost, extra) for one question on index ``r``."""
         from .. import query
-        try:
-            if llm is None:
-                hits = r.retrieve(question, k=k, doc_ids=doc_ids, filter=filter, explain=explain)
-                return None, hits, [], {"total": {"calls": 0}}, {"note": NO_LLM}
-            ans = r.answer(question, llm=llm, k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
+        try:      # one answer everywhere: no LLM is the extractive answer (query.answer_style)
+            ans = r.answer(question, llm=llm if llm is not None else "none", k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
                            rerank=rerank, style=style, max_tokens=max_tokens)
             if explain:
                 from ..query.filters import doc_ids_for
@@ -331,20 +328,17 @@ def create_app(rag, *, llm=None, api_key: str | None = None, max_body_bytes: int
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         want_usage = bool((req.stream_options or {}).get("include_usage"))
-        if llm is None:     # retrieval only: the passages, in word-sized pieces
-            text, hits, cites, cost, _ = await asyncio.to_thread(_answer, holder.rag, question, k=req.k)
-            items = _aiter_list([*_pieces(reply_text(text, hits, cites)), ("cost", cost)])
-        else:
-            r = holder.rag
-            items = _thread_stream(lambda: r.answer_stream(question, llm=llm, k=req.k, style=req.style))
-            # retrieval, rewrites and rerank run before the first delta: a bad request is still a status code
-            try:
-                first = await items.__anext__()
-            except StopAsyncIteration:
-                first = None
-            except (ValueError, TypeError) as e:
-                raise _bad_request(e) from None
-            items = _chain(first, items)
+        r = holder.rag
+        items = _thread_stream(lambda: r.answer_stream(question, llm=llm if llm is not None else "none",
+                                                       k=req.k, style=req.style))
+        # retrieval, rewrites and rerank run before the first delta: a bad request is still a status code
+        try:
+            first = await items.__anext__()
+        except StopAsyncIteration:
+            first = None
+        except (ValueError, TypeError) as e:
+            raise _bad_request(e) from None
+        items = _chain(first, items)
 
         async def events():
             yield _sse(chunk({"role": "assistant", "content": ""}))
