@@ -4,7 +4,9 @@ name, date or number that answers, with its sentence cited).
 Relevance of a sentence: every sentence of the answer's hits (query/sentences.py) is scored as eq. 13
 scores a passage, minus the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s)
 over these sentences only and the cosine between the index's embedder's question and sentence
-embeddings.
+embeddings; times its passage's score over the best passage's (:func:`passage_prior`), so a sentence
+counts in proportion to the passage that holds it — a look-alike sentence in a weak passage (a
+glossary line that repeats the question's words) does not beat the passage the retrieval put first.
 
 Relevance alone picks the sentence that *resembles* the question; the one that *answers* it holds
 what the question asks for. So the question is typed first (query/qtype.py: who, when, where, how
@@ -85,6 +87,17 @@ def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: floa
     return out
 
 
+def passage_prior(hits, cands) -> np.ndarray:
+    """(len(cands),) each sentence's passage score over the best passage's, in [0, 1]: a sentence
+    answers when it is relevant itself *and* sits in a passage the retrieval (BM25, cosine and the
+    graph's spreading) ranks high, so the two are multiplied (the product t-norm: both must hold)."""
+    sc = np.array([float(h.score) for h in hits], dtype=np.float64)
+    top = sc.max() if sc.size else 0.0
+    if not np.isfinite(top) or top <= 0:
+        return np.ones(len(cands))
+    return np.array([min(max(sc[n - 1] / top, 0.0), 1.0) for n, _ in cands])
+
+
 def content_words(text: str) -> set[str]:
     return {w for w in qtype.words(text) if w not in _STOP}
 
@@ -116,7 +129,7 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
     qt = qtype.question_type(question)
     if not cands:
         return Extract(kind=qt.kind)
-    s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos)
+    s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos) * passage_prior(hits, cands)
     if qt.kind in ("choice", "yesno") and len(qt.options) == 2:
         ex = _two_sided(question, qt, hits, cands, s)
         if ex is not None:
@@ -230,15 +243,21 @@ def _choose(qt, texts) -> tuple[str, int]:
     return qt.options[0], 0
 
 
+def _stems(words) -> set[str]:
+    """Words without a plural "s" ("magazines" meets "magazine")."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words}
+
+
 def _yes_no(question, qt, texts) -> str:
     """"yes" when each option's sentence holds what the question says of both: most of the question's
-    own words beyond the options (a "same …" question: a name or word the two sentences share)."""
-    opts = set().union(*(qtype.words(o) for o in qt.options))
-    rest = content_words(question) - opts
+    own words beyond the options (a "same …" question: a word the two sentences share beyond the
+    question's)."""
+    opts = _stems(set().union(*(qtype.words(o) for o in qt.options)))
+    rest = _stems(content_words(question)) - opts
     if re.search(r"\bsame\b", question, flags=re.IGNORECASE):
-        a, b = (content_words(t) - opts - content_words(question) for t in texts)
+        a, b = (_stems(content_words(t)) - opts - _stems(content_words(question)) for t in texts)
         return "yes" if a & b else "no"
     if not rest:
         return "yes"
-    share = [len(rest & set(qtype.words(t))) / len(rest) for t in texts]
+    share = [len(rest & _stems(qtype.words(t))) / len(rest) for t in texts]
     return "yes" if min(share) >= 0.5 else "no"
