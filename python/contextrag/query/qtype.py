@@ -97,7 +97,7 @@ def _options(q: str) -> tuple:
     body = q.rstrip(" ?.!")
     m = re.search(r"\bbetween\s+(.+?)\s+and\s+(.+?)(?:,|\?|$)", body, flags=re.IGNORECASE)
     if m:
-        return _clean_option(m.group(1)), _clean_option(m.group(2))
+        return _pair(_clean_option(m.group(1)), _clean_option(m.group(2)))
     parts = _OR.split(body)
     if len(parts) != 2:
         return ()
@@ -108,8 +108,14 @@ def _options(q: str) -> tuple:
     else:                                             # "Which is older X or Y?": the name before "or"
         m = list(_NAME.finditer(left))
         left = left[m[-1].start():] if m else left.split()[-1] if left.split() else left
-    a, b = _clean_option(left), _clean_option(right)
-    return (a, b) if a and b and a.lower() != b.lower() else ()
+    return _pair(_clean_option(left), _clean_option(right))
+
+
+def _pair(a: str, b: str) -> tuple:
+    """Two options, or none when they are empty, the same, or clauses rather than names (over six words)."""
+    if not a or not b or a.lower() == b.lower() or max(len(a.split()), len(b.split())) > 6:
+        return ()
+    return a, b
 
 
 def _clean_option(s: str) -> str:
