@@ -16,8 +16,8 @@ maximum, so the best item of any question, however unrelated, gets the full BM25
 
 Both are absolute (no division by a per-query maximum) and free of fitted parameters; the equal
 weights say only that lexical and semantic evidence count alike. Items scored without the cosine
-(``w_cos = 0``) use the coverage alone. bench/results and tests/query/test_relevance.py show the
-separation (ROC AUC) on questions about a corpus versus questions about nothing in it.
+(``w_cos = 0``) use the coverage alone. tests/query/test_demo_answer.py checks the separation (ROC
+AUC) of questions about the demo corpus from questions about nothing in it (docs/QUERY.md).
 """
 from __future__ import annotations
 
