@@ -21,7 +21,9 @@ many, which of two, yes/no …) and the choice follows the type:
   The first sentence is the best such sentence; the second is the best one of another passage,
   where passages *linked* to the first one come first — a passage whose title the first one's text
   names, or which names the first one's title: the bridge of a two-hop question, the passage the
-  graph's spreading reaches through the attribute (here the name) the two share. The span is the
+  graph's spreading reaches through the attribute (here the name) the two share. An unlinked
+  passage's sentence is added only as in the rule below (at least as relevant as the first
+  passage's runner-up). The span is the
   candidate whose sentences score best, with a candidate named in both chosen sentences (the link
   itself) left aside when another one is there;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
@@ -172,6 +174,12 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     rest = [i for i in order if cands[i][0] != cands[first][0]]
     second = min(rest, key=lambda i: (not has[i], not _linked(h1, hits[cands[i][0] - 1]), -s[i], i),
                  default=None)
+    if second is not None and not _linked(h1, hits[cands[second][0] - 1]):
+        # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
+        # anything else the first sentence's passage has to offer
+        own = [s[i] for i, (n, _) in enumerate(cands) if n == cands[first][0] and i != first]
+        if not own or s[second] < max(own):
+            second = None
     chosen = [first] + ([second] if second is not None else [])
     span, at = _best_span(cands, s, spans, chosen)
     return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
