@@ -202,7 +202,7 @@ def multihop_index():
         docs = [{"id": f"a{i}", "title": a["title"], "text": a["body"]} for i, a in enumerate(corpus)]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ContextRAG.build(docs, path=d, config=cfg, embedder=caching_embedder(cfg, SENT_CACHE))
+            ContextRAG.build(docs, path=d, config=cfg, embedder=caching_embedder(cfg, EMBED_CACHE))
     return ContextRAG.load(d, embedder=caching_embedder(cfg, SENT_CACHE))
 
 
