@@ -159,19 +159,17 @@ def _is_year(s: str) -> bool:
 
 
 def _trim_name(sentence: str, m) -> tuple[int, int] | None:
-    """A name match without a leading word that only starts the sentence ("The", "In", "He")."""
-    a, b = m.span()
-    toks = sentence[a:b].split()
-    while toks and toks[0].lower().strip(".") in _NOT_NAMES:
-        a = sentence.index(toks[0], a) + len(toks[0])
+    """A name match without leading words that only start a sentence ("The", "In", "He") and without
+    trailing connectors ("of", "the"); None when nothing of a name is left."""
+    toks = [(t.start() + m.start(), t.end() + m.start()) for t in re.finditer(r"\S+", m.group())]
+    while toks and sentence[toks[0][0]:toks[0][1]].lower().strip(".") in _NOT_NAMES:
         toks = toks[1:]
-        while a < b and sentence[a].isspace():
-            a += 1
-    while toks and toks[-1].lower() in ("of", "the", "and", "for", "on", "in", "&", "de", "y"):
+    while toks and sentence[toks[-1][0]:toks[-1][1]].lower() in ("of", "the", "and", "for", "on", "in", "&",
+                                                                  "de", "y"):
         toks = toks[:-1]
-        b = sentence.rindex(" ", a, b)
-    if a >= b or not toks or not toks[0][:1].isupper():
+    if not toks or not sentence[toks[0][0]].isupper():
         return None
-    if sentence[b - 1] in ".,;:'’-" and len(toks[-1]) > 2:     # a full stop, not an initial's
+    a, b = toks[0][0], toks[-1][1]
+    if sentence[b - 1] in ".,;:'’-" and toks[-1][1] - toks[-1][0] > 2:     # a full stop, not an initial's
         b -= 1
-    return a, b
+    return (a, b) if a < b else None
