@@ -109,3 +109,17 @@ def test_a_how_question_gets_sentences_and_no_span():
 def test_no_sentences_is_unknown():
     ex = X.extract("Who?", [], BagOfWords())
     assert ex.text == "unknown" and ex.citations == [] and ex.span == ""
+
+
+def test_no_llm_unless_one_is_named(monkeypatch):
+    from contextrag.llm import make_client
+    from contextrag.query import _resolve_llm
+    from contextrag.query.answering import prepare_answer
+
+    monkeypatch.delenv("CONTEXTRAG_LLM", raising=False)
+    assert make_client(None) is None                     # never the embedded 135M model by default
+    client, style, _, _ = prepare_answer(None, None, None, None, _resolve_llm)
+    assert client is None and style == "extractive"
+    assert prepare_answer(None, "span", None, None, _resolve_llm)[1] == "span"
+    with pytest.raises(ValueError, match="needs an LLM"):
+        prepare_answer(None, "short", None, None, _resolve_llm)
