@@ -23,9 +23,9 @@ many, which of two, yes/no …) and the choice follows the type:
   names, or which names the first one's title: the bridge of a two-hop question, the passage the
   graph's spreading reaches through the attribute (here the name) the two share. An unlinked
   passage's sentence is added only as in the rule below (at least as relevant as the first
-  passage's runner-up). The span is the
-  candidate whose sentences score best, with a candidate named in both chosen sentences (the link
-  itself) left aside when another one is there;
+  passage's runner-up). The span is a candidate of the second sentence when it has one (a two-hop
+  path ends there: the first sentence matches the question and names the bridge), else of the
+  first, with a candidate named in both (the link itself) left aside when another one is there;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
   it scores at least as high as the runner-up sentence of the winning passage.
 
@@ -186,9 +186,9 @@ def _typed(question, qt, hits, cands, s) -> Extract:
 
 
 def _best_span(cands, s, spans, chosen) -> tuple[str, int | None]:
-    """The candidate of the chosen sentences that answers: each candidate (by its normalised text)
-    scores the best relevance of a sentence holding it; one named in both chosen sentences (their
-    link) gives way to one that is not."""
+    """The candidate of the chosen sentences that answers: a candidate of the second sentence before one
+    of the first (where a two-hop path ends), one named in both (their link) giving way to one that is
+    not, then the better sentence, then the leftmost."""
     best: dict[str, list] = {}
     for i in chosen:
         t = cands[i][1]
@@ -200,8 +200,9 @@ def _best_span(cands, s, spans, chosen) -> tuple[str, int | None]:
                 e[0], e[1], e[2] = t[a:b], i, s[i]
     if not best:
         return "", None
-    # earlier sentences first, then relevance, then the leftmost span (answers come early in a sentence)
-    pick = min(best.values(), key=lambda e: (len(e[3]) > 1 and len(best) > 1, chosen.index(e[1]), -e[2]))
+    # the later sentence first: the second passage is where a two-hop path ends (the first sentence
+    # matches the question and names the bridge); then relevance, then the leftmost span
+    pick = min(best.values(), key=lambda e: (len(e[3]) > 1 and len(best) > 1, -chosen.index(e[1]), -e[2]))
     return pick[0].strip(), pick[1]
 
 
