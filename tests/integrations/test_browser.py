@@ -48,6 +48,7 @@ def test_page_answers_with_citations_and_graph(index_dir, tmp_path):
                 assert ANSWER in page.locator(f"#hit-{n} .text").inner_text()
                 assert "cited" in page.locator(f"#hit-{n}").get_attribute("class")
             assert page.locator("#hits li").count() == 8
+            assert " · rel " in page.locator("#hits .score").first.inner_text()     # rank score and relevance
             assert page.locator("#hits .parts").first.inner_text().count("bm25") == 1
             assert "spread" in page.locator("#hits .parts").first.inner_text()
             # the graph: question, a seed passage, a shared attribute and a passage reached through it

@@ -31,7 +31,8 @@ def test_documents_carry_the_hit(rag):
     for n, (d, h) in enumerate(zip(docs, hits), 1):
         assert d.page_content == h.text and d.id == h.id
         m = d.metadata
-        assert m["score"] == pytest.approx(h.score) and m["doc_id"] == h.doc_id and m["kind"] == h.kind
+        assert m["score"] == pytest.approx(h.relevance) and m["rank_score"] == pytest.approx(h.score)
+        assert 0.0 <= m["score"] <= 1.0 and m["doc_id"] == h.doc_id and m["kind"] == h.kind
         assert m["title"] == h.title and m["rank"] == n and m["parts"]["cos"] == pytest.approx(h.parts["cos"])
         assert m["span"] == (None if h.span is None else list(h.span))
         assert m["doc_metadata"] == h.metadata

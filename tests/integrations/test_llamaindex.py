@@ -46,7 +46,7 @@ def test_nodes_carry_the_hit(rag):
     assert len(nodes) == 5
     for n, h in zip(nodes, hits):
         assert n.node.node_id == h.id and n.node.get_content() == h.text
-        assert n.score == pytest.approx(h.score)
+        assert n.score == pytest.approx(h.relevance) and 0.0 <= n.score <= 1.0
         m = n.node.metadata
         assert m["doc_id"] == h.doc_id and m["title"] == h.title and m["kind"] == h.kind
         if h.kind == "chunk":

@@ -52,4 +52,5 @@ def test_mcp_command_over_stdio(index_dir):
             return r, a
     r, a = asyncio.run(go())
     assert len(r["hits"]) == 2 and r["hits"][0]["title"]
-    assert a["answer"] is None and a["note"] and len(a["hits"]) == 2      # --llm none: passages only
+    assert a["answer"] and a["style"] == "extractive" and a["citations"] and len(a["hits"]) == 2   # no LLM
+    assert all(0.0 <= h["relevance"] <= 1.0 for h in a["hits"])

@@ -131,12 +131,14 @@ def test_api_key_and_open_pages(index_dir):
         openai = pytest.importorskip("openai")
         client = openai.OpenAI(base_url=s.url + "/v1", api_key=KEY, max_retries=0)
         reply = client.chat.completions.create(model="contextrag", messages=[{"role": "user", "content": QUESTION}])
-        assert reply.choices[0].message.content.startswith("No LLM is configured")   # retrieval only
+        chat_text = reply.choices[0].message.content        # no LLM: the extractive answer, then its sources
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=s.url + "/v1", api_key="nope", max_retries=0).models.list()
         j = httpx.post(s.url + "/answer", json={"question": QUESTION},
                        headers={"Authorization": f"Bearer {KEY}"}).json()
-        assert j["answer"] is None and j["note"] and j["hits"]
+        assert j["answer"] and j["style"] == "extractive" and j["citations"] and j["hits"]
+        assert chat_text.startswith(j["answer"]) and "Sources:" in chat_text     # one answer everywhere
+        assert all(0.0 <= h["relevance"] <= 1.0 for h in j["hits"])
 
 
 def test_request_size_limit(served_copy):

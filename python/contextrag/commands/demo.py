@@ -3,11 +3,12 @@
 Indexes a corpus — the repository's own README.md and docs/*.md by default, or a folder of your
 documents (PDF, HTML, Markdown, DOCX, text; or a .json/.jsonl corpus) — with the embedded MiniLM
 embedder, then answers a question (``--question``, or a built-in one) and prints the answer, its
-sources and the cost of the query. The embedded GGUF model (run by ``transformers`` on the CPU, the
-``local`` extra) rewrites and reranks; it is too small to write answers, so the answer is extractive
-(the best supporting sentences, chosen by the embedder and BM25) unless ``--style`` or a capable
-``--llm`` says otherwise. Without the ``local`` extra it still indexes and answers extractively, and
-says how to install the model. The index is kept in ``--out`` and reused while the corpus is unchanged.
+sources and the cost of the query. No LLM runs unless ``--llm`` names one: the answer is extractive
+(the sentences that answer, chosen by the question's type, the links between passages and relevance;
+contextrag.query.extractive), or ``--style span`` for the name, date or number alone. A capable
+``--llm`` (an OpenAI-compatible server, vLLM) rewrites, reranks and writes the answer; ``--llm local``
+runs the embedded 135M model, which is for pipeline tests, not for answers. The index is kept in
+``--out`` and reused while the corpus is unchanged.
 
     contextrag demo                                   # this repository's docs, the built-in question
     contextrag demo my_notes/ --question "Who wrote the design memo?"
@@ -34,11 +35,13 @@ def add_arguments(p):
                         "(default: this repository's README.md and docs/)")
     p.add_argument("-q", "--question", default=DEFAULT_QUESTION, help=f"the question (default: {DEFAULT_QUESTION!r})")
     p.add_argument("--out", default=None, help="index directory (default: ~/.cache/contextrag/demo/<corpus hash>)")
-    p.add_argument("--llm", default="local", help="'local' (embedded GGUF, default), 'http://host:port/v1#MODEL', "
-                   "'vllm:MODEL', 'llama-cpp' or 'none' (retrieval only)")
+    p.add_argument("--llm", default="none", help="'none' (default: an extractive answer), "
+                   "'http://host:port/v1#MODEL', 'vllm:MODEL', or 'local' / 'llama-cpp' (the embedded 135M "
+                   "model, for pipeline tests)")
     p.add_argument("-k", type=int, default=8, help="passages to answer from (default 8)")
-    p.add_argument("--style", choices=("short", "paragraph", "extractive"), default=None,
-                   help="answer style (default: extractive with the embedded model, short with any other LLM)")
+    p.add_argument("--style", choices=("short", "paragraph", "extractive", "span"), default=None,
+                   help="answer style (default: extractive without an LLM or with the embedded one, short with "
+                        "any other LLM)")
     p.add_argument("--summaries", type=int, default=0, help="cluster-summary virtual chunks to generate with the "
                    "LLM at index time (default 0: the embedded model on a CPU is slow)")
     p.add_argument("--no-rewrite", action="store_true", help="skip the three query rewrites")
@@ -109,7 +112,7 @@ def _run(args) -> int:
     out = Path(args.out) if args.out else Path.home() / ".cache" / "contextrag" / "demo" / fp[:16]
     stamp = Path(str(out) + ".corpus-sha256")
 
-    # ---- the LLM (embedded by default); without the local extra: retrieval only, said clearly
+    # ---- the LLM: none unless named
     client, note = None, None
     if args.llm and args.llm.lower() not in ("none", "off"):
         from contextrag.llm import make_client
@@ -117,10 +120,9 @@ def _run(args) -> int:
         try:
             client = make_client(args.llm)
         except LocalLLMUnavailable as e:
-            if args.style in ("short", "paragraph"):
-                raise ValueError(f"--style {args.style} needs an LLM: {e}") from None
-            note = f"extractive answer without an LLM — the embedded LLM is not installed: {e}"
-            log(f"! {note}")
+            raise ValueError(f"--llm {args.llm}: {e}") from None
+    if client is None and args.style in ("short", "paragraph"):
+        raise ValueError(f"--style {args.style} needs an LLM (--llm); without one the styles are extractive and span")
 
     # ---- index (reused while the corpus and config are unchanged)
     t0 = time.perf_counter()
@@ -146,22 +148,9 @@ def _run(args) -> int:
             f"{sum(v['count'] for v in st['nodes'].values())} concept nodes in {time.perf_counter() - t0:.1f} s")
 
     # ---- the question
-    uses_llm = not (args.no_rewrite and args.no_rerank) or args.style in ("short", "paragraph") or (
-        args.style is None and not getattr(client, "small_model", False))
-    if uses_llm and getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
+    if getattr(client, "loaded_from", "") is None and hasattr(client, "convert_cache"):
         log("llm: loading the embedded model (the first run converts its GGUF once, about half a minute)")
     t1 = time.perf_counter()
-    if client is None and note is None:      # --llm none: retrieval only
-        hits = query.retrieve(rag.index, args.question, k=args.k)
-        dt = time.perf_counter() - t1
-        if args.json:
-            print(json.dumps({"question": args.question, "answer": None, "note": note,
-                              "hits": [h.to_dict() for h in hits], "cost": {"total": {"calls": 0}},
-                              "seconds": dt}, indent=2))
-        else:
-            print()
-            print_result(args.question, hits, seconds=dt, note=note)
-        return 0
     ans = query.answer(rag.index, args.question, llm=client if client is not None else "none", k=args.k,
                        rewrite=not args.no_rewrite, rerank=not args.no_rerank, style=args.style)
     dt = time.perf_counter() - t1

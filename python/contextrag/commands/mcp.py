@@ -8,7 +8,7 @@ import sys
 def add_arguments(p):
     p.add_argument("index", help="index directory (from `contextrag index` or `contextrag demo`)")
     p.add_argument("--llm", default="none", help="LLM for the answer tool: 'local', 'http://host:port/v1#MODEL', "
-                   "'vllm:MODEL' or 'none' (the default: answer returns the passages only)")
+                   "'vllm:MODEL' or 'none' (the default: an extractive answer, no LLM)")
     p.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
                    help="stdio (default) or streamable-http")
     p.add_argument("--port", type=int, default=8000, help="port for streamable-http on 127.0.0.1 (default 8000)")

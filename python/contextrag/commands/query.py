@@ -1,15 +1,19 @@
 """`contextrag query DIR "question"`: answer a question from an index, with the cited passages and the
-cost of the query (LLM calls, tokens, seconds per stage). ``--no-llm`` retrieves only; ``--json`` prints
-one JSON object for machines; ``--stream`` prints the answer as it is written.
+cost of the query (LLM calls, tokens, seconds per stage). No LLM is used unless ``--llm`` (or
+``CONTEXTRAG_LLM``) names one; ``--json`` prints one JSON object for machines; ``--stream`` prints the
+answer as it is written.
 
-Answer styles (``--style``, contextrag.query.answer): short, paragraph (cites passages as [n]) and
-extractive (the best supporting sentences, no generation). The default is extractive when the only
-model is the tiny embedded one (or none is installed), short with any other LLM.
+Answer styles (``--style``, contextrag.query.answer): short, paragraph (cites passages as [n]),
+extractive (the sentences that answer, no generation) and span (the name, date or number that
+answers, no generation). The default is extractive with no LLM or only the tiny embedded one, short
+with any other LLM: the same choice the server, the MCP tools and the web page make
+(contextrag.query.answer_style).
 
-Sources are listed by the score shown, highest first: the hybrid score of eq. 13 for the question
-itself (BM25 / its max, cosine, fuzzy routing, spreading, boosts), the same scale whether or not the
-query was rewritten or the LLM reranked. ``[n]`` is the passage's number in the answer's context, the
-number its citations use; ``*`` marks the passages the answer cites."""
+Sources are listed in the order the answer numbers them: ``[n]`` is the passage's number in the
+answer's context, the number its citations use; ``*`` marks the passages the answer cites. Beside
+each: the rank score (the hybrid score of eq. 13 for the question itself: BM25 / its per-query max,
+cosine, fuzzy routing, spreading, boosts) and the absolute relevance in [0, 1]
+(contextrag.query.relevance), the two numbers the JSON output, the server and the web page show."""
 from __future__ import annotations
 
 import json
@@ -27,16 +31,18 @@ def add_arguments(p):
                    help="only search these documents (repeatable; §4.6 doc_id filter)")
     p.add_argument("--filter", metavar="JSON", help="only documents whose metadata match, e.g. "
                    "'{\"year\": {\"$gte\": 2020}, \"format\": \"pdf\"}' (contextrag.query.filters)")
-    p.add_argument("--llm", default=None, help="LLM: 'local' (embedded GGUF, the default), "
-                   "'http://host:port/v1#MODEL', 'vllm:MODEL', or 'none' (= --no-llm)")
-    p.add_argument("--no-llm", action="store_true", help="retrieval only: no rewrites, rerank or answer")
+    p.add_argument("--llm", default=None, help="LLM: 'http://host:port/v1#MODEL', 'vllm:MODEL', 'local' (the "
+                   "embedded 135M GGUF, for pipeline tests), or 'none'; default: $CONTEXTRAG_LLM, else none "
+                   "(an extractive answer)")
+    p.add_argument("--no-llm", action="store_true", help="no LLM: no rewrites or rerank, an extractive answer")
     p.add_argument("--no-rewrite", action="store_true", help="skip the three query rewrites")
     p.add_argument("--no-rerank", action="store_true", help="skip the LLM rerank")
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk LLM call cache")
-    p.add_argument("--style", choices=("short", "paragraph", "extractive"), default=None,
+    p.add_argument("--style", choices=("short", "paragraph", "extractive", "span"), default=None,
                    help="answer style: short (a few words), paragraph (cites passages as [n]), extractive (the "
-                        "best supporting sentences, no generation); default: extractive with the embedded "
-                        "model, short with any other LLM")
+                        "sentences that answer, no generation), span (the name, date or number that answers, "
+                        "no generation); default: extractive without an LLM or with the embedded one, short "
+                        "with any other LLM")
     p.add_argument("--max-tokens", type=int, default=None, help="answer length cap in tokens (default: the style's: "
                    "short 48, paragraph 256)")
     p.add_argument("--stream", action="store_true", help="print the answer as it is written (with --json: one "
@@ -51,9 +57,10 @@ def _short(text: str, n: int) -> str:
 
 
 def shown_score(h) -> float:
-    """The score a source is listed with: the question's own eq. 13 hybrid score (the RRF score of a
-    fused list is kept apart in ``parts["rrf"]``, the rerank position in ``parts["rerank_rank"]``)."""
-    return float(h.parts.get("hybrid", h.score))
+    """The rank score a source is listed with: ``Hit.score``, the question's own eq. 13 hybrid score
+    (the RRF score of a fused list is kept apart in ``parts["rrf"]``, the rerank position in
+    ``parts["rerank_rank"]``), the number the JSON output and the server show."""
+    return float(h.score)
 
 
 def rewrites_note(calls) -> str:
@@ -78,13 +85,13 @@ def print_result(question, hits, *, answer=None, cost=None, seconds=0.0, chars=2
             w(f"A: {answer}\n")
     if note:
         w(f"({note})\n")
-    w(f"\nSources ({len(hits)}, by score):\n")
-    order = sorted(range(len(hits)), key=lambda i: -shown_score(hits[i]))
-    for i in order:
-        h = hits[i]
+    w(f"\nSources ({len(hits)}; score = rank score, rel = absolute relevance in [0, 1]):\n")
+    for n, h in enumerate(hits, 1):
         src = h.doc_id if h.doc_id is not None else ", ".join(h.doc_ids[:3]) + ("…" if len(h.doc_ids) > 3 else "")
-        mark = "*" if i + 1 in citations else " "
-        w(f" [{i + 1}]{mark}{h.kind:7s} {shown_score(h):.3f}  {src}  ({h.id})\n      {_short(h.text, chars)}\n")
+        mark = "*" if n in citations else " "
+        rel = "  -  " if h.relevance is None else f"{h.relevance:.3f}"
+        w(f" [{n}]{mark}{h.kind:7s} score {shown_score(h):.3f}  rel {rel}  {src}  ({h.id})\n"
+          f"      {_short(h.text, chars)}\n")
     w("\nCost: ")
     tot = (cost or {}).get("total", {})
     if not tot or not (tot.get("calls") or tot.get("cached_calls")):
@@ -152,18 +159,10 @@ def _run(args) -> int:
         try:
             client = make_client(spec, cache=not args.no_cache)
         except LocalLLMUnavailable as e:
-            if spec is not None or args.style in ("short", "paragraph"):   # asked for: an error
-                raise ValueError(str(e)) from None
-            note = f"no LLM installed: {e}"
-    if client is None and args.style != "extractive" and (args.no_llm or spec is not None):
-        hits = query.retrieve(rag.index, args.question, k=args.k, doc_ids=args.doc_ids)
-        dt = time.perf_counter() - t0
-        if args.json:
-            print(_dumps({"question": args.question, "answer": None, "hits": [h.to_dict() for h in hits],
-                              "cost": {"total": {"calls": 0}}, "seconds": dt, "note": note}, indent=2))
-        else:
-            print_result(args.question, hits, seconds=dt, chars=args.chars, note=note)
-        return 0
+            raise ValueError(str(e)) from None
+    if client is None and args.style in ("short", "paragraph"):
+        raise ValueError(f"--style {args.style} needs an LLM (--llm or CONTEXTRAG_LLM); without one the "
+                         "styles are extractive and span")
     kw = dict(llm=client if client is not None else "none", k=args.k, doc_ids=args.doc_ids,
               rewrite=not args.no_rewrite, rerank=not args.no_rerank, style=args.style,
               max_tokens=args.max_tokens)

@@ -15,8 +15,9 @@ def add_arguments(p):
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--api-key", default=None,
                    help="require 'Authorization: Bearer KEY' on the API (default: $CONTEXTRAG_API_KEY, else none)")
-    p.add_argument("--llm", default=None, help="LLM for answers: 'local' (embedded GGUF, the default), "
-                   "'http://host:port/v1#MODEL', 'vllm:MODEL', or 'none' (retrieval only)")
+    p.add_argument("--llm", default=None, help="LLM for answers: 'http://host:port/v1#MODEL', 'vllm:MODEL', "
+                   "'local' (the embedded 135M model, for pipeline tests) or 'none'; default: $CONTEXTRAG_LLM, "
+                   "else none (extractive answers)")
     p.add_argument("--no-cache", action="store_true", help="do not use the on-disk LLM call cache")
     p.add_argument("--max-body-mb", type=float, default=8.0, help="largest request body in MiB (default 8)")
     p.add_argument("--log-level", default="info", help="uvicorn log level (default info)")

@@ -33,6 +33,13 @@ HIT_FIELDS = ("id", "doc_id", "doc_ids", "title", "kind", "score", "parts", "spa
               "end_char", "rank")
 
 
+def score_of(hit) -> float:
+    """The score a framework sees: the hit's absolute relevance in [0, 1] (query/relevance.py), on
+    which a similarity cutoff means the same for every question; the rank score (its BM25 term is
+    divided by the per-query maximum) is kept as ``rank_score``."""
+    return float(hit.relevance if hit.relevance is not None else hit.score)
+
+
 def hit_metadata(hit, rank: int) -> dict:
     """A framework document's metadata for a Hit: the document's own metadata (also kept whole under
     ``doc_metadata``), then the hit's fields (HIT_FIELDS; they win over a document key of the same name)."""
@@ -40,7 +47,7 @@ def hit_metadata(hit, rank: int) -> dict:
     out["doc_metadata"] = dict(hit.metadata)
     span = hit.span
     out.update(id=hit.id, doc_id=hit.doc_id, doc_ids=list(hit.doc_ids), title=hit.title, kind=hit.kind,
-               score=float(hit.score), parts={k: float(v) if isinstance(v, (int, float)) else v
+               score=score_of(hit), rank_score=float(hit.score), parts={k: float(v) if isinstance(v, (int, float)) else v
                                               for k, v in hit.parts.items()},
                span=None if span is None else [int(span[0]), int(span[1])],
                start_char=None if span is None else int(span[0]),

@@ -6,7 +6,8 @@
     docs = retriever.invoke("...", k=3, doc_ids=["doc-7"])      # per-call k / doc_ids / filter
 
 Each ``Document`` has the item text as ``page_content``, the item id as ``id`` and
-``contextrag.integrations.hit_metadata`` as ``metadata`` (score, doc_id, title, kind, span, parts, ...).
+``contextrag.integrations.hit_metadata`` as ``metadata`` (score: the absolute relevance in [0, 1], so a
+score threshold means the same for every question; rank_score, doc_id, title, kind, span, parts, ...).
 """
 from __future__ import annotations
 

@@ -86,5 +86,5 @@ class ContextRAGRetriever(BaseRetriever):
                             excluded_embed_metadata_keys=[m for m in meta if m not in shown])
             if h.doc_id is not None:
                 node.relationships[NodeRelationship.SOURCE] = RelatedNodeInfo(node_id=h.doc_id)
-            out.append(NodeWithScore(node=node, score=float(h.score)))
+            out.append(NodeWithScore(node=node, score=meta["score"]))   # the absolute relevance
         return out

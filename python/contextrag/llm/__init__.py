@@ -9,7 +9,8 @@
 * ``"http://host:port/v1"`` (or https) — any OpenAI-compatible server; ``model=`` or
   ``"http://...#MODEL"`` names the model;
 * ``"vllm:MODEL"`` — in-process vLLM (``vllm`` extra);
-* ``None`` — env ``CONTEXTRAG_LLM`` if set, else ``"local"``;
+* ``None`` — env ``CONTEXTRAG_LLM`` if set, else no LLM (the embedded model is never chosen for
+  you: it is too small to rewrite, rerank or answer usefully, so it runs only when asked for);
 * ``"none"`` / ``"off"`` — no LLM (returns None: retrieval only).
 
 Every client gets the shared on-disk cache (``cache=True``, the default; pass a CallCache, a path,
@@ -45,7 +46,7 @@ def make_client(spec=None, *, model: str | None = None, cache=True, ledger: Cost
     if isinstance(spec, LLMClient):
         return spec
     if spec is None:
-        spec = os.environ.get("CONTEXTRAG_LLM") or "local"
+        spec = os.environ.get("CONTEXTRAG_LLM") or "none"
     if not isinstance(spec, str):
         raise TypeError(f"spec must be a str, an LLMClient or None, got {type(spec).__name__}")
     s = spec.strip()

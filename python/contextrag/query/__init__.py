@@ -26,6 +26,7 @@ from .dense import embed_queries
 from .explain import explain_hits, neighbourhood
 from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
 from .rerank import arerank, rerank as _rerank
+from .relevance import annotate as annotate_relevance
 from .rewrite import arewrite_calls, rewrite_calls
 from .rrf import rrf
 
@@ -76,7 +77,8 @@ def retrieve(index, question: str, *, k: int = DEFAULT_K, doc_ids=None, explain:
     mask = view.doc_mask(doc_ids)
     q = embed_queries(view, [question])
     parts = score_all(view, question, q, cfg, mask)
-    hits = make_hits(view, top_indices(parts["score"], k), parts)
+    idx = top_indices(parts["score"], k)
+    hits = annotate_relevance(view, question, make_hits(view, idx, parts), idx, cfg)
     if explain:
         explain_hits(view, question, hits, cfg, mask, parts)
     return hits
@@ -113,9 +115,10 @@ def retrieve_many(index, questions, *, k: int = DEFAULT_K, doc_ids=None, **overr
     else:
         spread = [(p["base"], np.zeros(view.n, dtype=np.float32)) for p in parts]
     out = []
-    for p, (base, hop) in zip(parts, spread):
+    for question, p, (base, hop) in zip(questions, parts, spread):
         full = finish_parts(view, p, base, hop, cfg, mask)
-        out.append(make_hits(view, top_indices(full["score"], k), full))
+        idx = top_indices(full["score"], k)
+        out.append(annotate_relevance(view, question, make_hits(view, idx, full), idx, cfg))
     return out
 
 
@@ -126,10 +129,7 @@ def _resolve_llm(llm):
     if isinstance(llm, LLMClient):
         return llm
     if llm is None or isinstance(llm, str):
-        c = make_client(llm)
-        if c is None:
-            raise ValueError("llm is 'none': use retrieve() for retrieval without an LLM, or style='extractive'")
-        return c
+        return make_client(llm)       # None: no LLM (the extractive and span styles need none)
     raise TypeError(f"llm must be an LLMClient, a spec str or None, got {type(llm).__name__}")
 
 
@@ -141,15 +141,12 @@ def _fuse(view, questions: list[str], Q: np.ndarray, cfg, mask):
         p = score_all(view, questions[i], Q[i:i + 1], cfg, mask)
         lists.append(top_indices(p["score"], cfg.candidates))
     if len(lists) == 1:
-        hits = make_hits(view, lists[0], parts0)
-        return hits
+        return annotate_relevance(view, questions[0], make_hits(view, lists[0], parts0), lists[0], cfg)
     fused = rrf([l.tolist() for l in lists], k=cfg.rrf_k)[: cfg.candidates]
     idx = [i for i, _ in fused]
-    hits = make_hits(view, idx, parts0)
-    for h, (_, s) in zip(hits, fused):
-        h.parts["hybrid"] = h.score
+    hits = annotate_relevance(view, questions[0], make_hits(view, idx, parts0), idx, cfg)
+    for h, (_, s) in zip(hits, fused):   # the score stays the question's own (one scale everywhere)
         h.parts["rrf"] = float(s)
-        h.score = float(s)
     return hits
 
 
@@ -174,6 +171,7 @@ def search(index, question: str, *, llm, k: int = DEFAULT_K, doc_ids=None, rewri
     """(hits, info): rewrites → per-query hybrid retrieval → RRF → LLM rerank → top-k."""
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rewrite, rerank = rewrite and client is not None, rerank and client is not None
     rws, calls = rewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites else ([], [])
     qs = [question] + rws
     Q = embed_queries(view, qs)
@@ -189,6 +187,7 @@ async def asearch(index, question: str, *, llm, k: int = DEFAULT_K, doc_ids=None
                   rerank: bool = True, **overrides) -> tuple[list[Hit], dict]:
     cfg, view, mask = _prepare(index, question, k, doc_ids, overrides)
     client = _resolve_llm(llm) if (rewrite or rerank) else None
+    rewrite, rerank = rewrite and client is not None, rerank and client is not None
     rws, calls = (await arewrite_calls(client, question, cfg.n_rewrites) if rewrite and cfg.n_rewrites
                   else ([], []))
     qs = [question] + rws
@@ -211,12 +210,12 @@ def answer(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids=None, 
            **overrides) -> Answer:
     """Search, then answer from the top-k hits (query/answer.py has the styles).
 
-    style: "short" (a few words), "paragraph" (cites passages as [n]), "extractive" (the best
-    supporting sentences, no generation) or None: extractive when the only model is the tiny embedded
-    one (or ``llm="none"``), short otherwise. max_tokens: the generation cap (default: the style's).
+    style: "short" (a few words), "paragraph" (cites passages as [n]), "extractive" (the sentences
+    that answer, no generation), "span" (the name, date or number that answers, no generation) or
+    None: extractive with no LLM (``llm=None`` without ``CONTEXTRAG_LLM``, or ``"none"``) or only the
+    tiny embedded one, short otherwise. max_tokens: the generation cap (default: the style's).
     prompt: a template for the answer call's user message with ``{question}`` and ``{passages}``.
-    Rewrites and rerank use the LLM whatever the style; with ``llm="none"`` (extractive only) they are
-    skipped."""
+    Rewrites and rerank use the LLM whatever the style; with no LLM they are skipped."""
     for x in _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max_tokens, prompt,
                             overrides, stream=False):
         return x
@@ -244,11 +243,11 @@ def _answer_events(index, question, llm, k, doc_ids, rewrite, rerank, style, max
         rewrite = rerank = False
     hits, info = search(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite, rerank=rerank,
                         **overrides)
-    text, cites = yield from compose(index, question, hits, client, style, max_tokens, prompt,
+    text, cites, support = yield from compose(index, question, hits, client, style, max_tokens, prompt,
                                      _config(index, overrides), stream=stream)
     yield Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
                  rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
-                 rewrite_calls=info["rewrite_calls"])
+                 rewrite_calls=info["rewrite_calls"], support=support)
 
 
 def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None = None,
@@ -265,9 +264,9 @@ def answer_from_hits(index, question: str, hits, *, llm=None, style: str | None 
         next(gen)
         raise AssertionError("unreachable: compose yields only when streaming")
     except StopIteration as stop:
-        text, cites = stop.value
+        text, cites, support = stop.value
     return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
-                  style=style, citations=cites)
+                  style=style, citations=cites, support=support)
 
 
 async def aanswer(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids=None, rewrite: bool = True,
@@ -284,7 +283,7 @@ async def aanswer(index, question: str, *, llm=None, k: int = DEFAULT_K, doc_ids
     hits, info = await asearch(index, question, llm=client, k=k, doc_ids=doc_ids, rewrite=rewrite,
                                rerank=rerank, **overrides)
     cfg = _config(index, overrides)
-    text, cites = await acompose(index, question, hits, client, style, max_tokens, prompt, cfg)
+    text, cites, support = await acompose(index, question, hits, client, style, max_tokens, prompt, cfg)
     return Answer(text=text, hits=hits, cost=_cost(client, before), seconds=time.perf_counter() - t0,
                   rewrites=info["rewrites"], reranked=info["reranked"], style=style, citations=cites,
-                  rewrite_calls=info["rewrite_calls"])
+                  rewrite_calls=info["rewrite_calls"], support=support)

@@ -7,9 +7,12 @@ Styles (``style=``):
 * ``"paragraph"`` — one paragraph that cites the passages it uses as ``[n]`` (n = the passage's
   1-based position in the answer's hits), 256 tokens at most. Markers naming no passage are dropped
   from the text; the rest are the answer's citations.
-* ``"extractive"`` — no generation: the best supporting sentence(s) of the top passages, chosen by the
-  index's embedder and BM25 over their sentences (query/extractive.py). The default when the only
-  model is the tiny embedded one (``LLMClient.small_model``), which cannot write a useful answer.
+* ``"extractive"`` — no generation: the sentence(s) of the top passages that answer, chosen by the
+  question's type, the link between passages and relevance (query/extractive.py). The default with
+  no LLM, and when the only model is the tiny embedded one (``LLMClient.small_model``), which cannot
+  write a useful answer.
+* ``"span"`` — no generation: the name, date, number or option that answers (query/extractive.py),
+  citing the passage of the sentence that holds it; the extractive sentences are its ``support``.
 
 A reply that stops at the token cap (``finish_reason == "length"``) is ended at its last complete
 sentence (query/sentences.py), so an answer never stops mid-word. ``prompt=`` replaces the user
@@ -28,7 +31,8 @@ from dataclasses import dataclass, field
 
 from . import sentences
 
-STYLES = ("short", "paragraph", "extractive")
+STYLES = ("short", "paragraph", "extractive", "span")
+NO_LLM_STYLES = ("extractive", "span")      # the styles written without an LLM
 MAX_TOKENS = 48                        # the short style's cap (and the evaluation's)
 STYLE_MAX_TOKENS = {"short": MAX_TOKENS, "paragraph": 256}
 PASSAGE_WORDS = 120
@@ -55,6 +59,7 @@ class Answer:
     style: str = "short"
     citations: list = field(default_factory=list)   # 1-based numbers of the hits the answer cites
     rewrite_calls: list = field(default_factory=list)   # per rewrite call: {kind, reply, used}
+    support: list = field(default_factory=list)   # extractive / span: the sentences the answer rests on
 
     @property
     def cited_hits(self) -> list:
@@ -65,7 +70,7 @@ class Answer:
         return {"answer": self.text, "style": self.style, "citations": list(self.citations),
                 "hits": [h.to_dict() for h in self.hits], "cost": self.cost,
                 "seconds": self.seconds, "rewrites": self.rewrites, "rewrite_calls": self.rewrite_calls,
-                "reranked": self.reranked}
+                "reranked": self.reranked, "support": list(self.support)}
 
 
 def _short(text: str, words: int) -> str:

@@ -1,22 +1,64 @@
-"""The extractive answer: the best supporting sentence(s) of the top passages, without an LLM.
+"""The answers written without an LLM: ``extractive`` (the sentence(s) that answer) and ``span`` (the
+name, date or number that answers, with its sentence cited).
 
-Every sentence of the answer's hits (query/sentences.py) is scored as eq. 13 scores a passage, minus
-the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s) over these sentences
-only and the cosine between the index's embedder's question and sentence embeddings, so a sentence
-wins by meaning or by the question's rare words, like a passage does.
+Relevance of a sentence: every sentence of the answer's hits (query/sentences.py) is scored as eq. 13
+scores a passage, minus the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s)
+over these sentences only and the cosine between the index's embedder's question and sentence
+embeddings; times its passage's score over the best passage's (:func:`passage_prior`), so a sentence
+counts in proportion to the passage that holds it — a look-alike sentence in a weak passage (a
+glossary line that repeats the question's words) does not beat the passage the retrieval put first.
 
-How many sentences (no tuned threshold): the best sentence, plus the best sentence of the *next best
-passage* when it scores at least as high as the runner-up sentence of the winning passage — a second
-passage's sentence comes in when it is as relevant to the question as anything else the winning
-passage has to offer, which is how the bridge fact of a two-hop question is added. So an answer is one
-or two sentences from one or two passages: short enough to read, and a winning passage of one
-sentence adds nothing. The best sentence comes first; each cites its passage.
+Relevance alone picks the sentence that *resembles* the question; the one that *answers* it holds
+what the question asks for. So the question is typed first (query/qtype.py: who, when, where, how
+many, which of two, yes/no …) and the choice follows the type:
+
+* **which of two / yes-no**: the best sentence about each option (a sentence naming it, or any
+  sentence of a passage titled by it), so both sides of the comparison are on the page; the span is
+  the option the sentences favour (the earlier date or the larger number when the question asks
+  which came first or which has more), or "yes" / "no";
+* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred
+  to those that do not (a candidate: a span of that type the question does not already contain).
+  The first sentence is the best such sentence; the second is the best one of another passage,
+  where passages *linked* to the first one come first — a passage whose title the first one's text
+  names, or which names the first one's title: the bridge of a two-hop question, the passage the
+  graph's spreading reaches through the attribute (here the name) the two share. An unlinked
+  passage's sentence is added only as in the rule below (at least as relevant as the first
+  passage's runner-up). The span is a candidate of the second sentence when it has one (a two-hop
+  path ends there: the first sentence matches the question and names the bridge), else of the
+  first, with a candidate named in both (the link itself) left aside when another one is there;
+* **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
+  it scores at least as high as the runner-up sentence of the winning passage.
+
+No tuned threshold: preferences are orderings (typed before untyped, linked before unlinked, then
+relevance). An answer is at most two sentences; each cites its passage, the best sentence first.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
+
 import numpy as np
 
-from . import sentences
+from . import qtype, sentences
+
+_STOP = set("""a an the of in on at to for from by with and or is are was were be been being do does did
+what which who whom whose when where why how that this these those it its as than then also both same
+has have had not no yes can could would should will shall may might must there their they he she his her
+him them we our you your i me my into about over under between after before during first""".split())
+
+
+@dataclass
+class Extract:
+    """An answer written from the hits: its sentences, their passages and (span style) the span."""
+    sentences: list = field(default_factory=list)   # the chosen sentences, best first
+    citations: list = field(default_factory=list)   # 1-based hit numbers, in the order of the sentences
+    span: str = ""                                  # the span answer ("" when the question asks for none)
+    span_citation: int | None = None                # the hit whose sentence holds the span
+    kind: str = "other"                             # the question's type (query/qtype.py)
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.sentences) if self.sentences else "unknown"
 
 
 def candidates(hits) -> list[tuple[int, str]]:
@@ -47,8 +89,69 @@ def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: floa
     return out
 
 
-def select(cands: list[tuple[int, str]], s: np.ndarray) -> list[int]:
-    """Indices into ``cands`` of the chosen sentences (the rule in the module docstring), best first."""
+def passage_prior(hits, cands) -> np.ndarray:
+    """(len(cands),) each sentence's passage score over the best passage's, in [0, 1]: a sentence
+    answers when it is relevant itself *and* sits in a passage the retrieval (BM25, cosine and the
+    graph's spreading) ranks high, so the two are multiplied (the product t-norm: both must hold)."""
+    sc = np.array([float(h.score) for h in hits], dtype=np.float64)
+    top = sc.max() if sc.size else 0.0
+    if not np.isfinite(top) or top <= 0:
+        return np.ones(len(cands))
+    return np.array([min(max(sc[n - 1] / top, 0.0), 1.0) for n, _ in cands])
+
+
+def content_words(text: str) -> set[str]:
+    return {w for w in qtype.words(text) if w not in _STOP}
+
+
+def _norm(text: str) -> str:
+    return " " + " ".join(qtype.words(text)) + " "
+
+
+def _mentions(sentence: str, title: str, option: str) -> float:
+    """How much a sentence (of a passage titled ``title``) is about ``option``: 1 when it names the
+    option or its passage is titled by it, else the share of the option's words it contains."""
+    o = _norm(option)
+    if o.strip() and (o in _norm(sentence) or o == _norm(title)):
+        return 1.0
+    ow = content_words(option) or set(qtype.words(option))
+    return len(ow & set(qtype.words(sentence))) / len(ow) if ow else 0.0
+
+
+def _linked(a, b) -> bool:
+    """Passages a and b are linked when one names the other's title (the bridge of a two-hop question)."""
+    ta, tb = _norm(getattr(a, "title", "") or ""), _norm(getattr(b, "title", "") or "")
+    return bool((tb.strip() and tb in _norm(a.text)) or (ta.strip() and ta in _norm(b.text)))
+
+
+def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0.5) -> Extract:
+    """The sentences that answer ``question`` from ``hits`` and the span that answers it (the rules in
+    the module docstring)."""
+    cands = candidates(hits)
+    qt = qtype.question_type(question)
+    if not cands:
+        return Extract(kind=qt.kind)
+    s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos) * passage_prior(hits, cands)
+    if qt.kind in ("choice", "yesno") and len(qt.options) == 2:
+        ex = _two_sided(question, qt, hits, cands, s)
+        if ex is not None:
+            return ex
+    if qt.kind in qtype.SPAN_TYPES:
+        return _typed(question, qt, hits, cands, s)
+    return _finish(cands, select(cands, s), qt.kind)
+
+
+def _finish(cands, chosen: list[int], kind: str, span: str = "", span_citation=None) -> Extract:
+    cites: list[int] = []
+    for i in chosen:
+        if cands[i][0] not in cites:
+            cites.append(cands[i][0])
+    return Extract([cands[i][1] for i in chosen], cites, span, span_citation, kind)
+
+
+def select(cands, s) -> list[int]:
+    """The best sentence, plus the best sentence of the next best passage when it scores at least as
+    high as the runner-up sentence of the winning passage."""
     if not cands:
         return []
     best = int(np.argmax(s))
@@ -57,18 +160,113 @@ def select(cands: list[tuple[int, str]], s: np.ndarray) -> list[int]:
     others = [i for i, (n, _) in enumerate(cands) if n != hit]
     if not own or not others:
         return [best]
-    second = max(others, key=lambda i: (s[i], -i))       # the next best passage's best sentence
+    second = max(others, key=lambda i: (s[i], -i))
     return [best, second] if s[second] >= max(own) else [best]
 
 
-def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0.5) -> tuple[str, list[int]]:
-    """(answer text, citations): the chosen sentences joined, and their passages' numbers."""
-    cands = candidates(hits)
-    if not cands:
-        return "unknown", []
-    chosen = select(cands, scores(question, [t for _, t in cands], embedder, w_bm25, w_cos))
-    cites: list[int] = []
+def _typed(question, qt, hits, cands, s) -> Extract:
+    qwords = set(qtype.words(question))
+    spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
+    has = np.array([bool(x) for x in spans])
+    order = sorted(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
+    first = order[0]
+    h1 = hits[cands[first][0] - 1]
+    rest = [i for i in order if cands[i][0] != cands[first][0]]
+    second = min(rest, key=lambda i: (not has[i], not _linked(h1, hits[cands[i][0] - 1]), -s[i], i),
+                 default=None)
+    if second is not None and not _linked(h1, hits[cands[second][0] - 1]):
+        # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
+        # anything else the first sentence's passage has to offer
+        own = [s[i] for i, (n, _) in enumerate(cands) if n == cands[first][0] and i != first]
+        if not own or s[second] < max(own):
+            second = None
+    chosen = [first] + ([second] if second is not None else [])
+    span, at = _best_span(cands, s, spans, chosen)
+    return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
+
+
+def _best_span(cands, s, spans, chosen) -> tuple[str, int | None]:
+    """The candidate of the chosen sentences that answers: a candidate of the second sentence before one
+    of the first (where a two-hop path ends), one named in both (their link) giving way to one that is
+    not, then the better sentence, then the leftmost."""
+    best: dict[str, list] = {}
     for i in chosen:
-        if cands[i][0] not in cites:
-            cites.append(cands[i][0])
-    return " ".join(cands[i][1] for i in chosen), cites
+        t = cands[i][1]
+        for a, b in spans[i]:
+            key = _norm(t[a:b])
+            e = best.setdefault(key, [t[a:b], i, -np.inf, set()])
+            e[3].add(i)
+            if s[i] > e[2]:
+                e[0], e[1], e[2] = t[a:b], i, s[i]
+    if not best:
+        return "", None
+    # the later sentence first: the second passage is where a two-hop path ends (the first sentence
+    # matches the question and names the bridge); then relevance, then the leftmost span
+    pick = min(best.values(), key=lambda e: (len(e[3]) > 1 and len(best) > 1, -chosen.index(e[1]), -e[2]))
+    return pick[0].strip(), pick[1]
+
+
+def _two_sided(question, qt, hits, cands, s) -> Extract | None:
+    """Which of two / yes-no: the best sentence about each option."""
+    picks = []
+    for opt in qt.options:
+        m = [(_mentions(t, hits[n - 1].title or "", opt), s[i], i) for i, (n, t) in enumerate(cands)]
+        top = max(m, key=lambda x: (x[0], x[1], -x[2]))
+        if top[0] < 0.5:
+            return None
+        picks.append(top[2])
+    if picks[0] == picks[1]:
+        chosen = [picks[0]]
+    else:
+        chosen = picks
+    if qt.kind == "yesno":
+        span = _yes_no(question, qt, [cands[i][1] for i in picks])
+        return _finish(cands, chosen, qt.kind, span, cands[chosen[0]][0])
+    span, at = _choose(qt, [cands[i][1] for i in picks])
+    return _finish(cands, chosen, qt.kind, span, cands[picks[at]][0])
+
+
+def _first_value(text: str, kind: str) -> float | None:
+    if kind == "date":
+        m = re.search(r"\b(1\d{3}|20\d{2}|\d{3})\b", text)
+        return float(m.group(1)) if m else None
+    m = qtype._NUMBER.search(text)
+    if not m or not re.match(r"[\d$£€]", m.group()):
+        return None
+    try:
+        return float(re.sub(r"[^\d.]", "", m.group()) or "nan")
+    except ValueError:
+        return None
+
+
+def _choose(qt, texts) -> tuple[str, int]:
+    """(option, index of its sentence): the earlier date for "first / older", the later for "later /
+    younger", the larger number for "more", the smaller for "fewer"; else the first option."""
+    if qt.target:
+        kind = "date" if qt.target in ("earlier", "later") else "number"
+        v = [_first_value(t, kind) for t in texts]
+        if all(x is not None for x in v) and v[0] != v[1]:
+            pick_small = qt.target in ("earlier", "fewer")
+            i = int(np.argmin(v) if pick_small else np.argmax(v))
+            return qt.options[i], i
+    return qt.options[0], 0
+
+
+def _stems(words) -> set[str]:
+    """Words without a plural "s" ("magazines" meets "magazine")."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words}
+
+
+def _yes_no(question, qt, texts) -> str:
+    """"yes" when each option's sentence holds what the question says of both: most of the question's
+    own words beyond the options (a "same …" question: a word the two sentences share beyond the
+    question's)."""
+    opts = _stems(set().union(*(qtype.words(o) for o in qt.options)))
+    rest = _stems(content_words(question)) - opts
+    if re.search(r"\bsame\b", question, flags=re.IGNORECASE):
+        a, b = (_stems(content_words(t)) - opts - _stems(content_words(question)) for t in texts)
+        return "yes" if a & b else "no"
+    if not rest:
+        return "yes"
+    share = [len(rest & _stems(qtype.words(t))) / len(rest) for t in texts]
+    return "yes" if min(share) >= 0.5 else "no"

@@ -40,12 +40,14 @@ class Hit:
     metadata: dict = field(default_factory=dict)   # the chunk's document metadata ({} for virtual items)
     span: tuple | None = None                   # [start, end) characters of a chunk inside its document
     explain: dict | None = None                 # why the item came (query/explain.py), when asked for
+    relevance: float | None = None              # absolute relevance in [0, 1] (query/relevance.py)
 
     def to_dict(self) -> dict:
         d = {"id": self.id, "doc_id": self.doc_id, "doc_ids": list(self.doc_ids), "kind": self.kind,
              "title": self.title, "text": self.text, "metadata": dict(self.metadata),
              "span": None if self.span is None else [int(x) for x in self.span],
-             "score": float(self.score), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
+             "score": float(self.score),
+             "relevance": None if self.relevance is None else float(self.relevance), "parts": {k: (float(v) if isinstance(v, (int, float, np.floating)) else v)
                                                     for k, v in self.parts.items()}}
         if self.explain is not None:
             d["explain"] = self.explain

@@ -1,11 +1,9 @@
-"""The one answer function behind /answer and the chat endpoint: (answer text or None, hits,
-citations, cost, extra) for a question on one index, with or without an LLM."""
+"""The one answer function behind /answer and the chat endpoint: (answer text, hits, citations, cost,
+extra) for a question on one index. Without an LLM the answer is the extractive one, as in the CLI and
+MCP (query.answer_style chooses the style in one place)."""
 from __future__ import annotations
 
 from fastapi import HTTPException
-
-NO_LLM = "no LLM configured: retrieval only"
-
 
 def bad_request(e: Exception) -> HTTPException:
     return HTTPException(400, str(e))
@@ -13,13 +11,10 @@ def bad_request(e: Exception) -> HTTPException:
 
 def answer_question(r, llm, question, *, k, doc_ids=None, filter=None, explain=False, rewrite=True,
                     rerank=True, style=None, max_tokens=None):
-    """(answer text or None, hits, citations, cost, extra) for one question on index ``r``."""
+    """(answer text, hits, citations, cost, extra) for one question on index ``r``."""
     from .. import query
     try:
-        if llm is None:
-            hits = r.retrieve(question, k=k, doc_ids=doc_ids, filter=filter, explain=explain)
-            return None, hits, [], {"total": {"calls": 0}}, {"note": NO_LLM}
-        ans = r.answer(question, llm=llm, k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
+        ans = r.answer(question, llm=llm if llm is not None else "none", k=k, doc_ids=doc_ids, filter=filter, rewrite=rewrite,
                        rerank=rerank, style=style, max_tokens=max_tokens)
         if explain:
             query.explain(r.index, question, ans.hits, doc_ids=r.doc_ids_for(doc_ids, filter))

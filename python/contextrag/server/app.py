@@ -36,7 +36,6 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from ..config import DEFAULT_K
 from . import routes_answers, routes_documents, routes_openai
-from .answering import NO_LLM  # noqa: F401  (re-exported: the note of a retrieval-only answer)
 from .limits import BodyLimit, LLMGate, host_patterns
 from .schemas import MODEL_NAME  # noqa: F401  (re-exported)
 from .state import IndexHolder, Served

@@ -8,9 +8,6 @@ from typing import Any
 from pydantic import BaseModel
 
 
-NO_LLM = "no LLM configured: retrieval only"
-
-
 class HitOut(BaseModel):
     n: int
     id: str
@@ -18,7 +15,8 @@ class HitOut(BaseModel):
     doc_ids: list[str]
     title: str
     kind: str
-    score: float
+    score: float        # the rank score (eq. 13), as the CLI, the server and the web page show it
+    relevance: float | None     # the absolute relevance in [0, 1] (contextrag.query.relevance)
     span: list[int] | None
     metadata: dict[str, Any]
     text: str
@@ -29,8 +27,8 @@ class RetrieveOut(BaseModel):
 
 
 class AnswerOut(BaseModel):
-    answer: str | None
-    note: str | None = None
+    answer: str
+    style: str
     citations: list[int]
     hits: list[HitOut]
 
@@ -59,18 +57,14 @@ def create_mcp(rag, *, llm=None, name: str = "contextrag"):
         return RetrieveOut(hits=[_hit(n, h) for n, h in enumerate(hits, 1)])
 
     @server.tool(structured_output=True,
-                 description="A short answer to a question from the index, with the numbers of the passages that "
-                             "contain it (citations) and the passages themselves.")
+                 description="An answer to a question from the index (with no LLM: the sentences of the passages "
+                             "that answer it), the numbers of the passages it cites and the passages themselves.")
     def answer(question: str, k: int = 8) -> AnswerOut:
-        try:
-            if llm is None:
-                hits = rag.retrieve(question, k=k)
-                return AnswerOut(answer=None, note=NO_LLM, citations=[],
-                                 hits=[_hit(n, h) for n, h in enumerate(hits, 1)])
-            ans = rag.answer(question, llm=llm, k=k)
+        try:     # the same answer as the CLI and the server (contextrag.query.answer_style picks the style)
+            ans = rag.answer(question, llm=llm if llm is not None else "none", k=k)
         except (ValueError, TypeError) as e:
             raise ToolError(str(e)) from None
-        return AnswerOut(answer=ans.text, citations=list(ans.citations),
+        return AnswerOut(answer=ans.text, style=ans.style, citations=list(ans.citations),
                          hits=[_hit(n, h) for n, h in enumerate(ans.hits, 1)])
 
     return server
@@ -78,5 +72,5 @@ def create_mcp(rag, *, llm=None, name: str = "contextrag"):
 
 def _hit(n: int, h) -> HitOut:
     return HitOut(n=n, id=h.id, doc_id=h.doc_id, doc_ids=list(h.doc_ids), title=h.title, kind=h.kind,
-                  score=float(h.score), span=None if h.span is None else [int(x) for x in h.span],
+                  score=float(h.score), relevance=h.relevance, span=None if h.span is None else [int(x) for x in h.span],
                   metadata=dict(h.metadata), text=h.text)

@@ -82,9 +82,11 @@ def router(s) -> APIRouter:
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
         want_usage = bool((req.stream_options or {}).get("include_usage"))
-        if llm is None:     # retrieval only: the passages, in word-sized pieces
-            text, hits, cites, cost, _ = await asyncio.to_thread(answer_question, holder.rag, llm, question, k=req.k)
-            items = aiter_list([*pieces(reply_text(text, hits, cites)), ("cost", cost)])
+        if llm is None:     # the extractive answer and its sources, in word-sized pieces
+            text, hits, cites, cost, extra = await asyncio.to_thread(answer_question, holder.rag, llm, question,
+                                                                     k=req.k, style=req.style)
+            items = aiter_list([*pieces(reply_text(text, hits, cites, extra.get("style", "extractive"))),
+                                ("cost", cost)])
         else:
             r = holder.rag
             items = gate.stream(lambda: r.answer_stream(question, llm=llm, k=req.k, style=req.style))

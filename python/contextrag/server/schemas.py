@@ -5,15 +5,18 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ..config import DEFAULT_K
+
 MODEL_NAME = "contextrag"
 
-STYLE = ("answer style: short (a few words), paragraph (cites passages as [n]), extractive (the best "
-         "supporting sentences, no generation); default: extractive with a tiny embedded model, else short")
+STYLE = ("answer style: short (a few words), paragraph (cites passages as [n]), extractive (the "
+         "sentences that answer, no generation), span (the name, date or number that answers); default: "
+         "extractive without an LLM or with the tiny embedded one, else short")
 
 
 class _Query(BaseModel):
     question: str = Field(min_length=1, description="the question")
-    k: int = Field(12, ge=1, le=1000, description="hits to return")
+    k: int = Field(DEFAULT_K, ge=1, le=1000, description="hits to return")
     doc_ids: list[str] | None = Field(None, description="only these documents (§4.6 doc_id filter)")
     filter: dict[str, Any] | None = Field(None, description="metadata conditions: {key: value | [values] | "
                                                             "{$eq|$ne|$in|$nin|$gt|$gte|$lt|$lte: ...}}")
@@ -52,6 +55,6 @@ class ChatRequest(BaseModel):
     messages: list[ChatMessage] = Field(min_length=1)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
-    k: int = Field(12, ge=1, le=1000, description="contextrag: passages the answer is drawn from")
+    k: int = Field(DEFAULT_K, ge=1, le=1000, description="contextrag: passages the answer is drawn from")
     style: str | None = Field(None, description="contextrag: " + STYLE)
     model_config = {"extra": "allow"}   # temperature, max_tokens, ...: accepted, the index's prompt decides

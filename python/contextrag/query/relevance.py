@@ -1,0 +1,71 @@
+"""An absolute relevance in [0, 1] beside every hit's rank score: how much of the question an item
+answers, on a scale that does not move with the other results, so one cutoff separates a question the
+corpus is about from one it is not (the rank score cannot: its BM25 term is divided by the per-query
+maximum, so the best item of any question, however unrelated, gets the full BM25 weight).
+
+    relevance = ½ · coverage + ½ · max(cos, 0)
+
+* ``coverage``: the share of the question's information the item contains — the IDF-weighted
+  fraction of the question's terms (the BM25 tokenizer's, stopwords removed) that occur in it,
+  ``Σ_{t ∈ q ∩ item} idf(t) / Σ_{t ∈ q} idf(t)`` with BM25's idf, ``log(1 + (N − df + 0.5) / (df + 0.5))``
+  over the N items of the index. A question term the corpus never uses gets the largest idf and
+  counts against every item: a question about zebras asked of a corpus without the word scores low
+  however well its other words match.
+* ``cos``: the cosine between the question and the item in the embedder's space (already in [−1, 1],
+  the same for every question), clipped at 0.
+
+Both are absolute (no division by a per-query maximum) and free of fitted parameters; the equal
+weights say only that lexical and semantic evidence count alike. Items scored without the cosine
+(``w_cos = 0``) use the coverage alone. tests/query/test_demo_answer.py checks the separation (ROC
+AUC) of questions about the demo corpus from questions about nothing in it (docs/QUERY.md).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def question_terms(question: str) -> list[str]:
+    """The question's distinct BM25 terms, in order (the index's tokenizer)."""
+    from ..index.lexical_map import query_tokens
+
+    return list(dict.fromkeys(query_tokens(question)))
+
+
+def coverage(view, question: str, idx) -> np.ndarray:
+    """(len(idx),) the IDF-weighted share of the question's terms each item ``idx`` contains."""
+    idx = np.asarray(idx, dtype=np.int64)
+    terms = question_terms(question)
+    if not terms or idx.size == 0:
+        return np.zeros(idx.size, dtype=np.float64)
+    n = max(int(view.n), 1)
+    got = np.zeros(idx.size, dtype=np.float64)
+    total = 0.0
+    for t in terms:
+        present = np.asarray(view.bm25_raw(t), dtype=np.float64) > 0      # items that contain t
+        df = int(present.sum())
+        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        total += idf
+        got += idf * present[idx]
+    return got / total if total > 0 else got
+
+
+def relevance(view, question: str, idx, cos=None) -> np.ndarray:
+    """(len(idx),) the absolute relevance of items ``idx`` (module docstring); ``cos``: their cosines
+    to the question, or None when the cosine was not computed."""
+    cov = coverage(view, question, idx)
+    if cos is None:
+        return np.clip(cov, 0.0, 1.0)
+    c = np.clip(np.asarray(cos, dtype=np.float64), 0.0, 1.0)
+    return np.clip(0.5 * cov + 0.5 * c, 0.0, 1.0)
+
+
+def annotate(view, question: str, hits, idx, cfg) -> list:
+    """Set ``Hit.relevance`` on ``hits`` (items ``idx`` of ``view``, for ``question``); return them."""
+    if not len(hits):
+        return hits
+    cos = [h.parts.get("cos", 0.0) for h in hits] if cfg.w_cos != 0 else None
+    for h, r in zip(hits, relevance(view, question, idx, cos)):
+        h.relevance = float(r)
+    return hits

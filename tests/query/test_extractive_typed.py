@@ -1,0 +1,125 @@
+"""The no-LLM answers chosen by the question's type (query/qtype.py, query/extractive.py), on hand-made
+passages with a bag-of-words embedder: fast, and each rule checked where it decides the answer."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from contextrag.query import extractive as X
+from contextrag.query import qtype as T
+from contextrag.query.hybrid import Hit
+
+
+class BagOfWords:
+    """Hashed bag-of-words vectors: cosine = shared words, enough to rank sentences by overlap."""
+
+    def _vec(self, t):
+        v = np.zeros(512)
+        for w in re.findall(r"[a-z0-9]+", t.lower()):
+            v[hash(w) % 512] += 1.0
+        return v
+
+    def embed_queries(self, texts):
+        return np.stack([self._vec(t) for t in texts])
+
+    embed_passages = embed_queries
+
+
+def hit(title, text):
+    return Hit(id=title, doc_id=title, kind="chunk", text=text, score=1.0, title=title)
+
+
+@pytest.mark.parametrize("q, kind", [
+    ("How many members does the Florida Senate have?", "number"),
+    ("In what year was the university founded?", "date"),
+    ("When did the war end?", "date"),
+    ("Where was the band formed?", "place"),
+    ("What county is Ron Teachworth from?", "place"),
+    ("Who directed the film?", "person"),
+    ("The university is named after whom?", "person"),
+    ("Which comic series involves Nick Fury?", "entity"),
+    ("Are both Cooking Light and Vibe magazines?", "yesno"),
+    ("Who was born first, Jan Rajchman or Gerald Edelman?", "choice"),
+    ("Between Greyia and Calibanus, which genus contains more species?", "choice"),
+    ("How is the BM25 score normalised in the hybrid retrieval score?", "other"),
+])
+def test_question_types(q, kind):
+    assert T.question_type(q).kind == kind
+
+
+def test_choice_options_and_comparison():
+    t = T.question_type("Who was born first, Jan Rajchman or Gerald Edelman?")
+    assert t.options == ("Jan Rajchman", "Gerald Edelman") and t.target == "earlier"
+    t = T.question_type("Between Greyia and Calibanus, which genus contains more species?")
+    assert t.options == ("Greyia", "Calibanus") and t.target == "more"
+
+
+def test_candidates_by_type_leave_out_the_question_words():
+    s = "In 1990, The Shins met Jon Sortland at Madison Square Garden on July 4, 1776 and sold 1,200 records."
+    assert [s[a:b] for a, b in T.candidates(s, "date")] == ["1990", "July 4, 1776"]
+    assert [s[a:b] for a, b in T.candidates(s, "number")] == ["4", "1,200"]
+    names = [s[a:b] for a, b in T.candidates(s, "person", {"jon", "sortland"})]
+    assert "Jon Sortland" not in names and "Madison Square Garden" in names and "Shins" in names
+
+
+def test_a_date_question_takes_the_sentence_with_a_date_and_its_span():
+    hits = [hit("Tokarev", "Sergei Tokarev was a Soviet ethnographer. He was a professor at Moscow State University."),
+            hit("Moscow State University", "Moscow State University is a university in Moscow. "
+                                           "It was founded in 1755 by Mikhail Lomonosov.")]
+    q = "In what year was the university where Sergei Tokarev was a professor founded?"
+    ex = X.extract(q, hits, BagOfWords())
+    assert ex.kind == "date" and ex.span == "1755" and ex.span_citation == 2
+    assert any("1755" in s for s in ex.sentences) and len(ex.sentences) <= 2 and 2 in ex.citations
+
+
+def test_the_second_sentence_comes_from_the_linked_passage():
+    hits = [hit("Black Book", "Black Book is a war film that starred the actress Carice van Houten."),
+            hit("Unrelated", "A different actress of French heritage sang."),
+            hit("Carice van Houten", "Carice van Houten is a Dutch actress.")]
+    ex = X.extract("Black Book starred the actress of what heritage?", hits, BagOfWords())
+    assert ex.citations == [1, 3] and ex.span == "Dutch"     # the passage the first names, not the look-alike
+
+
+def test_a_choice_cites_both_sides_and_picks_by_the_comparison():
+    hits = [hit("Jan Rajchman", "Jan Rajchman was born on August 1, 1911 in London."),
+            hit("Gerald Edelman", "Gerald Edelman was born on July 1, 1929 in New York.")]
+    ex = X.extract("Who was born first, Jan Rajchman or Gerald Edelman?", hits, BagOfWords())
+    assert ex.kind == "choice" and ex.span == "Jan Rajchman" and sorted(ex.citations) == [1, 2]
+    ex = X.extract("Who was born later, Jan Rajchman or Gerald Edelman?", hits, BagOfWords())
+    assert ex.span == "Gerald Edelman" and ex.span_citation == 2
+
+
+def test_yes_no():
+    hits = [hit("Cooking Light", "Cooking Light is an American monthly food magazine."),
+            hit("Vibe", "Vibe is an American music and entertainment magazine.")]
+    assert X.extract("Are both Cooking Light and Vibe magazines?", hits, BagOfWords()).span == "yes"
+    hits[1] = hit("Vibe", "Vibe is a 1996 album by a rock band.")
+    assert X.extract("Are both Cooking Light and Vibe magazines?", hits, BagOfWords()).span == "no"
+
+
+def test_a_how_question_gets_sentences_and_no_span():
+    hits = [hit("a", "The score adds three terms. BM25 scores are divided by their maximum over the items."),
+            hit("b", "Cosine is an inner product.")]
+    ex = X.extract("How are BM25 scores normalised?", hits, BagOfWords())
+    assert ex.kind == "other" and ex.span == "" and "divided by their maximum" in ex.sentences[0]
+
+
+def test_no_sentences_is_unknown():
+    ex = X.extract("Who?", [], BagOfWords())
+    assert ex.text == "unknown" and ex.citations == [] and ex.span == ""
+
+
+def test_no_llm_unless_one_is_named(monkeypatch):
+    from contextrag.llm import make_client
+    from contextrag.query import _resolve_llm
+    from contextrag.query.answering import prepare_answer
+
+    monkeypatch.delenv("CONTEXTRAG_LLM", raising=False)
+    assert make_client(None) is None                     # never the embedded 135M model by default
+    client, style, _, _ = prepare_answer(None, None, None, None, _resolve_llm)
+    assert client is None and style == "extractive"
+    assert prepare_answer(None, "span", None, None, _resolve_llm)[1] == "span"
+    with pytest.raises(ValueError, match="needs an LLM"):
+        prepare_answer(None, "short", None, None, _resolve_llm)
