@@ -38,7 +38,7 @@ def add_arguments(p):
     p.add_argument("--max-tokens", type=int, default=None, help="answer length cap in tokens (default: the style's: "
                    "short 48, paragraph 256)")
     p.add_argument("--stream", action="store_true", help="print the answer as it is written (with --json: one "
-                   "JSON line per delta, then the result)")
+                   "JSON line per delta, then the result on one line: JSON Lines)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--chars", type=int, default=240, help="characters of each passage to print (default 240)")
 
@@ -159,7 +159,8 @@ def _run(args) -> int:
         dt = time.perf_counter() - t0
         if args.json:
             print(json.dumps({"question": args.question, "answer": None, "hits": [h.to_dict() for h in hits],
-                              "cost": {"total": {"calls": 0}}, "seconds": dt, "note": note}, indent=2))
+                              "cost": {"total": {"calls": 0}}, "seconds": dt, "note": note},
+                             indent=None if args.stream else 2))   # --stream --json: JSON Lines
         else:
             print_result(args.question, hits, seconds=dt, chars=args.chars, note=note)
         return 0
@@ -177,7 +178,7 @@ def _run(args) -> int:
         d.update(question=args.question, model=model, seconds_total=dt)
         if note:
             d["note"] = note
-        print(json.dumps(d, indent=2))
+        print(json.dumps(d, indent=None if args.stream else 2))   # --stream --json: JSON Lines, one per line
     else:
         text = ans.text + ("" if ans.style == "paragraph" or not ans.citations
                            else " " + "".join(f"[{n}]" for n in ans.citations))

@@ -88,11 +88,13 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
     from pathlib import Path
 
     from ..ingest import Unreadable, list_files, read_source, sha256_hex
+    from ..ingest.base import skipped_summary
     if not Path(folder).is_dir():
         raise NotADirectoryError(f"sync needs a folder, got {str(folder)!r}")
     listing = list_files([folder])
     plan = FolderPlan(ignored=listing.ignored)
     indexed = file_documents(ix)
+    said = []
     for src in listing.sources:
         try:
             data = src.path.read_bytes()
@@ -112,8 +114,10 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
         if strict:
             raise ValueError(f"corpus file {src.doc_id} is unreadable: {reason} (--strict)")
         kept = " (its indexed version is kept)" if src.doc_id in ix.docs else ""
-        warnings.warn(f"corpus file {src.doc_id}: skipped, {reason}{kept}", TextFileWarning, stacklevel=2)
         plan.skipped.append((src.doc_id, reason))
+        said.append((src.doc_id, reason + kept))
+    if said:       # one warning for them all (contextrag.ingest.base.skipped_summary)
+        warnings.warn(f"sync: {skipped_summary(said, len(listing.sources))}", TextFileWarning, stacklevel=2)
     present = {s.doc_id for s in listing.sources}
     plan.deleted = [d for d in indexed if d not in present]
     return plan
