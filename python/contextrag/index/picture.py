@@ -3,7 +3,7 @@
 * **chunk links** (left): the links the query-time spreading follows. Chunks of different documents
   that share a rare title or term (lexical_nodes.py: w(a) > 1/2, held by chunks of at least two
   documents) are joined through a labelled square for that title or term; the attributes are taken
-  strongest link first until about ``max_chunks`` chunks are shown (at most ``per_link`` chunks per
+  titles first, each family's strongest link first, until about ``max_chunks`` chunks are shown (at most ``per_link`` chunks per
   attribute, those of highest degree), so the panel stays readable at 30 documents and at 5,000
   chunks. Chunks sit at a 2-D PCA of their embeddings and are coloured by document; the documents
   with the most chunks shown are labelled with their titles.
@@ -56,6 +56,8 @@ def chunk_links(ix, max_chunks: int = 240, per_link: int = 8, max_links: int = 6
     if n == 0:
         return {"chunks": np.zeros(0, np.int64), "links": [], "linking": 0}
     nodes = select_lexical_nodes(_lexical(ix), ix.chunk_doc_ids, n_join=max(n, 1), n_meet=0)
+    rank = {"title": 0, "phrase": 1}          # entities before terms, each in link-strength order
+    nodes = sorted(nodes, key=lambda nd: rank.get(nd.attributes[0].partition(":")[0], 2))
     chosen: dict[int, None] = {}
     links = []
     for nd in nodes:
@@ -158,6 +160,11 @@ def _draw_concepts(ax, ix, max_cooc: int = 1500, n_labels: int = 16) -> None:
     ax.set_xticks([]), ax.set_yticks([])
     if g.n_nodes:
         ax.legend(loc="lower right", fontsize=7)
+    if g.n_nodes < 5:
+        ax.text(0.5, 0.06, textwrap.fill(
+            f"{g.n_nodes} concept node{'' if g.n_nodes == 1 else 's'}: RQ codebooks of a small corpus are clamped to "
+            "its chunk count, so the topic graph is coarse; retrieval across documents rests on the chunk links "
+            "at left", 80), ha="center", va="bottom", fontsize=7.5, color="#555555", transform=ax.transAxes)
 
 
 def _png(ix, dpi: int = 80) -> bytes:
