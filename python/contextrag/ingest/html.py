@@ -11,6 +11,7 @@ from .markdown import markdown_to_text
 
 
 def _trafilatura():
+    import markdown_it  # noqa: F401 - the main text is read back by the Markdown reader
     import trafilatura
     return trafilatura
 
