@@ -9,7 +9,7 @@
   with the most chunks shown are labelled with their titles.
 * **concept graph** (right): the RQ concept nodes (seed, join, meet) at a 2-D PCA of their members'
   mean embedding, sized by member count, lattice edges dark, co-occurrence edges faint, the largest
-  nodes labelled with their attributes.
+  nodes labelled with their attributes and the title most of their chunks share.
 
 ``.html`` wraps the PNG with a table of the concept nodes. matplotlib comes with ``contextrag[plot]``.
 """
@@ -50,12 +50,12 @@ def _lexical(ix):
 
 def chunk_links(ix, max_chunks: int = 240, per_link: int = 8, max_links: int = 60) -> dict:
     """The sample the left panel draws: {"chunks": sorted chunk indices, "links": [(label, family,
-    [chunk indices])], "linking": number of linking attributes in the index}."""
+    [chunk indices])], "linking": the index's linking titles and terms (rare, of two documents or more)}."""
     from .lexical_nodes import select_lexical_nodes
     n = ix.n_chunks
     if n == 0:
         return {"chunks": np.zeros(0, np.int64), "links": [], "linking": 0}
-    nodes = select_lexical_nodes(_lexical(ix), ix.chunk_doc_ids, n_join=max(n, 1), n_meet=0)
+    nodes = select_lexical_nodes(_lexical(ix), ix.chunk_doc_ids, n_join=2**31 - 1, n_meet=0)
     rank = {"title": 0, "phrase": 1}          # entities before terms, each in link-strength order
     nodes = sorted(nodes, key=lambda nd: rank.get(nd.attributes[0].partition(":")[0], 2))
     chosen: dict[int, None] = {}
@@ -70,7 +70,8 @@ def chunk_links(ix, max_chunks: int = 240, per_link: int = 8, max_links: int = 6
         family, _, name = nd.attributes[0].partition(":")
         links.append((name, family, members))
         chosen.update(dict.fromkeys(members))
-    return {"chunks": np.array(sorted(chosen), dtype=np.int64), "links": links, "linking": len(nodes)}
+    return {"chunks": np.array(sorted(chosen), dtype=np.int64), "links": links,
+            "linking": sum(len(nd.attributes) for nd in nodes)}
 
 
 def _short(text: str, width: int = 22) -> str:
@@ -120,7 +121,7 @@ def _draw_links(ax, ix, sample: dict, n_doc_labels: int = 14) -> None:
     ax.set_title(textwrap.fill(
         f"chunk links the spreading follows: {len(sample['links'])} of {sample['linking']} linking titles/terms, "
         f"{len(chunks)} of {ix.n_chunks} chunks, {len(order)} of {len(ix.docs)} documents", 70), fontsize=9)
-    ax.legend(loc="lower right", fontsize=7, title="dot colour: document", title_fontsize=7)
+    ax.legend(loc="best", fontsize=7, title="dot colour: document", title_fontsize=7)
     ax.set_xticks([]), ax.set_yticks([])
 
 
@@ -132,7 +133,13 @@ def _node_label(ix, v: int) -> str:
     return " · ".join(names[g.attr[p]] for p in g.parents[v] if g.attr[p] >= 0)
 
 
-def _draw_concepts(ax, ix, max_cooc: int = 1500, n_labels: int = 16) -> None:
+def _member_title(ix, v: int) -> str:
+    """The title most of a node's member chunks share (a name for a topic cluster)."""
+    titles = [ix.chunk_titles[c] or ix.chunk_doc_ids[c] for c in ix.graph.members[v].indices[:400]]
+    return max(set(titles), key=titles.count) if titles else ""
+
+
+def _draw_concepts(ax, ix, max_cooc: int = 800, n_labels: int = 16) -> None:
     g = ix.graph
     mem = g.members.astype(np.float32)
     cnt = np.maximum(np.asarray(mem.sum(axis=1)).ravel(), 1)
@@ -152,11 +159,19 @@ def _draw_concepts(ax, ix, max_cooc: int = 1500, n_labels: int = 16) -> None:
         if sel.any():
             ax.scatter(P[sel, 0], P[sel, 1], s=12 + 12 * np.sqrt(size[sel]), c=COLORS[name],
                        label=f"{name} ({sel.sum()})", alpha=0.8, edgecolors="white", linewidths=0.5, zorder=3)
-    for v in np.argsort(-size, kind="stable")[:n_labels]:
-        ax.annotate(f"{_short(_node_label(ix, int(v)), 18)} ({size[v]})", P[v], xytext=(3, 3),
-                    textcoords="offset points", fontsize=6.5, color="#222222", zorder=5)
+    span = float(np.ptp(P, axis=0).max()) if len(P) else 0.0
+    placed: list = []
+    for v in np.argsort(-size, kind="stable"):      # the largest nodes, skipping one too near a named one
+        if len(placed) >= n_labels:
+            break
+        if any(np.hypot(*(P[v] - P[u])) < 0.06 * span for u in placed):
+            continue
+        placed.append(v)
+        ax.annotate(f"{_short(_node_label(ix, int(v)), 14)}: {_short(_member_title(ix, int(v)), 20)} ({size[v]})",
+                    P[v], xytext=(3, 3), textcoords="offset points", fontsize=6.5, color="#222222", zorder=5,
+                    bbox=dict(boxstyle="round,pad=0.1", fc="white", ec="none", alpha=0.7))
     ax.set_title(textwrap.fill(f"concept graph: {g.n_nodes} nodes, {len(g.edge_src)} edges over "
-                               f"{ix.n_chunks} chunks (labels: attributes, member chunks)", 70), fontsize=9)
+                               f"{ix.n_chunks} chunks (labels: attribute: the commonest member title (member chunks))", 70), fontsize=9)
     ax.set_xticks([]), ax.set_yticks([])
     if g.n_nodes:
         ax.legend(loc="lower right", fontsize=7)
