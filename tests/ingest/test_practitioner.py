@@ -114,13 +114,16 @@ def test_same_named_files_of_two_folders_added_concurrently_stay_two_documents(t
     assert results["fa"]["replaced_ids"] == results["fb"]["replaced_ids"] == []
     docs = ContextRAG.load(tmp_path / "idx", embedder=HashEmbedder()).index.docs
     assert {"fa/notes.txt", "fb/notes.txt"} <= set(docs)
-    # the same file twice at once: one adds it, the other replaces it, and each says so
+    # a new file added twice at once: one write adds it, the other then replaces it, and each says so
+    (tmp_path / "fc").mkdir()
+    (tmp_path / "fc" / "new.txt").write_text(paras[9]["text"])
     results.clear()
-    ts = [threading.Thread(target=add, args=(k, [Path("fa") / "notes.txt"])) for k in ("x", "y")]
+    ts = [threading.Thread(target=add, args=(k, [Path("fc") / "new.txt"])) for k in ("x", "y")]
     [t.start() for t in ts]
     [t.join() for t in ts]
     assert not errors, errors
-    assert sorted(len(r["replaced_ids"]) for r in results.values()) == [1, 1]   # both found it there
+    assert sorted((r["added_ids"], r["replaced_ids"]) for r in results.values()) == \
+        [([], ["fc/new.txt"]), (["fc/new.txt"], [])]
 
 
 @pytest.fixture
