@@ -113,8 +113,7 @@ def configure_logging(level_name=None):
 
 def _explain(exc: BaseException) -> tuple[str, int]:
     """(one line, exit status) for an error the user can act on; re-raised otherwise."""
-    from contextrag.rag import IndexFormatError, IndexLockTimeout
-    if isinstance(exc, ImportError):
+    if isinstance(exc, ImportError):     # before importing the index modules, which may be what is missing
         name = (getattr(exc, "name", None) or "").split(".")[0]
         extra = EXTRAS.get(name)
         if extra:
@@ -122,6 +121,7 @@ def _explain(exc: BaseException) -> tuple[str, int]:
         if name:
             return f"a required module is missing: {name} ({exc})", 3
         return f"{exc}", 3
+    from contextrag.rag import IndexFormatError, IndexLockTimeout
     if isinstance(exc, IndexFormatError):
         return str(exc), 2
     if isinstance(exc, IndexLockTimeout):

@@ -15,8 +15,13 @@ os.PathLike, read by contextrag.ingest (PDF, HTML, Markdown, DOCX, text, JSON/JS
 skipped with a warning, or a ValueError with ``strict=True``):
 
     rag = ContextRAG.build("reports/", path="idx")      # ids: paths relative to reports/
-    rag.add([Path("reports/q3.pdf")], replace=True)    # upsert: ids are file names here
+    rag.add([Path("reports/q3.pdf")], replace=True)    # upsert: id "q3.pdf", relative to reports/
     report = rag.sync_folder("reports/")               # added / changed / deleted, by content hash
+
+The index remembers the folder its file ids are relative to (``root``, or the one folder it was
+built from or last synced with: ``rag.index.info["source_root"]``); ``add`` makes the ids of the
+files it reads relative to it (``root=`` overrides), so a file added by itself gets the id that
+``sync_folder`` gives it, and same-named files of different folders never share an id.
 
 With a ``path`` every change is saved atomically before the call returns (a failed
 save leaves the previous index on disk).
@@ -127,12 +132,26 @@ def _is_paths(docs) -> bool:
     return False
 
 
-def _documents(docs, strict: bool):
-    """``docs`` as documents: files read through contextrag.ingest, anything else as given."""
+def _documents(docs, strict: bool, root=None, file_roots=()):
+    """(``docs`` as documents, the folder file ids are relative to or None): files read through
+    contextrag.ingest, anything else as given."""
     if _is_paths(docs):
         from .ingest import read_documents
-        return read_documents(docs, strict=strict).docs
-    return docs
+        got = read_documents(docs, strict=strict, root=root, file_roots=file_roots)
+        return got.docs, got.root
+    return docs, (Path(root).resolve() if root is not None else None)
+
+
+def source_root(ix) -> Path | None:
+    """The folder the index's file ids are relative to, when it remembers one that still exists."""
+    r = (getattr(ix, "info", None) or {}).get("source_root")
+    return Path(r) if isinstance(r, str) and r and Path(r).is_dir() else None
+
+
+def file_roots(ix) -> list[Path]:
+    """The folders ``add`` makes a file's id relative to, the first that holds it: the index's
+    source folder, then the current folder (same-named files of two folders keep two ids)."""
+    return [r for r in (source_root(ix), Path.cwd()) if r is not None]
 
 
 def _snapshot_of(index) -> str | None:
@@ -171,7 +190,7 @@ class ContextRAG:
     @classmethod
     def build(cls, docs, path=None, config=None, llm=None, *, embedder=None, executor: str = "local",
               ray_address: str | None = None, strict: bool = False,
-              progress: bool | None = None) -> "ContextRAG":
+              progress: bool | None = None, root=None) -> "ContextRAG":
         """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``.
 
         ``docs``: documents, or files to read (a folder, a file, a list of paths; see the module
@@ -181,6 +200,8 @@ class ContextRAG:
 
         ``executor='ray'`` embeds with Ray Data and runs stages 2-3 on shard actors of the Ray cluster
         at ``ray_address`` (a local one when None): same index, same format (contextrag.distributed).
+        ``root``: the folder file ids are relative to (remembered as the index's source folder; by
+        default the folder ``docs`` names, when it names one).
         """
         if executor not in ("local", "ray"):
             raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
@@ -193,7 +214,8 @@ class ContextRAG:
         llm = _check_llm(llm)
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-        docs = normalize_docs(_documents(docs, strict))
+        docs, src_root = _documents(docs, strict, root)
+        docs = normalize_docs(docs)
         if not docs:
             raise ValueError("docs is empty: give at least one document")
         if path is not None:
@@ -205,6 +227,8 @@ class ContextRAG:
             ix = build_index_ray(docs, config, emb, llm, address=ray_address)
         else:
             ix = build_index(docs, config, emb, llm, progress=show)
+        if src_root is not None:
+            ix.info["source_root"] = str(src_root)
         rag = cls(ix, path, llm)
         if path is not None:
             rag._write(None, replace=True, progress=show)
@@ -280,15 +304,22 @@ class ContextRAG:
             _prepare_queries(ix)
 
     # ---- updates
-    def add(self, docs, *, replace: bool = False, strict: bool = False) -> dict:
+    def add(self, docs, *, replace: bool = False, strict: bool = False, root=None) -> dict:
         """Add documents without a full rebuild (new chunks assigned to the existing codebooks).
 
-        ``docs``: documents or files (see the module docstring). An id already in the index is a
+        ``docs``: documents or files (see the module docstring). A file's id is its path relative to
+        ``root`` (a file outside it is an error), else to the first of the index's source folder and
+        the current folder that holds it, else as contextrag.ingest gives it. An id already in the index is a
         ValueError, or with ``replace=True`` an upsert: the old document is deleted and the new one
-        added in the same write (one new snapshot)."""
+        added in the same write (one new snapshot). The result's ``added_ids`` and ``replaced_ids``
+        say which happened to each document, as decided under the writer lock."""
         from .index.chunking import normalize_docs
         from .index.update import replace_docs
-        docs = _documents(docs, strict)
+        if _is_paths(docs):
+            self.sync()                              # the source folder as the index on disk has it
+            docs, _ = _documents(docs, strict, root, file_roots(self.index) if root is None else ())
+        else:
+            docs, _ = _documents(docs, strict)
         docs = list(docs) if docs is not None and not isinstance(docs, (str, bytes, dict)) else docs
         if not normalize_docs(docs):          # reject bad input before taking the lock
             raise ValueError("docs is empty: give at least one document")
@@ -302,24 +333,42 @@ class ContextRAG:
             if there and not replace:
                 raise ValueError(f"docs: ids already in the index: {there[:5]}; add(..., replace=True) "
                                  "replaces them (the CLI's add does so unless --no-replace)")
-            return replace_docs(ix, new, there, llm=self.llm)
+            kept_root = ix.info.get("source_root")
+            out = replace_docs(ix, new, there, llm=self.llm)
+            if kept_root is not None:            # a rebuild from scratch starts a fresh info
+                ix.info.setdefault("source_root", kept_root)
+            out["added_ids"] = [d.doc_id for d in new if d.doc_id not in set(there)]
+            out["replaced_ids"] = there
+            return out
         return self._write(change)
 
-    def sync_folder(self, folder, *, strict: bool = False, dry_run: bool = False) -> dict:
-        """Make the index's file documents match ``folder``: add new files, re-read changed ones
-        (their bytes' sha256 differs), delete documents whose file is gone. Ids are paths relative to
-        ``folder``. Documents that did not come from a file (no ``sha256``, or an id other than their
+    def sync_folder(self, folder=None, *, strict: bool = False, dry_run: bool = False) -> dict:
+        """Make the index's file documents match ``folder`` (None: the index's source folder): add
+        new files, re-read changed ones (their bytes' sha256 differs), delete documents whose file is
+        gone. Ids are paths relative to ``folder``, which becomes the index's source folder.
+        Documents that did not come from a file (no ``sha256``, or an id other than their
         ``source``) are left alone. Nothing changed: nothing is written (no new snapshot).
 
         Returns {"added", "changed", "deleted": [ids], "unchanged": n, "skipped": [(id, reason)],
         "ignored": n, "written": bool} (contextrag.index.update.plan_folder)."""
         from .index.update import apply_plan, plan_folder
         self.sync()                                  # compare with the index on disk, not a stale copy
+        if folder is None:
+            folder = source_root(self.index)
+            if folder is None:
+                raise ValueError("folder: this index remembers no source folder (it was not built from one, "
+                                 "or that folder is gone); give the folder to sync with")
         plan = plan_folder(self.index, folder, strict=strict)
         report = plan.report()
         if dry_run or not plan.n_changes:
             return report
-        self._write(lambda ix: apply_plan(ix, plan, llm=self.llm))
+        where = str(Path(folder).resolve())
+
+        def change(ix):
+            out = apply_plan(ix, plan, llm=self.llm)
+            ix.info["source_root"] = where
+            return out
+        self._write(change)
         report["written"] = True
         return report
 

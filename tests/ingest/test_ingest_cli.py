@@ -51,8 +51,8 @@ def test_mixed_folder_indexes_with_one_warning_and_filters_by_metadata(folder, t
     assert _index(folder, idx, cfg_file) == 0
     cap = capsys.readouterr()
     warn = [ln for ln in cap.err.splitlines() if ln.startswith("contextrag: warning:")]
-    assert warn == ["contextrag: warning: corpus file web/locked.pdf: skipped, it is an encrypted PDF "
-                    "(a password is needed)"]
+    assert warn == ["contextrag: warning: corpus: 1 of 6 files unreadable — web/locked.pdf: skipped, it is an "
+                    "encrypted PDF (a password is needed)"]
     assert "contextrag: read 5 documents from 6 files; 1 skipped (unreadable, see the warnings); " \
            "1 file of other types ignored" in cap.err
     assert "skipped 1 unreadable files: web/locked.pdf" in cap.out
@@ -84,7 +84,7 @@ def test_mixed_folder_indexes_with_one_warning_and_filters_by_metadata(folder, t
     got = _query(capsys, idx, paras[3]["text"][:80], "--filter", json.dumps({"source": "annual_2022.pdf",
                                                                              "page": {"$gte": 3}}))
     assert got and all(h["doc_ids"] == ["annual_2022.pdf"] for h in got)
-    assert all(h["metadata"]["page"] >= 3 for h in got if h["kind"] == "chunk")
+    assert all(h["metadata"]["page_end"] >= 3 for h in got if h["kind"] == "chunk")   # reaches page 3
     assert main(["query", str(idx), "q", "--no-llm", "--filter", "{year: 2020}"]) == 2
     assert "--filter is not valid JSON" in capsys.readouterr().err
 
@@ -192,7 +192,7 @@ def test_log_levels_and_inspect_out(folder, tmp_path, cfg_file, hash_embedder, c
     idx = tmp_path / "idx"
     assert main(["-q", "index", str(folder), "--out", str(idx), "--config", cfg_file]) == 0
     err = capsys.readouterr().err
-    assert "warning: corpus file web/locked.pdf" in err and "contextrag: read 5 documents" not in err
+    assert "web/locked.pdf: skipped" in err and "contextrag: read 5 documents" not in err
     assert (logger.level, logger.propagate, list(logger.handlers)) == before      # put back after main()
     shutil.rmtree(idx)
     cfg = json.loads(open(cfg_file).read())
@@ -217,7 +217,13 @@ def test_log_levels_and_inspect_out(folder, tmp_path, cfg_file, hash_embedder, c
 def test_a_missing_reader_names_the_extra(folder, tmp_path, cfg_file, hash_embedder, capsys, monkeypatch,
                                           module, suffix):
     monkeypatch.setitem(sys.modules, module, None)          # import -> ModuleNotFoundError
-    assert main(["index", str(folder / suffix), "--out", str(tmp_path / "idx"), "--config", cfg_file]) == 3
+    # that format alone: nothing readable, and the error names the extra
+    assert main(["index", str(folder / suffix), "--out", str(tmp_path / "idx"), "--config", cfg_file]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"contextrag index: error: this needs the optional module {module}: "
-                       "pip install 'contextrag[docs]'")
+    assert err[-1].startswith("contextrag index: error: nothing readable") and \
+        "needs the 'docs' extra: pip install 'contextrag[docs]'" in err[-1]
+    # in the folder: the other formats are indexed, the missing one is said once
+    assert main(["index", str(folder), "--out", str(tmp_path / "idx"), "--config", cfg_file]) == 0
+    warn = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("contextrag: warning:")]
+    assert len(warn) == 1 and suffix in warn[0] and "skipped, reading" in warn[0] and "contextrag[docs]" in warn[0]
+    assert suffix not in store.load(tmp_path / "idx", embedder=HashEmbedder()).docs

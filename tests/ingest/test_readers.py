@@ -140,7 +140,7 @@ def test_strict_and_nothing_readable(tmp_path, paras):
         got = read_documents(tmp_path)
     assert [d["id"] for d in got.docs] == ["ok.txt"] and got.skipped == [("bin.txt", "it is a binary file")]
     assert [str(w.message) for w in ws if issubclass(w.category, TextFileWarning)] == \
-        ["corpus file bin.txt: skipped, it is a binary file"]
+        ["corpus: 1 of 2 files unreadable — bin.txt: skipped, it is a binary file"]
     assert got.summary() == "read 1 document from 2 files; 1 skipped (unreadable, see the warnings)"
     (tmp_path / "ok.txt").unlink()
     with warnings.catch_warnings():
@@ -166,6 +166,9 @@ def _brute(segs, a, b):
                 if counts else at(a)
             if best is not None:
                 out[key] = best
+            touched = list(dict.fromkeys(at(i) for i in range(a, max(b, a + 1)) if at(i) is not None))
+            if touched:
+                out[f"{key}s"] = touched
     return out
 
 

@@ -14,12 +14,13 @@ if TYPE_CHECKING:      # contextrag.ingest is imported by the commands that read
 
 
 
-def add_corpus_arguments(p, *, what="corpus"):
+def add_corpus_arguments(p, *, what="corpus", root_help=None):
     """The options every command that reads documents shares (index, add)."""
     p.add_argument("--strict", action="store_true", help="an unreadable file is an error (default: skipped "
                    "with a warning)")
-    p.add_argument("--root", help="make document ids paths relative to this folder (default: a folder's files "
-                   "get paths relative to that folder, a file given by itself its name)")
+    p.add_argument("--root", help=root_help or "make document ids paths relative to this folder, which the "
+                   "index remembers as its source folder (default: a folder's files get paths relative to "
+                   "that folder, a file given by itself its name)")
     p.add_argument("--text-field", default="text", help="field holding the text (JSON/JSONL; default text)")
     p.add_argument("--id-field", default="id", help="field holding the document id (default id; "
                    "absent: the record's position)")
@@ -45,11 +46,12 @@ def fields_of(args) -> Fields:
                   getattr(args, "title_field", "title"))
 
 
-def ingest(paths, args):
-    """contextrag.ingest.Ingested for ``paths`` with the command's options."""
+def ingest(paths, args, *, file_roots=()):
+    """contextrag.ingest.Ingested for ``paths`` with the command's options (``file_roots``: see
+    contextrag.ingest.files)."""
     from contextrag.ingest import read_documents
     return read_documents(paths, root=getattr(args, "root", None), strict=bool(getattr(args, "strict", False)),
-                          fields=fields_of(args))
+                          fields=fields_of(args), file_roots=file_roots)
 
 
 def read_corpus(path, args) -> list[dict]:
@@ -93,7 +95,7 @@ def run(args) -> int:
         llm = make_client(args.llm)
     ray_kw = {} if getattr(args, "ray", None) is None else \
         {"executor": "ray", "ray_address": None if args.ray == "local" else args.ray}
-    rag = ContextRAG.build(docs, path=os.fspath(args.out), config=config, llm=llm, **ray_kw)
+    rag = ContextRAG.build(docs, path=os.fspath(args.out), config=config, llm=llm, root=got.root, **ray_kw)
     st = rag.stats()
     if args.json:
         print(json.dumps(st, indent=2, default=str))

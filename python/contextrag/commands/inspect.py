@@ -1,5 +1,6 @@
 """`contextrag inspect DIR [--out graph.png]`: an index's statistics and, when asked for, a picture of
-its concept graph (PNG or HTML) written where ``--out`` says. Nothing is written into the index
+what retrieval walks (PNG or HTML: the chunk links through shared titles and terms beside the concept
+graph, contextrag.index.picture) written where ``--out`` says. Nothing is written into the index
 directory: a picture there would go stale at the next rebuild or sync."""
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from pathlib import Path
 def add_arguments(p):
     p.add_argument("index", help="index directory")
     p.add_argument("--out", "--plot", dest="plot", metavar="PATH",
-                   help="write the concept graph picture to PATH (.png or .html); without it, statistics only")
+                   help="write the picture (chunk links and concept graph) to PATH (.png or .html); without it, "
+                        "statistics only")
     p.add_argument("--no-plot", action="store_true", help="statistics only (the default without --out)")
     p.add_argument("--json", action="store_true", help="print the statistics as JSON")
 
@@ -50,7 +52,7 @@ def run(args) -> int:
             raise ValueError(f"--out {args.plot}: the picture is written as .png or .html")
         from contextrag.index.picture import draw
         draw(rag.index, out)
-        print(f"concept graph picture: {out}")
+        print(f"concept graph picture, beside the chunk links: {out}")
     elif not args.json and not args.no_plot:
-        print("(--out graph.png or graph.html writes a picture of the concept graph)")
+        print("(--out graph.png or graph.html writes a picture of the chunk links and the concept graph)")
     return 0

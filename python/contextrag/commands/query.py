@@ -46,7 +46,7 @@ def add_arguments(p):
     p.add_argument("--max-tokens", type=int, default=None, help="answer length cap in tokens (default: the style's: "
                    "short 48, paragraph 256)")
     p.add_argument("--stream", action="store_true", help="print the answer as it is written (with --json: one "
-                   "JSON line per delta, then the result)")
+                   "JSON line per delta, then the result on one line: JSON Lines)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--chars", type=int, default=240, help="characters of each passage to print (default 240)")
 
@@ -177,7 +177,7 @@ def _run(args) -> int:
         d.update(question=args.question, model=model, seconds_total=dt)
         if note:
             d["note"] = note
-        print(_dumps(d, indent=2))
+        print(_dumps(d, indent=None if args.stream else 2))   # --stream --json: JSON Lines, one per line
     else:
         text = ans.text + ("" if ans.style == "paragraph" or not ans.citations
                            else " " + "".join(f"[{n}]" for n in ans.citations))

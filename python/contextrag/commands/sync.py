@@ -1,7 +1,8 @@
 """`contextrag sync IDX FOLDER`: make an index match a folder: add new files, re-read changed ones
 (by the sha256 of their bytes), delete the documents of removed files; report what changed. An
 unchanged folder leaves the index untouched (no new snapshot). Document ids are paths relative to
-FOLDER, as `contextrag index FOLDER` gives them."""
+FOLDER, as `contextrag index FOLDER` gives them; without FOLDER, the index's source folder (the one
+it was built from or last synced with)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +10,7 @@ import json
 
 def add_arguments(p):
     p.add_argument("index", help="index directory")
-    p.add_argument("folder", help="the folder the index mirrors")
+    p.add_argument("folder", nargs="?", help="the folder the index mirrors (default: its source folder)")
     p.add_argument("--strict", action="store_true", help="an unreadable file is an error (default: skipped "
                    "with a warning; a changed file that no longer reads keeps its indexed version)")
     p.add_argument("--dry-run", action="store_true", help="report what would change; write nothing")

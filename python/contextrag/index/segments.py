@@ -10,16 +10,19 @@ page break or a heading), and a chunk's location is derived from its character s
   ``page_end`` (the page of its last);
 * any other key (``section``) gets the value of the segment holding most of the chunk's characters
   (the earlier one on a tie), so a window that starts with the tail of one section and then covers
-  the next heading is filed under that next section.
+  the next heading is filed under that next section; and the plural key (``sections``) lists every
+  segment value the chunk touches, in order.
 
-The location is merged into ``Hit.metadata`` and is what a ``page``/``section`` filter tests.
+The location is merged into ``Hit.metadata`` and is what a ``page``/``section`` filter tests: a page
+filter matches a chunk whose pages ``page``..``page_end`` include a matching page, a section filter
+one whose ``sections`` include a matching section (contextrag.query.filters).
 """
 from __future__ import annotations
 
 from bisect import bisect_right
 
 RANGE_KEYS = ("page",)
-LOCATION_KEYS = frozenset({"page", "page_end", "section"})
+LOCATION_KEYS = frozenset({"page", "page_end", "section", "sections"})
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -66,7 +69,7 @@ def locate(segments: dict | None, start: int, end: int) -> dict:
             if segs[i][1] is not None:
                 out[key], out[f"{key}_end"] = segs[i][1], segs[j][1]
             continue
-        best, best_len = None, -1
+        best, best_len, touched = None, -1, []
         for k in range(i, len(segs)):
             a = max(segs[k][0], start)
             if a >= end and k > i:
@@ -74,6 +77,10 @@ def locate(segments: dict | None, start: int, end: int) -> dict:
             b = min(segs[k + 1][0] if k + 1 < len(segs) else end, end)
             if b - a > best_len:
                 best, best_len = segs[k][1], b - a
+            if segs[k][1] is not None and (b > a or k == i) and segs[k][1] not in touched:
+                touched.append(segs[k][1])
         if best is not None:
             out[key] = best
+        if touched:
+            out[f"{key}s"] = touched
     return out

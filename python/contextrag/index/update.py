@@ -90,11 +90,13 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
     from ..ingest import Unreadable, list_files, read_source, sha256_hex
     from ..ingest.files import read_file_bytes
     from ..textfile import shown_name
+    from ..ingest.base import skipped_summary
     if not Path(folder).is_dir():
         raise NotADirectoryError(f"sync needs a folder, got {str(folder)!r}")
     listing = list_files([folder])
     plan = FolderPlan(ignored=listing.ignored)
     indexed = file_documents(ix)
+    said = []
     for src in listing.sources:
         try:
             data = read_file_bytes(src.path)     # regular files only, bounded
@@ -115,8 +117,10 @@ def plan_folder(ix, folder, *, strict: bool = False) -> FolderPlan:
         if strict:
             raise ValueError(f"corpus file {name} is unreadable: {reason} (--strict)")
         kept = " (its indexed version is kept)" if src.doc_id in ix.docs else ""
-        warnings.warn(f"corpus file {name}: skipped, {reason}{kept}", TextFileWarning, stacklevel=2)
         plan.skipped.append((name, reason))
+        said.append((name, reason + kept))
+    if said:       # one warning for them all (contextrag.ingest.base.skipped_summary)
+        warnings.warn(f"sync: {skipped_summary(said, len(listing.sources))}", TextFileWarning, stacklevel=2)
     present = {s.doc_id for s in listing.sources}
     plan.deleted = [d for d in indexed if d not in present]
     return plan

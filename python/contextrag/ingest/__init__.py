@@ -8,9 +8,9 @@ year, ...) and pages/sections as segments. See files.py for the rules and docs/I
 """
 from __future__ import annotations
 
-from .base import Extracted, Unreadable
+from .base import Extracted, MissingReader, Unreadable
 from .files import KINDS, Ingested, Listing, Source, as_paths, list_files, read_documents, read_source, sha256_hex
 from .records import Fields, read_records
 
 __all__ = ["read_documents", "read_source", "list_files", "read_records", "Fields", "Ingested", "Listing",
-           "Source", "Extracted", "Unreadable", "KINDS", "as_paths", "sha256_hex"]
+           "Source", "Extracted", "Unreadable", "MissingReader", "KINDS", "as_paths", "sha256_hex"]

@@ -11,6 +11,26 @@ class Unreadable(Exception):
     """A file that cannot be read as a document; the message is the reason, said to the user."""
 
 
+class MissingReader(Unreadable):
+    """A file whose format's reader cannot be imported (its optional package is missing or broken).
+    Every file of that format is skipped; the folder walk warns once per format, naming the extra."""
+
+    def __init__(self, kind: str, error: BaseException, extra: str = "docs"):
+        self.kind, self.extra = kind, extra
+        detail = " ".join(str(error).split())[:160]
+        super().__init__(f"reading {kind} files needs the '{extra}' extra: pip install 'contextrag[{extra}]' "
+                         f"({type(error).__name__}: {detail})")
+
+
+def reader_import(kind: str, load, extra: str = "docs"):
+    """``load()`` (a reader's imports), with any ImportError as :class:`MissingReader` for ``kind``.
+    lxml, for one, raises ImportError from inside trafilatura when lxml_html_clean is absent."""
+    try:
+        return load()
+    except ImportError as e:
+        raise MissingReader(kind, e, extra) from None
+
+
 @dataclass
 class Extracted:
     text: str
@@ -84,3 +104,19 @@ def scalar_metadata(d: dict) -> dict:
         if m and 1000 <= int(m.group(1)) <= 2999:
             out["year"] = int(m.group(1))
     return out
+
+
+def skipped_summary(skipped, total: int | None = None, *, shown: int = 3) -> str:
+    """One line for every skipped file, ``skipped`` being (file, reason) pairs: files that share a
+    reason (all the HTML files of a missing reader, say) are said together, once."""
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped:
+        by_reason.setdefault(str(reason), []).append(str(name))
+    parts = []
+    for reason, names in by_reason.items():
+        listed = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+        parts.append(f"{listed}: skipped, {reason}")
+    n = len(skipped)
+    of = f" of {total}" if total is not None else ""
+    files = "file" if (total if total is not None else n) == 1 else "files"
+    return f"{n}{of} {files} unreadable — " + "; ".join(parts)

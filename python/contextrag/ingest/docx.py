@@ -5,20 +5,24 @@ from __future__ import annotations
 import io
 import zipfile
 
-from .base import Extracted, TextBuilder, Unreadable, scalar_metadata
+from .base import Extracted, TextBuilder, Unreadable, reader_import, scalar_metadata
+
+
+def _python_docx():
+    import docx
+    from docx.opc.exceptions import PackageNotFoundError
+    from docx.table import Table
+    from docx.text.paragraph import Paragraph
+    return docx, PackageNotFoundError, Table, Paragraph
 
 
 def read_docx(data: bytes) -> Extracted:
-    import docx
-    from docx.opc.exceptions import PackageNotFoundError
+    docx, PackageNotFoundError, Table, Paragraph = reader_import("DOCX", _python_docx)
 
     try:
         d = docx.Document(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as e:
         raise Unreadable(f"it is not a readable DOCX file ({type(e).__name__}: {e})"[:200]) from None
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
     b = TextBuilder()
     title = None
     for child in d.element.body.iterchildren():

@@ -5,18 +5,24 @@
   given by path are corpora of records (ingest/records.py). In a folder walk other files, .json and
   .jsonl included, and hidden files and folders (".git") are ignored (counted, not read).
 * Document ids: a folder's files get their path relative to that folder ("guide/intro.md"); a file
-  given by itself gets its name; ``root`` makes every id relative to that folder instead.
+  given by itself gets its name; ``root`` makes every id relative to that folder instead (a file
+  outside it is an error). ``file_roots`` (what ``add`` passes: the index's source folder, then the
+  current folder) come first where they hold the file: each file's id is its path relative to the
+  first of them inside which it lies. ``Ingested.root`` is the folder the ids are relative to
+  (``root``, or the one folder given), which an index remembers as its source folder.
 * Each file document's metadata: ``source`` (= its id), ``sha256`` (of the file's bytes),
   ``format`` (pdf, html, markdown, text, docx), what the reader found (``pages``, ``author``,
   ``date``, ``year``, front-matter fields), and its pages or sections as segments
   (contextrag.index.segments).
 * A file that cannot be read (binary, undecodable, encrypted or broken PDF, a reader's failure such
   as a PDF compression bomb, no visible text, larger than ``MAX_FILE_BYTES``, a symlink loop, a
-  name that is not UTF-8) is skipped with one warning naming it and the reason, or is a ValueError
-  with ``strict``; when nothing at all is readable that is a ValueError saying so. Entries that are
-  not regular files (FIFOs, sockets, devices, also behind a symlink) are skipped without being
-  opened; every read is bounded by ``MAX_FILE_BYTES``. A missing optional reader (pypdf, trafilatura,
-  python-docx) is an ImportError naming the module (the CLI adds: pip install 'contextrag[docs]').
+  name that is not UTF-8) is skipped, or is a ValueError with ``strict``; one warning names every
+  skipped file and its reason (files sharing a reason said together); when nothing at all is readable
+  that is a ValueError saying so. Entries that are not regular files (FIFOs, sockets, devices, also
+  behind a symlink) are skipped without being opened; every read is bounded by ``MAX_FILE_BYTES``.
+  A format whose reader cannot be imported (pypdf, trafilatura and lxml_html_clean, python-docx
+  missing or broken) has its files skipped for that reason, naming the extra that installs it
+  (pip install 'contextrag[docs]'): one format's missing package never stops the others.
 """
 from __future__ import annotations
 
@@ -29,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..textfile import TextFileWarning, has_visible_text, shown_name, sniff
-from .base import Extracted, Unreadable, scalar_metadata
+from .base import Extracted, Unreadable, scalar_metadata, skipped_summary
 from .records import Fields, read_records, unique
 
 log = logging.getLogger("contextrag.ingest")
@@ -59,6 +65,7 @@ class Ingested:
     files: int                      # document files looked at (records files not counted)
     skipped: list[tuple[str, str]]  # (file, reason)
     ignored: int                    # files of other types in the folders walked
+    root: Path | None = None        # the folder every file id is relative to, when there is one
 
     def summary(self) -> str:
         s = f"read {_n(len(self.docs), 'document')} from {_n(self.files, 'file')}"
@@ -103,10 +110,20 @@ def _rel_id(path: Path, base: Path) -> str:
             return form(path).relative_to(form(base)).as_posix()
         except (ValueError, RuntimeError, OSError):
             continue
-    raise ValueError(f"{path} is not inside --root {base}")
+    raise ValueError(f"{path} is not inside {base}, the folder document ids are relative to (--root, or "
+                     "the source folder the index remembers); give --root to choose another")
 
 
-def list_files(paths, *, root=None) -> Listing:
+def _first_rel(path: Path, roots) -> str | None:
+    for r in roots:
+        try:
+            return _rel_id(path, Path(r))
+        except ValueError:
+            continue
+    return None
+
+
+def list_files(paths, *, root=None, file_roots=()) -> Listing:
     """The document files and record corpora that ``paths`` name, with their document ids."""
     base = None if root is None else Path(root)
     if base is not None and not base.is_dir():
@@ -122,7 +139,8 @@ def list_files(paths, *, root=None) -> Listing:
                 if kind is None:
                     out.ignored += 1
                     continue
-                out.sources.append(Source(f, _rel_id(f, base or p), kind))
+                rel = _rel_id(f, base) if base is not None else _first_rel(f, file_roots) or _rel_id(f, p)
+                out.sources.append(Source(f, rel, kind))
         else:
             suffix = p.suffix.lower()
             if suffix in RECORD_SUFFIXES:
@@ -132,7 +150,8 @@ def list_files(paths, *, root=None) -> Listing:
             if kind is None:
                 raise ValueError(f"corpus {str(p)!r} is not a supported file: give a folder, a .json or .jsonl "
                                  f"corpus, or files ending in {', '.join(sorted(KINDS))}")
-            out.sources.append(Source(p, _rel_id(p, base) if base is not None else p.name, kind))
+            rel = _rel_id(p, base) if base is not None else _first_rel(p, file_roots) or p.name
+            out.sources.append(Source(p, rel, kind))
     for s in out.sources:
         if s.doc_id in seen and seen[s.doc_id].resolve() != s.path.resolve():
             raise ValueError(f"{seen[s.doc_id]} and {s.path} would share the document id {s.doc_id!r}; "
@@ -256,9 +275,10 @@ def read_source(src: Source, data: bytes | None = None) -> dict:
     return doc
 
 
-def read_documents(paths, *, root=None, strict: bool = False, fields: Fields = Fields()) -> Ingested:
+def read_documents(paths, *, root=None, strict: bool = False, fields: Fields = Fields(),
+                   file_roots=()) -> Ingested:
     """Every document that ``paths`` name (see the module docstring), in a stable order."""
-    listing = list_files(paths, root=root)
+    listing = list_files(paths, root=root, file_roots=file_roots)
     docs: list[dict] = []
     skipped: list[tuple[str, str]] = []
     for src in listing.sources:
@@ -270,10 +290,14 @@ def read_documents(paths, *, root=None, strict: bool = False, fields: Fields = F
                 raise ValueError(f"corpus file {name} is unreadable: {e} (--strict; without it the "
                                  "file would be skipped)") from None
             skipped.append((name, str(e)))
-            warnings.warn(f"corpus file {name}: skipped, {e}", TextFileWarning, stacklevel=2)
+    if skipped:   # one warning for them all (files sharing a reason, a missing reader's, said once)
+        warnings.warn(f"corpus: {skipped_summary(skipped, len(listing.sources))}", TextFileWarning, stacklevel=2)
     for rec in listing.records:
         docs.extend(read_records(rec, fields))
-    out = Ingested(docs, len(listing.sources), skipped, listing.ignored)
+    given = as_paths(paths)
+    base = Path(root) if root is not None else given[0] if len(given) == 1 and given[0].is_dir() else None
+    out = Ingested(docs, len(listing.sources), skipped, listing.ignored,
+                   base.resolve() if base is not None else None)
     if not docs:
         names = ", ".join(shown_name(str(p)) for p in as_paths(paths))[:200]
         if skipped:

@@ -6,12 +6,18 @@ from __future__ import annotations
 
 import logging
 
-from .base import Extracted, Unreadable, scalar_metadata
+from .base import Extracted, MissingReader, Unreadable, reader_import, scalar_metadata
 from .markdown import markdown_to_text
 
 
-def read_html(data: bytes) -> Extracted:
+def _trafilatura():
+    import markdown_it  # noqa: F401 - the main text is read back by the Markdown reader
     import trafilatura
+    return trafilatura
+
+
+def read_html(data: bytes) -> Extracted:
+    trafilatura = reader_import("HTML", _trafilatura)
 
     quiet = logging.getLogger("trafilatura")
     level = quiet.level
@@ -22,6 +28,8 @@ def read_html(data: bytes) -> Extracted:
                                      include_images=False, include_tables=True, include_formatting=True,
                                      include_comments=False, favor_recall=True)
             meta = trafilatura.extract_metadata(data, extensive=False)
+        except ImportError as e:  # a module trafilatura imports on first use (lxml's cleaner)
+            raise MissingReader("HTML", e) from None
         except Exception as e:   # noqa: BLE001 - lxml raises many types for broken markup
             raise Unreadable(f"it is not readable HTML ({type(e).__name__}: {e})"[:200]) from None
         if not (md and md.strip()):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from .base import Extracted, TextBuilder, scalar_metadata
+from .base import Extracted, TextBuilder, reader_import, scalar_metadata
 
 _FRONT = re.compile(r"\A(?:\ufeff)?---[ \t]*\r?\n(.*?)\r?\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S)
 _parser = None
@@ -20,8 +20,10 @@ _parser = None
 def _md():
     global _parser
     if _parser is None:
-        from markdown_it import MarkdownIt
-        _parser = MarkdownIt("commonmark").enable("table")
+        def load():
+            from markdown_it import MarkdownIt
+            return MarkdownIt
+        _parser = reader_import("Markdown", load, extra="index")("commonmark").enable("table")
     return _parser
 
 

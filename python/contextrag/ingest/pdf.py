@@ -9,7 +9,7 @@ from __future__ import annotations
 import io
 import logging
 
-from .base import Extracted, TextBuilder, Unreadable, scalar_metadata
+from .base import Extracted, TextBuilder, Unreadable, reader_import, scalar_metadata
 
 
 def _info(reader) -> dict:
@@ -33,9 +33,14 @@ def _info(reader) -> dict:
     return out
 
 
-def read_pdf(data: bytes) -> Extracted:
+def _pypdf():
     from pypdf import PdfReader
     from pypdf.errors import FileNotDecryptedError, PdfReadError
+    return PdfReader, FileNotDecryptedError, PdfReadError
+
+
+def read_pdf(data: bytes) -> Extracted:
+    PdfReader, FileNotDecryptedError, PdfReadError = reader_import("PDF", _pypdf)
 
     quiet = logging.getLogger("pypdf")      # pypdf logs every repaired oddity; the skip line says enough
     level = quiet.level

@@ -4,6 +4,11 @@
     retriever = ContextRAGRetriever(index="idx", k=6, filter={"year": {"$gte": 2020}})
     docs = retriever.invoke("Who founded the company that makes the X2?")
     docs = retriever.invoke("...", k=3, doc_ids=["doc-7"])      # per-call k / doc_ids / filter
+    retriever = ContextRAGRetriever(index="idx", search_kwargs={"k": 2})   # LangChain's convention
+
+``search_kwargs`` (as ``VectorStore.as_retriever`` takes it) sets the same fields: ``k``, ``filter``,
+``doc_ids``, ``explain``, ``overrides``; any other key, or a value that contradicts the field given
+beside it, is a ValueError.
 
 Each ``Document`` has the item text as ``page_content``, the item id as ``id`` and
 ``contextrag.integrations.hit_metadata`` as ``metadata`` (score: the absolute relevance in [0, 1], so a
@@ -39,6 +44,7 @@ class ContextRAGRetriever(BaseRetriever):
     filter: dict | Callable | None = None
     explain: bool = False
     overrides: dict = {}   # Config query fields (w_bm25, w_spread, ...) for contextrag's retrieve
+    search_kwargs: dict = {}   # LangChain's name for the same fields (k, filter, ...): merged into them
 
     @model_validator(mode="before")
     @classmethod
@@ -46,6 +52,20 @@ class ContextRAGRetriever(BaseRetriever):
         if isinstance(values, dict) and "index" in values:
             values = dict(values)
             values["index"] = open_rag(values["index"])
+        if isinstance(values, dict) and values.get("search_kwargs") is not None:
+            values = dict(values)
+            sk = values["search_kwargs"]
+            if not isinstance(sk, dict):
+                raise ValueError(f"search_kwargs must be a dict, got {type(sk).__name__}")
+            bad = sorted(set(sk) - set(_CALL_KEYS))
+            if bad:
+                raise ValueError(f"search_kwargs: unknown key(s) {bad}; contextrag's retriever takes "
+                                 f"{list(_CALL_KEYS)}")
+            for key, v in sk.items():
+                if key in values and values[key] != v:
+                    raise ValueError(f"search_kwargs[{key!r}] = {v!r} contradicts {key}={values[key]!r}; "
+                                     "give one of them")
+                values[key] = v
         return values
 
     @model_validator(mode="after")

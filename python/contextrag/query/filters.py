@@ -8,12 +8,21 @@ only ``$ne`` and ``$nin``. ``title`` is the document's title unless its metadata
 its own. The documents that pass become a doc_id set (intersected with ``doc_ids`` when both are
 given), so an item passes exactly when its source chunks all come from passing documents.
 
-``page``, ``page_end`` and ``section`` describe where a chunk sits in its document
+``page``, ``page_end``, ``section`` and ``sections`` describe where a chunk sits in its document
 (contextrag.index.segments) rather than the document: a dict filter naming one of them, on an index
 whose documents have pages or sections, is tested per chunk (the document's metadata plus the chunk's
 location) and becomes a :class:`ChunkSelection`, which the query stage turns into the same item mask
-(an item passes when all its source chunks pass). Either way the filter only masks items: no score
-is computed for the excluded ones beyond what the unfiltered query computes.
+(an item passes when all its source chunks pass). A chunk covers a range of pages and may touch
+several sections: ``page`` matches when some page from ``page`` to ``page_end`` satisfies the
+condition (``{"page": 2}`` passes a chunk on pages 1-3), ``section`` when some section the chunk
+touches does (``{"section": "Background"}`` passes a chunk that begins in "Introduction"); the
+negative operators ``$ne``/``$nin`` must hold for every page or section. Either way the filter only
+masks items: no score is computed for the excluded ones beyond what the unfiltered query computes.
+
+A dict filter's keys must be keys the index knows (``title``, a key of some document's metadata, a
+location key when some document has pages or sections): any other key, a misspelt one or a
+top-level operator such as ``$or``, is a ValueError listing the known keys, never a silent empty
+result.
 """
 from __future__ import annotations
 
@@ -84,6 +93,63 @@ def matches(filter_, doc_id: str, metadata: dict) -> bool:
     return all(_match_one(metadata, k, c) for k, c in filter_.items())
 
 
+_POSITIVE = ("$eq", "$gt", "$gte", "$lt", "$lte", "$in")
+
+
+def _match_many(values: list, cond) -> bool:
+    """``cond`` against a chunk's several pages or sections: some value satisfies its positive part,
+    every value its negative part (``$ne``, ``$nin``)."""
+    if not isinstance(cond, dict):
+        cond = {"$in": list(cond)} if isinstance(cond, (list, tuple, set, frozenset)) else {"$eq": cond}
+    pos = {op: c for op, c in cond.items() if op in _POSITIVE}
+    neg = {op: c for op, c in cond.items() if op not in _POSITIVE}
+    if not values:
+        return not pos
+    if pos and not any(_match_one({"v": v}, "v", pos) for v in values):
+        return False
+    return all(_match_one({"v": v}, "v", neg) for v in values) if neg else True
+
+
+def _match_located(filter_: dict, meta: dict, loc: dict) -> bool:
+    """A dict filter against a document's metadata plus one chunk's location."""
+    for key, cond in filter_.items():
+        if key == "page" and "page" in loc:
+            a, b = loc["page"], loc.get("page_end", loc["page"])
+            pages = list(range(a, b + 1)) if isinstance(a, int) and isinstance(b, int) and 0 <= b - a < 100_000 \
+                else [a, b]
+            ok = _match_many(pages, cond)
+        elif key == "section" and "sections" in loc:
+            ok = _match_many(loc["sections"], cond)
+        elif key == "sections" and "sections" in loc:
+            ok = _match_many(loc["sections"], cond)
+        else:
+            ok = _match_one({**meta, **loc}, key, cond)
+        if not ok:
+            return False
+    return True
+
+
+def _check_keys(ix, filter_: dict) -> None:
+    """ValueError when ``filter_`` names a key the index does not know (see the module docstring)."""
+    wanted = set(filter_) - {"title"}
+    docs = ix.docs
+    seen: set = {"title"}
+    for info in docs.values():
+        info = info or {}
+        seen.update(info.get("metadata") or {})
+        for key in info.get("segments") or {}:
+            seen.update((key, f"{key}s", f"{key}_end") if key == "page" else (key, f"{key}s"))
+        if wanted <= seen:
+            return
+    unknown = sorted(wanted - seen)
+    if not docs:
+        return                          # an empty index knows no key; nothing can match anyway
+    hint = " (top-level operators are not supported: give {key: {\"$op\": value}} conditions, all ANDed)" \
+        if any(k.startswith("$") for k in unknown) else ""
+    raise ValueError(f"filter: unknown key(s) {unknown}{hint}; this index's documents have the keys "
+                     f"{sorted(seen)}")
+
+
 def _doc_meta(info) -> dict:
     info = info or {}
     return {"title": info.get("title") or "", **(info.get("metadata") or {})}
@@ -132,7 +198,7 @@ def _chunk_selection(ix, filter_, wanted) -> ChunkSelection:
             keep[c] = verdict[d]
             continue
         a, b = (int(x) for x in ix.chunk_spans[c])
-        keep[c] = matches(filter_, d, {**_doc_meta(info), **locate(segs, a, b)})
+        keep[c] = _match_located(filter_, _doc_meta(info), locate(segs, a, b))
     passing = list(dict.fromkeys(ix.chunk_doc_ids[c] for c in np.flatnonzero(keep)))
     return ChunkSelection(keep, passing)
 
@@ -158,6 +224,8 @@ def doc_ids_for(index, doc_ids=None, filter=None):
     if not isinstance(docs, dict):
         raise TypeError("filter needs an index with document metadata (a contextrag Index or ContextRAG)")
     wanted = _wanted(doc_ids)
+    if isinstance(filter, dict):
+        _check_keys(ix, filter)
     if isinstance(filter, dict) and LOCATION_KEYS & set(filter) and hasattr(ix, "chunk_spans") \
             and any((info or {}).get("segments") for info in docs.values()):
         return _chunk_selection(ix, filter, wanted)
