@@ -28,7 +28,7 @@ import numpy as np
 
 def question_terms(question: str) -> list[str]:
     """The question's distinct BM25 terms, in order (the index's tokenizer)."""
-    from ..index.lexical_map import query_tokens
+    from ..index.lexical.tokens import query_tokens
 
     return list(dict.fromkeys(query_tokens(question)))
 
