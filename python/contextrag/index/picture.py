@@ -44,7 +44,7 @@ def _lexical(ix):
     lex = getattr(ix, "lexical", None)
     if lex is not None and getattr(lex, "families", None):
         return lex
-    from .lexical import LexicalContext
+    from .lexical.families import LexicalContext
     return LexicalContext.build(list(ix.chunk_titles), list(ix.chunk_texts), families=("title", "term"))
 
 
