@@ -91,7 +91,7 @@ def test_auto_embeds_large_batches_on_the_bulk_backend_and_queries_on_onnx(torch
     """Under auto on a CPU a build-sized embed_passages goes to the profile's pick (forced here) and
     gives fp32's vectors to AUTO_MIN_COSINE; queries and small batches stay on ONNX (no torch)."""
     pytest.importorskip("onnxruntime")
-    from contextrag.index import embedding
+    from contextrag.embed import embedder as embedding
     monkeypatch.setenv("CONTEXTRAG_PRECISION", "bf16")
     monkeypatch.setattr(embedding, "BULK_MIN_TEXTS", 4)
     e = embedding.Embedder(backend="auto", device="cpu", batch_size=4)

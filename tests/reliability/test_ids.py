@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from contextrag import ContextRAG
 from contextrag.index.chunking import chunk_id, normalize_docs, split_chunk_id
+from contextrag.textfile import has_visible_text
 from hash_embedder import HashEmbedder
 
 ids = st.text(min_size=1, max_size=24).filter(lambda s: "\x00" not in s)
 texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=300).filter(
-    lambda s: s.strip() and "\x00" not in s)
+    lambda s: has_visible_text(s) and "\x00" not in s)      # zero-width-only text is refused as empty
 NASTY = ["a#1", "a", "a#1#0", "../../etc/passwd", "/abs/path", "..", ".", " ", "  lead and trail  ",
          "tab\there", "new\nline", "Henry #2", "http://example.com/page#frag", "Ωμέγα 🚀", "summary:0",
          "join:1", "doc0", "CURRENT", "snap-1-deadbeef", "LOCK", "%s{}", "'; DROP TABLE docs; --"]

@@ -1,7 +1,7 @@
 """A picture of what retrieval walks (``contextrag inspect --out``), two panels side by side:
 
 * **chunk links** (left): the links the query-time spreading follows. Chunks of different documents
-  that share a rare title or term (lexical_nodes.py: w(a) > 1/2, held by chunks of at least two
+  that share a rare title or term (lexical/nodes.py: w(a) > 1/2, held by chunks of at least two
   documents) are joined through a labelled square for that title or term; the attributes are taken
   titles first, each family's strongest link first, until about ``max_chunks`` chunks are shown (at most ``per_link`` chunks per
   attribute, those of highest degree), so the panel stays readable at 30 documents and at 5,000
@@ -51,7 +51,7 @@ def _lexical(ix):
 def chunk_links(ix, max_chunks: int = 240, per_link: int = 8, max_links: int = 60) -> dict:
     """The sample the left panel draws: {"chunks": sorted chunk indices, "links": [(label, family,
     [chunk indices])], "linking": the index's linking titles and terms (rare, of two documents or more)}."""
-    from .lexical_nodes import select_lexical_nodes
+    from .lexical.nodes import select_lexical_nodes
     n = ix.n_chunks
     if n == 0:
         return {"chunks": np.zeros(0, np.int64), "links": [], "linking": 0}
