@@ -72,7 +72,7 @@ from pathlib import Path
 def pytest_configure(config):
     import contextrag
     import contextrag._C
-    from contextrag.ops._backend import availability
+    from contextrag.ops import availability
     site = Path(sysconfig.get_paths()["purelib"]).resolve()
     for mod in (contextrag, contextrag._C):
         assert site in Path(mod.__file__).resolve().parents, f"{mod.__name__} imported from {mod.__file__}"

@@ -36,7 +36,7 @@ def fcm_gemm_rates(X, C, repeats=15):
     """The two GEMMs of one FCM iteration at this shape: torch fp32, torch bf16 (bf16 output) and
     our bf16-input fp32-output kernel."""
     import torch
-    from contextrag.ops._backend import native
+    from contextrag.ops import native
     Cn = native()
     n, d = X.shape
     c = C.shape[0]

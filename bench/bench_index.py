@@ -59,7 +59,7 @@ def machine() -> dict:
             "torch_threads": torch.get_num_threads(), "contextrag": contextrag.__version__,
             "backends": {k: v["available"] for k, v in contextrag.ops.backends().items()},
             "git_commit": commit, "loadavg_start": os.getloadavg(),
-            "contextrag_cpu_isa": contextrag.ops._backend.native().cpu_isa() if contextrag.ops._backend.native() else None,
+            "contextrag_cpu_isa": contextrag.ops.native().cpu_isa() if contextrag.ops.native() else None,
             "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA"),
             "profile": contextrag.machine.profile().to_dict(), "precision_env": os.environ.get("CONTEXTRAG_PRECISION")}
 

@@ -25,7 +25,7 @@ from bench_cpu_common import loadavg, machine, timed, write  # noqa: E402
 
 from contextrag import ops  # noqa: E402
 from contextrag.index.lexical.families import lexical_families  # noqa: E402
-from contextrag.ops.spread import _gather_py  # noqa: E402
+from contextrag.ops.spread import gather_py  # noqa: E402
 from contextrag.query.spread import LexicalState, pick_seeds, seed_relevance  # noqa: E402
 
 
@@ -71,7 +71,7 @@ def gather_all(st, seeds, degs, mu):
     """The NumPy gather, one query at a time: per seed its row, then the activated columns."""
     out = np.zeros((len(seeds), st.G.n), np.float32)
     for q in range(len(seeds)):
-        out[q] = _gather_py(st.G, seeds[q:q + 1], degs[q:q + 1].astype(st.G.dtype), mu[q:q + 1])[0]
+        out[q] = gather_py(st.G, seeds[q:q + 1], degs[q:q + 1].astype(st.G.dtype), mu[q:q + 1])[0]
     return out
 
 

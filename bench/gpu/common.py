@@ -75,8 +75,7 @@ class Ctx:
             self.n_iter, self.batched = 10, (64, 15_625)
             self.fit_iter, self.graph_iter = 5, 20
         import contextrag.ops as ops
-        from contextrag.ops._registry import IMPLS
-        self.ops, self.IMPLS = ops, IMPLS
+        self.ops, self.IMPLS = ops, ops.op_tables()
         av = ops.backends()
         self.backends = [b for b in ("triton", "cuda") if av[b]["available"]]
         if os.environ.get(NO_CUDA_ENV) and "cuda" in self.backends:

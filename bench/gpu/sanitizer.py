@@ -19,7 +19,7 @@ def sanitize_payload(smoke: bool) -> int:
     import torch
     import contextrag.ops as ops
     from contextrag.ops import _kmeans_gpu
-    from contextrag.ops._registry import IMPLS
+    IMPLS = ops.op_tables()
     backend, dev = ("triton", "cpu") if smoke else ("cuda", "cuda")
     g = torch.Generator().manual_seed(0)
 

@@ -127,7 +127,7 @@ def isa_view(flags: frozenset, level: str | None) -> frozenset:
 
 def _dispatch() -> str | None:
     try:
-        from contextrag.ops._backend import native
+        from contextrag.ops import native
         C = native()
     except ValueError:
         raise                                   # a bad CONTEXTRAG_ISA: the user must hear it

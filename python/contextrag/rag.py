@@ -171,8 +171,8 @@ def _copy_index(ix):
 
 def _prepare_queries(ix) -> None:
     """The corpus view and the spreading state of ``ix``'s Config, built once per index object."""
-    from .query import _view, spread
-    view = _view.view_of(ix)
+    from .query import spread, view_of
+    view = view_of(ix)
     fams = ix.config.spread_families
     if ix.config.w_spread > 0 and any(w > 0 for w in fams.values()):
         spread.lexical_state(view, fams)

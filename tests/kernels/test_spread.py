@@ -69,11 +69,11 @@ def test_float64_is_exact(rng):
 
 
 def test_cpu_equals_the_numpy_gather_bit_for_bit(rng):
-    from contextrag.ops.spread import _gather_py
+    from contextrag.ops.spread import gather_py
     I, doc, seeds, deg, mu = _case(rng, 90, 40, 0.1, 6, 5)
     G = ops.SpreadIncidence(I, doc)
     fast = ops.spread_hop(G, seeds, deg, mu, backend="cpu")
-    slow = _gather_py(G, torch.from_numpy(seeds), torch.from_numpy(deg), sp.csr_matrix(mu, dtype=np.float32))
+    slow = gather_py(G, torch.from_numpy(seeds), torch.from_numpy(deg), sp.csr_matrix(mu, dtype=np.float32))
     assert np.array_equal(fast, slow)
 
 

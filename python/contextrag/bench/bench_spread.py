@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import torch
 
 from contextrag import ops
-from contextrag.ops.spread import _gather_py
+from contextrag.ops.spread import gather_py
 
 from .harness import backends, dtypes, pick, run, shape_id, synced
 
@@ -57,5 +57,5 @@ def test_spread_hop_numpy_gather(benchmark, dtype, shape):
     G, seeds, deg, mu = _problem(shape, dtype)
     s, d = torch.as_tensor(seeds), torch.as_tensor(deg)
     m = sp.csr_matrix(mu)
-    run(benchmark, lambda: _gather_py(G, s, d, m), op="spread_hop", impl="numpy_gather", backend=None,
+    run(benchmark, lambda: gather_py(G, s, d, m), op="spread_hop", impl="numpy_gather", backend=None,
         shape=shape, dtype=dtype, rounds=1 if shape != SHAPES[0] else ROUNDS)

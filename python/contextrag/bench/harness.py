@@ -34,13 +34,12 @@ def backends(op: str, heavy: bool = False) -> list:
     """pytest params for every registered backend of ``op``; the ones this machine lacks are skipped
     with the reason (a GPU backend without a CUDA device, say). ``heavy``: a whole fit, for which
     the float64 reference (tens of seconds) runs only outside --bench-quick."""
-    from contextrag.ops._backend import availability
-    from contextrag.ops._registry import IMPLS
+    from contextrag.ops import availability, op_tables
     only = os.environ.get("CONTEXTRAG_BENCH_BACKEND") or None
     avail = availability()
     out = []
     for b in ALL_BACKENDS:
-        if b not in IMPLS.get(op, {}) or (only is not None and b != only) or (heavy and quick() and b == "ref"):
+        if b not in op_tables().get(op, {}) or (only is not None and b != only) or (heavy and quick() and b == "ref"):
             continue
         ok, why = avail[b]
         if b in GPU_BACKENDS and not torch.cuda.is_available():

@@ -56,8 +56,8 @@ def _loadavg() -> list:
 def pytest_benchmark_update_machine_info(config, machine_info):
     from contextrag.machine import profile
     try:
-        from contextrag import _C
-        isa = _C.cpu_isa()
+        from contextrag.ops import native
+        isa = native().cpu_isa()
     except Exception:
         isa = "n/a"
     machine_info["contextrag"] = {

@@ -94,7 +94,7 @@ def table(rows: list[dict]) -> str:
 
 def _isa() -> str:
     try:
-        from contextrag.ops._backend import native
+        from contextrag.ops import native
         C = native()
         return C.cpu_isa() if C is not None else "n/a"
     except ValueError:

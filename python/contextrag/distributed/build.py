@@ -262,6 +262,6 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                            "message_bytes": arrays["message_bytes"]}
     ix.graph = arrays["graph"]
     ix.attr_centroids = arrays["attr_centroids"]
-    ix._extents = None
+    ix.invalidate()
     finish_items(ix, llm, E, lexical=lex)
     return ix

@@ -66,17 +66,19 @@ def split_chunk_id(cid: str) -> tuple[str, int]:
     return doc, int(pos)
 
 
-def _check_finite(value, where: str) -> None:
-    """NaN and ±Infinity have no JSON form: stored in metadata they would break every JSON reply
-    that shows the document, so they are refused here, naming the field."""
+def check_finite(value, where: str, *, dotted: bool = False) -> None:
+    """ValueError naming the field when ``value`` holds NaN or ±Infinity (nested dicts, lists and tuples
+    searched). They have no JSON form: stored in metadata they would break every JSON reply that shows
+    the document. The field reads ``where['key'][0]``, or with ``dotted`` ``where.key[0]`` (the HTTP
+    API's notation for a JSON body)."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError(f"{where}: {value!r} is not a finite number (NaN and Infinity cannot be stored)")
+        raise ValueError(f"{where}: {value!r} is not a finite number (JSON has no NaN or Infinity)")
     if isinstance(value, dict):
         for k, v in value.items():
-            _check_finite(v, f"{where}[{k!r}]")
+            check_finite(v, f"{where}.{k}" if dotted else f"{where}[{k!r}]", dotted=dotted)
     elif isinstance(value, (list, tuple)):
         for j, v in enumerate(value):
-            _check_finite(v, f"{where}[{j}]")
+            check_finite(v, f"{where}[{j}]", dotted=dotted)
 
 
 def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 0) -> list[Document]:
@@ -112,7 +114,7 @@ def normalize_docs(docs: Iterable[Any], *, id_prefix: str = "doc", start: int = 
             meta = d.get("metadata") or {}
             if not isinstance(meta, dict):
                 raise TypeError(f"docs[{i}]['metadata'] must be a dict, got {type(meta).__name__}")
-            _check_finite(meta, f"docs[{i}]['metadata']")
+            check_finite(meta, f"docs[{i}]['metadata']")
             segs = check_segments(d.get("segments"), len(text), f"docs[{i}]['segments']")
             doc = Document(str(did), text, title, dict(meta), segs)
         else:

@@ -3,8 +3,9 @@
 Inputs are NumPy arrays, torch tensors (CPU or CUDA) or CuPy arrays (zero-copy, run on CuPy's
 current stream), float32 or float64 (fp16/bf16 storage for the k-means family on GPUs); outputs
 match the input's kind and device. Every op validates its inputs, picks a backend (see
-:func:`backends`) and calls it. Nothing here imports the orchestrator. The op families, and for each
-op and backend its file and test: docs/KERNELS.md.
+:func:`backends`; :func:`availability` is its bare table, :func:`op_tables` every registered
+implementation, :func:`native` the compiled extension) and calls it. Nothing here imports the
+orchestrator. The op families, and for each op and backend its file and test: docs/KERNELS.md.
 
 The op modules load on first use of one of their names: ``spread_hop`` on NumPy input and the
 backend table run without torch, so a query on the CPU never imports it; the other families work on
@@ -15,7 +16,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ._backend import backends
+from ._backend import availability, backends, native
 
 _HOME = {
     "LloydOptions": "lloyd",
@@ -29,7 +30,7 @@ _HOME = {
 }
 
 __all__ = [
-    "backends",
+    "backends", "availability", "native", "op_tables",
     "LloydOptions", "kmeans_assign", "kmeans_fit", "rq_kmeans", "rq_kmeans_batched", "KMeansResult", "RQResult",
     "fcm_memberships", "fcm_fit", "FCMResult",
     "tnorm", "residuum", "neg", "luk_up", "luk_down", "luk_closure",
@@ -37,6 +38,13 @@ __all__ = [
     "fuzzy_route",
     "SpreadIncidence", "spread_hop",
 ]
+
+
+def op_tables() -> dict:
+    """{op: {backend: fn}}: every registered implementation of every op. Looking up an op other than
+    the torch-free ``spread_hop`` loads the op modules (and their Triton/CUDA entries) first."""
+    from ._registry import IMPLS
+    return IMPLS
 
 
 # the submodules, reachable as attributes of the package (``ops.kmeans``, ``ops.semiring``, ...)

@@ -15,10 +15,13 @@ import torch
 @functools.lru_cache(maxsize=None)
 def cu():
     """The CUDA submodule of the extension."""
-    from contextrag import _C
-    if not getattr(_C, "cuda_compiled", lambda: False)():
+    from ._backend import native
+    C = native()
+    if C is None:
+        raise RuntimeError("contextrag._C failed to import")
+    if not getattr(C, "cuda_compiled", lambda: False)():
         raise RuntimeError("contextrag._C was built without CUDA")
-    return _C.cuda
+    return C.cuda
 
 
 # dtype codes of csrc/cuda/launch.h (enum DType)

@@ -33,7 +33,7 @@ from ._tensor import accepts_cupy, is_torch_tensor
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["SpreadIncidence", "spread_hop"]
+__all__ = ["SpreadIncidence", "spread_hop", "gather_py"]
 
 
 _is_torch = is_torch_tensor     # decided without importing torch (a CPU query never needs it)
@@ -207,7 +207,7 @@ def _ref_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     return out.astype(d.dtype, copy=False)
 
 
-def _gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
+def gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
     """The NumPy gather (per seed: its row, then the activated columns): the fallback without _C.
     s, d: NumPy arrays (or CPU torch tensors)."""
     s, d = (x.cpu().numpy() if _is_torch(x) else np.asarray(x) for x in (s, d))
@@ -240,7 +240,7 @@ def _cpu_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     C = native()
     fn = getattr(C, "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32", None) if C else None
     if fn is None:
-        return _gather_py(G, s, d, m)
+        return gather_py(G, s, d, m)
     return fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc, s, d,
               None if m is None else m.indptr.astype(np.int64), None if m is None else m.indices.astype(np.int64),
               None if m is None else m.data)

@@ -122,7 +122,7 @@ class Router:
         """(Q, N) eq. 16 for every item."""
         mu = self.activations(qvecs, theta)
         if os.environ.get("CONTEXTRAG_BACKEND") in (None, "", "cpu"):
-            from contextrag.ops._backend import native
+            from contextrag.ops import native
 
             C = native()
             if C is not None and hasattr(C, "semiring"):

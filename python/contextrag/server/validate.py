@@ -3,23 +3,20 @@ pass on (non-finite numbers, which JSON cannot carry back out; top-level filter 
 syntax does not have; query weights far outside any sane range)."""
 from __future__ import annotations
 
-import math
-
 from fastapi import HTTPException
+
+from ..index import chunking
 
 MAX_WEIGHT = 1e6      # a query weight (w_*) beyond this is a typo, and near float max it overflows the scores
 
 
 def check_finite(value, where: str) -> None:
-    """400 naming the field when ``value`` holds NaN or ±Infinity (nested dicts and lists searched)."""
-    if isinstance(value, float) and not math.isfinite(value):
-        raise HTTPException(400, f"{where}: {value!r} is not a finite number (JSON has no NaN or Infinity)")
-    if isinstance(value, dict):
-        for k, v in value.items():
-            check_finite(v, f"{where}.{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            check_finite(v, f"{where}[{i}]")
+    """400 naming the field (``where.key[0]``) when ``value`` holds NaN or ±Infinity
+    (``contextrag.index.chunking.check_finite``)."""
+    try:
+        chunking.check_finite(value, where, dotted=True)
+    except ValueError as e:
+        raise HTTPException(400, str(e)) from None
 
 
 def check_filter(flt) -> None:

@@ -175,12 +175,11 @@ def query_tokens(text: str) -> list:
 
 @functools.lru_cache(maxsize=1)
 def native_extension():
-    """``contextrag._C`` when it loads and has the lexical mapper, else None (the Python map runs)."""
-    try:
-        from contextrag import _C
-    except Exception:  # ImportError, or a broken build
-        return None
-    return _C if hasattr(_C, "LexicalMapper") else None
+    """``contextrag._C`` when it loads and has the lexical mapper, else None (the Python map runs).
+    A CONTEXTRAG_ISA this CPU cannot run raises ValueError (``contextrag.ops.native``)."""
+    from contextrag.ops import native
+    C = native()
+    return C if hasattr(C, "LexicalMapper") else None
 
 
 class Matcher:
