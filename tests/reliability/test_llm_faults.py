@@ -199,3 +199,100 @@ def test_model_discovery_runs_within_the_deadline():
         t = time.monotonic()
         c = HTTPClient(srv.url, timeout=1.0, deadline=1.0)
         assert c.model == "default" and time.monotonic() - t < 2.5 and srv.requests == 1
+
+
+class HeadDripServer:
+    """Sends its status line and headers one byte every ``pause`` seconds (each byte within the read
+    timeout, the head never done before the deadline): only a watch over the whole call can end it."""
+
+    HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+            + b"".join(b"X-Slow-%d: %s\r\n" % (i, b"x" * 20) for i in range(10)) + b"\r\n")
+
+    def __init__(self, pause=0.2):
+        owner = self
+        self.requests = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def _drip_head(self):
+                owner.requests += 1
+                try:
+                    for i in range(len(owner.HEAD)):
+                        self.wfile.write(owner.HEAD[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(pause)
+                except OSError:         # the client cut the connection: what the test expects
+                    pass
+                self.close_connection = True
+
+            def do_GET(self):
+                self._drip_head()
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if b"quick" in body:            # answered at once: the calls that must not be disturbed
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(OK)))
+                    self.end_headers()
+                    self.wfile.write(OK)
+                    return
+                self._drip_head()
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("path", ["sync", "stream"])
+def test_a_server_dripping_its_headers_is_cut_at_the_deadline(path):
+    with HeadDripServer() as srv:
+        c = _client(srv.url, timeout=1.0, deadline=1.5, max_retries=3)
+        t = time.monotonic()
+        with pytest.raises(LLMHTTPError, match="1.5 s deadline") as e:
+            if path == "sync":
+                c.complete(MSG)
+            else:
+                list(c.stream(MSG))
+        assert e.value.timed_out and time.monotonic() - t < 3.0 and srv.requests == 1
+
+
+def test_model_discovery_from_a_server_dripping_its_headers_runs_within_the_deadline():
+    with HeadDripServer() as srv:
+        t = time.monotonic()
+        c = HTTPClient(srv.url, timeout=1.0, deadline=1.5)
+        assert c.model == "default" and time.monotonic() - t < 3.0 and srv.requests == 1
+
+
+def test_cutting_one_dripping_head_leaves_concurrent_calls_alone():
+    """One call stuck on a dripping head is cut at its deadline; calls through the same client at the
+    same time, to which the server answers at once, all succeed."""
+    with HeadDripServer() as srv:
+        c = _client(srv.url, timeout=1.0, deadline=1.5, max_retries=0)
+        quick = [{"role": "user", "content": "quick"}]
+        results, stop = [], threading.Event()
+
+        def quick_calls():
+            while not stop.is_set():
+                results.append(c.complete(quick).text)
+                time.sleep(0.02)
+
+        th = threading.Thread(target=quick_calls)
+        th.start()
+        try:
+            with pytest.raises(LLMHTTPError) as e:
+                c.complete(MSG)
+        finally:
+            stop.set()
+            th.join()
+        assert e.value.timed_out and len(results) >= 5 and set(results) == {"hi there"}

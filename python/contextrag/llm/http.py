@@ -3,8 +3,8 @@
 ``POST {base_url}/chat/completions`` with httpx. Timeouts, retries with exponential backoff (and
 ``Retry-After`` when the server sends one) on 429, 5xx, connection errors, timeouts, a response cut
 off mid-way and a body that is not a chat completion, all within one ``deadline`` per call, the whole
-call (every read is checked against it, so a server that hangs or sends a byte at a time costs at most
-that long, then a clear LLMHTTPError; the model discovery of ``GET /models`` too), and a concurrency limit shared by the
+call: a server that hangs or sends its headers or body a byte at a time costs at most that long, then a
+clear LLMHTTPError (the model discovery of ``GET /models`` too); and a concurrency limit shared by the
 sync and async paths. ``acomplete`` is truly asynchronous (httpx.AsyncClient),
 so the three query rewrites go out at the same time. ``stream`` sends ``"stream": true`` and reads the
 server-sent events as token deltas; a failure before the first delta is retried like any other, a
@@ -13,9 +13,11 @@ stream cut after it raises LLMHTTPError (the text already delivered cannot be ta
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
+import socket
 import threading
 import time
 
@@ -36,6 +38,59 @@ class LLMHTTPError(RuntimeError):
 
 class _PastDeadline(Exception):
     """The call's deadline passed while a response was still arriving (internal to HTTPClient)."""
+
+
+class _Watchdog:
+    """Shuts the socket of one sync attempt down when the call's deadline passes, so a read blocked on a
+    server that sends its response head a byte at a time (each byte within the read timeout) fails at
+    once. The socket is learnt from httpcore's ``trace`` request extension when the attempt connects
+    (the client keeps no idle connections, so every attempt does; a ``transport`` passed in that pools
+    its own is watched on the attempts that connect); only that connection is touched, so concurrent
+    calls keep theirs. It fires ``GRACE`` s after the deadline: a read whose timeout was cut
+    to the deadline ends by that timeout first, with its own reason."""
+
+    GRACE = 0.25
+
+    def __init__(self, t_end: float):
+        self.fired = False
+        self._sock = None
+        self._lock = threading.Lock()
+        self._live = True
+        self._timer = threading.Timer(max(t_end - time.monotonic(), 0.0) + self.GRACE, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def trace(self, event: str, info: dict) -> None:
+        if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+            stream = info.get("return_value")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with self._lock:
+                    self._sock = sock
+                    late = self.fired and self._live
+                if late:
+                    self._shut(sock)
+
+    def _fire(self) -> None:
+        with self._lock:
+            if not self._live:
+                return
+            self.fired = True
+            sock = self._sock
+        if sock is not None:
+            self._shut(sock)
+
+    @staticmethod
+    def _shut(sock) -> None:
+        try:   # the plain socket call (a TLS socket's own shutdown would drop its SSL state under the reader)
+            socket.socket.shutdown(sock, socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def stop(self) -> None:
+        with self._lock:
+            self._live = False
+        self._timer.cancel()
 
 
 class _Retry(Exception):
@@ -101,8 +156,10 @@ class HTTPClient(LLMClient):
         self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
         self._headers = headers
         self._httpx = httpx
+        # no idle connections kept: every attempt opens its own, whose socket its _Watchdog can shut
+        # without touching a connection another call is using
         self._client = httpx.Client(base_url=self.base_url, headers=headers, timeout=self._timeout,
-                                    transport=transport)
+                                    transport=transport, limits=httpx.Limits(max_keepalive_connections=0))
         self._async_transport = async_transport
         self._aclients: dict[int, tuple] = {}   # id(loop) -> (AsyncClient, Semaphore)
         self._sync_sem = threading.BoundedSemaphore(max_concurrency)
@@ -118,7 +175,7 @@ class HTTPClient(LLMClient):
         its reply costs at most that long), "default" when it cannot say."""
         t_end = time.monotonic() + self.deadline
         try:
-            with self._client.stream("GET", "/models", timeout=self._attempt_timeout(t_end)) as r:
+            with self._send("GET", "/models", t_end, _Watchdog(t_end)) as r:
                 r = self._whole(r, t_end)
             r.raise_for_status()
             data = r.json().get("data") or []
@@ -236,6 +293,16 @@ class HTTPClient(LLMClient):
         left = max(t_end - time.monotonic(), 0.001)
         return self._httpx.Timeout(min(self._timeout.read, left), connect=min(self._timeout.connect, left))
 
+    @contextlib.contextmanager
+    def _send(self, method, path, t_end, dog, **kw):
+        """``self._client.stream(...)`` for one sync attempt, watched by ``dog`` until it is closed."""
+        try:
+            with self._client.stream(method, path, timeout=self._attempt_timeout(t_end),
+                                     extensions={"trace": dog.trace}, **kw) as r:
+                yield r
+        finally:
+            dog.stop()
+
     # ---- sync
     def _generate(self, messages, *, max_tokens, temperature) -> Completion:
         body = self._body(messages, max_tokens, temperature)
@@ -243,16 +310,20 @@ class HTTPClient(LLMClient):
         t_end = time.monotonic() + self.deadline
         with self._sync_sem:
             for attempt in range(self.max_retries + 1):
+                dog = _Watchdog(t_end)
                 try:
-                    with self._client.stream("POST", "/chat/completions", json=body,
-                                             timeout=self._attempt_timeout(t_end)) as r:
+                    with self._send("POST", "/chat/completions", t_end, dog, json=body) as r:
                         r = self._whole(r, t_end)
                     return self._outcome(r, t0)
                 except _PastDeadline:
                     raise self._past_deadline(attempt) from None
                 except self._httpx.TransportError as e:
+                    if dog.fired:
+                        raise self._past_deadline(attempt) from None
                     time.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
                 except _Retry as e:
+                    if dog.fired:       # the cut connection made the body look broken
+                        raise self._past_deadline(attempt) from None
                     time.sleep(self._next(attempt, t_end, e.why, e.response, e.status))
         raise AssertionError("unreachable")
 
@@ -265,9 +336,9 @@ class HTTPClient(LLMClient):
         with self._sync_sem:
             for attempt in range(self.max_retries + 1):
                 sent = []
+                dog = _Watchdog(t_end)
                 try:
-                    with self._client.stream("POST", "/chat/completions", json=body,
-                                             timeout=self._attempt_timeout(t_end)) as r:
+                    with self._send("POST", "/chat/completions", t_end, dog, json=body) as r:
                         if r.status_code != 200 or "text/event-stream" not in r.headers.get("content-type", ""):
                             c = self._outcome(self._whole(r, t_end), t0)   # an error, or "stream" ignored
                             if c.text:
@@ -285,11 +356,15 @@ class HTTPClient(LLMClient):
                 except _PastDeadline:
                     raise self._past_deadline(attempt) from None
                 except self._httpx.TransportError as e:
+                    if dog.fired:
+                        raise self._past_deadline(attempt) from None
                     if sent:
                         raise LLMHTTPError(f"{self.base_url} cut the stream after {len(''.join(sent))} "
                                            f"characters: {type(e).__name__}: {e}") from None
                     time.sleep(self._next(attempt, t_end, f"{type(e).__name__}: {e}"))
                 except _Retry as e:
+                    if dog.fired:
+                        raise self._past_deadline(attempt) from None
                     if sent:
                         raise LLMHTTPError(f"{self.base_url} sent a broken stream after "
                                            f"{len(''.join(sent))} characters: {e.why}") from None
