@@ -49,4 +49,4 @@ test: install-test
 # directory or --out). ARGS: --op NAME, --backend B, --quick.
 bench: install-test
 	$(PIP) install -q -e ".[bench]" --no-build-isolation
-	cd bench/results && ../../$(PY) -m contextrag.cli bench $(ARGS)
+	cd bench/results && $(abspath $(PY)) -m contextrag.cli bench $(ARGS)
