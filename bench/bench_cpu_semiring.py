@@ -23,25 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_cpu_common import loadavg, machine, timed, write  # noqa: E402
 
-
-def numpy_luk_up(A, I, gblock=4096, sblock=8):
-    """Blocked NumPy broadcasting: min over g of (I − A), then the clamp."""
-    s, G = A.shape
-    out = np.full((s, I.shape[1]), np.inf, dtype=A.dtype)
-    for i in range(0, s, sblock):
-        for g in range(0, G, gblock):
-            t = (I[None, g:g + gblock, :] - A[i:i + sblock, g:g + gblock, None]).min(axis=1)
-            np.minimum(out[i:i + sblock], t, out=out[i:i + sblock])
-    return np.minimum(1.0, 1.0 + out)
-
-
-def numpy_meet(A, B, gblock=4096, pblock=8):
-    p, G = A.shape
-    out = np.zeros((p, B.shape[0]), dtype=np.float64)
-    for i in range(0, p, pblock):
-        for g in range(0, G, gblock):
-            out[i:i + pblock] += np.minimum(A[i:i + pblock, None, g:g + gblock], B[None, :, g:g + gblock]).sum(axis=2)
-    return out
+from contextrag.bench.peers import numpy_luk_up, numpy_meet  # noqa: E402  (the shipped peers)
 
 
 def main():

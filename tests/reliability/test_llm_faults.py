@@ -19,7 +19,25 @@ OK = json.dumps({"model": "m", "choices": [{"message": {"role": "assistant", "co
                  "usage": {"prompt_tokens": 3, "completion_tokens": 2}}).encode()
 
 
-class FaultServer:
+class _LocalServer:
+    """A ThreadingHTTPServer on 127.0.0.1 serving ``handler`` while the ``with`` block runs."""
+
+    def _serve(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class FaultServer(_LocalServer):
     """Answers each POST with the next behaviour of ``script`` (the last one repeats)."""
 
     def __init__(self, script):
@@ -66,18 +84,7 @@ class FaultServer:
                 except OSError:       # the client gave up (the hang case): nothing to answer
                     pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
 
 def _client(url, **kw):
@@ -129,7 +136,7 @@ def test_deadline_is_validated():
         HTTPClient("http://127.0.0.1:9/v1", model="m", deadline=0)
 
 
-class DripServer:
+class DripServer(_LocalServer):
     """Sends its reply (a JSON body, an SSE stream or the /models list) one byte every ``pause``
     seconds: every read succeeds, so only a deadline on the whole call can end it."""
 
@@ -166,17 +173,7 @@ class DripServer:
                 else:
                     self._drip("application/json", OK + b" " * 400)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
 
 @pytest.mark.parametrize("path", ["sync", "stream", "async"])
@@ -201,7 +198,7 @@ def test_model_discovery_runs_within_the_deadline():
         assert c.model == "default" and time.monotonic() - t < 2.5 and srv.requests == 1
 
 
-class HeadDripServer:
+class HeadDripServer(_LocalServer):
     """Sends its status line and headers one byte every ``pause`` seconds (each byte within the read
     timeout, the head never done before the deadline): only a watch over the whole call can end it."""
 
@@ -241,17 +238,7 @@ class HeadDripServer:
                     return
                 self._drip_head()
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self._serve(Handler)
 
 
 @pytest.mark.parametrize("path", ["sync", "stream"])
