@@ -16,7 +16,7 @@ EMBEDDERS = ("auto", "torch", "torch-bf16", "onnx", "onnx-int8", "static")   # c
 DEFAULT_K = 12   # hits a query returns (retrieve, answer, the CLI's -k, the framework retrievers)
 
 
-def check_k(k, name: str = "k") -> int:
+def check_k(k: object, name: str = "k") -> int:
     """``k`` hits as every query entry point takes it: an int >= 1."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ValueError(f"{name} must be an int >= 1, got {k!r}")
@@ -25,6 +25,13 @@ def check_k(k, name: str = "k") -> int:
 
 @dataclass
 class Config:
+    """Every setting of index build and queries, stored in the index manifest.
+
+    The fields, grouped by stage, are commented in the source; docs/ALGORITHM.md documents each
+    with the section of the paper it implements. A bad value is a ValueError naming the field.
+    Query fields can also be overridden per call (``ContextRAG.retrieve(..., w_spread=0)``).
+    """
+
     # ---- stage 1: chunking and embedding (§4.1, §4.2)
     embedding_model: str = DEFAULT_EMBEDDER
     # how the model runs (docs/EMBEDDING.md): "auto" (torch on a GPU, else the ONNX Runtime export),
@@ -84,7 +91,7 @@ class Config:
     spread_families: dict = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
     spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.rq_sizes = tuple(self.rq_sizes)
         self.theta = tuple(self.theta)
         for name in ("chunk_tokens", "embed_batch_size", "rq_iters", "candidates", "rerank_top"):
@@ -114,22 +121,25 @@ class Config:
                 raise ValueError(f"Config.{name} must be an int >= 0, got {v!r}")
 
     @classmethod
-    def paper(cls, **overrides) -> "Config":
+    def paper(cls, **overrides: Any) -> "Config":
         """The paper's configuration as written (Appendix A), for side-by-side comparison:
         RQ-KMeans clusters only (FCM m = 2), 64 join and 64 meet nodes of that lattice as retrievable
         items and no lexical ones, eq. 14-16 routing, w = (0.3, 0.5, 0.2), no spreading."""
         return cls(**{"w_spread": 0.0, "family_weights": {"rq": 1.0}, "fcm_m": 2.0, "n_join": 64, "n_meet": 64,
                       "lexical_joins": 0, "lexical_meets": 0, **overrides})
 
-    def replace(self, **changes) -> "Config":
+    def replace(self, **changes: Any) -> "Config":
+        """A copy with ``changes`` applied (validated as a new Config)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """The fields as JSON-ready values (tuples as lists), as the index manifest stores them."""
         d = dataclasses.asdict(self)
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Config":
+        """The Config of :meth:`to_dict`'s output; an unknown field is a ValueError."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:

@@ -43,13 +43,39 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Protocol, Sequence, Union
 
 import numpy as np
 
 from .config import DEFAULT_K
 
+if TYPE_CHECKING:
+    from .config import Config
+    from .index.core import Index
+    from .llm.base import LLMClient
+    from .query import Answer, Hit
 
-def _check_config(config):
+#: One document: its text, or a dict with ``id`` and ``text`` (and optionally ``title``, ``metadata``,
+#: ``segments``).
+Document = Union[str, dict[str, Any]]
+#: What ``build`` and ``add`` take: documents, or files to read (a folder or file path, or a list of
+#: ``os.PathLike`` paths).
+Documents = Union[str, "os.PathLike[str]", Iterable[Document], Sequence["os.PathLike[str]"]]
+#: The documents a query may draw from: a document id or an iterable of them.
+DocIds = Union[str, Iterable[str]]
+#: A metadata filter (contextrag.query.filters): conditions per field, or ``fn(doc_id, metadata) -> bool``.
+Filter = Union[dict[str, Any], Callable[[str, dict[str, Any]], bool]]
+
+
+class TextEmbedder(Protocol):
+    """What ``embedder=`` takes: two methods mapping ``n`` texts to an ``(n, dim)`` float matrix."""
+
+    def embed_passages(self, texts: list[str]) -> Any: ...
+
+    def embed_queries(self, texts: list[str]) -> Any: ...
+
+
+def _check_config(config: Config | None) -> Config:
     from .config import Config
     if config is None:
         return Config()
@@ -71,7 +97,7 @@ def _check_config(config):
     return config
 
 
-def _check_llm(llm):
+def _check_llm(llm: LLMClient | None) -> LLMClient | None:
     if llm is not None and not callable(getattr(llm, "complete", None)):
         raise TypeError(f"llm must be a contextrag.llm LLMClient (with .complete), got {type(llm).__name__}")
     return llm
@@ -80,13 +106,13 @@ def _check_llm(llm):
 class _CheckedEmbedder:
     """Wraps a (possibly custom) embedder: every output must be a finite (n, dim) float matrix."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: TextEmbedder) -> None:
         self.inner = inner
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def _check(self, fn, texts, what):
+    def _check(self, fn: Callable[[Any], Any], texts: Any, what: str) -> np.ndarray:
         texts = list(texts) if not isinstance(texts, str) else texts
         E = fn(texts)
         try:
@@ -102,14 +128,14 @@ class _CheckedEmbedder:
             raise ValueError(f"the embedder's {what} returned NaN or infinite values for {bad} of {n} texts")
         return E
 
-    def embed_passages(self, texts):
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
         return self._check(self.inner.embed_passages, texts, "embed_passages")
 
-    def embed_queries(self, texts):
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
         return self._check(self.inner.embed_queries, texts, "embed_queries")
 
 
-def _checked_embedder(emb):
+def _checked_embedder(emb: TextEmbedder | None) -> _CheckedEmbedder | None:
     if emb is None or isinstance(emb, _CheckedEmbedder):
         return emb
     for name in ("embed_passages", "embed_queries"):
@@ -119,7 +145,7 @@ def _checked_embedder(emb):
     return _CheckedEmbedder(emb)
 
 
-def _is_paths(docs) -> bool:
+def _is_paths(docs: Any) -> bool:
     """Whether ``docs`` names files (a path, or a list of os.PathLike) rather than documents."""
     if isinstance(docs, (str, os.PathLike)):
         return True
@@ -132,7 +158,8 @@ def _is_paths(docs) -> bool:
     return False
 
 
-def _documents(docs, strict: bool, root=None, file_roots=()):
+def _documents(docs: Any, strict: bool, root: str | os.PathLike[str] | None = None,
+               file_roots: Sequence[Path] = ()) -> tuple[Any, Path | None]:
     """(``docs`` as documents, the folder file ids are relative to or None): files read through
     contextrag.ingest, anything else as given."""
     if _is_paths(docs):
@@ -142,24 +169,24 @@ def _documents(docs, strict: bool, root=None, file_roots=()):
     return docs, (Path(root).resolve() if root is not None else None)
 
 
-def source_root(ix) -> Path | None:
+def source_root(ix: Index) -> Path | None:
     """The folder the index's file ids are relative to, when it remembers one that still exists."""
     r = (getattr(ix, "info", None) or {}).get("source_root")
     return Path(r) if isinstance(r, str) and r and Path(r).is_dir() else None
 
 
-def file_roots(ix) -> list[Path]:
+def file_roots(ix: Index) -> list[Path]:
     """The folders ``add`` makes a file's id relative to, the first that holds it: the index's
     source folder, then the current folder (same-named files of two folders keep two ids)."""
     return [r for r in (source_root(ix), Path.cwd()) if r is not None]
 
 
-def _snapshot_of(index) -> str | None:
+def _snapshot_of(index: Index) -> str | None:
     p = (getattr(index, "info", None) or {}).get("path")
     return Path(p).name if p else None
 
 
-def _copy_index(ix):
+def _copy_index(ix: Index) -> Index:
     """A deep copy to change while queries keep reading ``ix``; the embedder (a model) is shared."""
     memo = {id(ix.embedder): ix.embedder}
     ledger = getattr(ix, "ledger", None)
@@ -169,7 +196,7 @@ def _copy_index(ix):
     return copy.deepcopy(ix, memo)
 
 
-def _prepare_queries(ix) -> None:
+def _prepare_queries(ix: Index) -> None:
     """The corpus view and the spreading state of ``ix``'s Config, built once per index object."""
     from .query import spread, view_of
     view = view_of(ix)
@@ -179,7 +206,20 @@ def _prepare_queries(ix) -> None:
 
 
 class ContextRAG:
-    def __init__(self, index, path=None, llm=None, *, lock_timeout: float | None = None):
+    """An extraction-free graph RAG index, in memory and (with a ``path``) on disk.
+
+    Build one with :meth:`build`, open a saved one with :meth:`load`; the module docstring shows
+    every operation.
+
+    Attributes:
+        index: The in-memory index (``contextrag.index.core.Index``).
+        path: The index directory, or None for an index that is not saved.
+        llm: The LLM client used for summaries, rewrites, rerank and answers, or None.
+        lock_timeout: Seconds a writer waits for the index directory's lock (None: 600).
+    """
+
+    def __init__(self, index: Index, path: str | os.PathLike[str] | None = None, llm: LLMClient | None = None, *,
+                 lock_timeout: float | None = None) -> None:
         self.index = index
         self.path = None if path is None else os.fspath(path)
         self.llm = llm
@@ -188,9 +228,10 @@ class ContextRAG:
 
     # ---- construction
     @classmethod
-    def build(cls, docs, path=None, config=None, llm=None, *, embedder=None, executor: str = "local",
+    def build(cls, docs: Documents, path: str | os.PathLike[str] | None = None, config: Config | None = None,
+              llm: LLMClient | None = None, *, embedder: TextEmbedder | None = None, executor: str = "local",
               ray_address: str | None = None, strict: bool = False,
-              progress: bool | None = None, root=None) -> "ContextRAG":
+              progress: bool | None = None, root: str | os.PathLike[str] | None = None) -> "ContextRAG":
         """Chunk, embed, cluster, build the concept graph (and summaries with an LLM); save to ``path``.
 
         ``docs``: documents, or files to read (a folder, a file, a list of paths; see the module
@@ -214,9 +255,9 @@ class ContextRAG:
         llm = _check_llm(llm)
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}")
-        docs, src_root = _documents(docs, strict, root)
-        docs = normalize_docs(docs)
-        if not docs:
+        given, src_root = _documents(docs, strict, root)
+        items = normalize_docs(given)
+        if not items:
             raise ValueError("docs is empty: give at least one document")
         if path is not None:
             from .index.store import check_writable
@@ -224,9 +265,9 @@ class ContextRAG:
         emb = _checked_embedder(embedder) if embedder is not None else Embedder.from_config(config)
         if executor == "ray":
             from .distributed.build import build_index_ray
-            ix = build_index_ray(docs, config, emb, llm, address=ray_address)
+            ix = build_index_ray(items, config, emb, llm, address=ray_address)
         else:
-            ix = build_index(docs, config, emb, llm, progress=show)
+            ix = build_index(items, config, emb, llm, progress=show)
         if src_root is not None:
             ix.info["source_root"] = str(src_root)
         rag = cls(ix, path, llm)
@@ -235,7 +276,8 @@ class ContextRAG:
         return rag
 
     @classmethod
-    def load(cls, path, *, llm=None, embedder=None, lock_timeout: float | None = None,
+    def load(cls, path: str | os.PathLike[str], *, llm: LLMClient | None = None,
+             embedder: TextEmbedder | None = None, lock_timeout: float | None = None,
              prepare: bool = True) -> "ContextRAG":
         """Open a saved index. ``prepare`` (default): also ready the query stage (:meth:`prepare`) and
         start loading the embedder model in the background (an ONNX export already cached:
@@ -255,7 +297,7 @@ class ContextRAG:
         self._queried = True     # later writes prepare the index they swap in
         return self
 
-    def save(self, path=None) -> None:
+    def save(self, path: str | os.PathLike[str] | None = None) -> None:
         """Write this object's index to ``path`` (default: its own), replacing what is there."""
         if path is not None:
             self.path = os.fspath(path)
@@ -263,7 +305,7 @@ class ContextRAG:
             raise ValueError("path is required: this index was built without one")
         self._write(None, replace=True)
 
-    def _write(self, change, *, replace: bool = False, progress: bool = False):
+    def _write(self, change: Callable[[Index], Any] | None, *, replace: bool = False, progress: bool = False) -> Any:
         """Under the writer lock: (re)read the index on disk if another writer moved it on, apply
         ``change(index) -> result`` to a copy, save the copy, and only then make it ``self.index``.
 
@@ -296,7 +338,7 @@ class ContextRAG:
             self.index = work
         return out
 
-    def _warm(self, ix) -> None:
+    def _warm(self, ix: Index) -> None:
         """Build the new index's query view and lexical state before queries see it, so that the
         first queries on it do not wait for them (seconds on a large index, on cores the querying
         threads share)."""
@@ -304,7 +346,8 @@ class ContextRAG:
             _prepare_queries(ix)
 
     # ---- updates
-    def add(self, docs, *, replace: bool = False, strict: bool = False, root=None) -> dict:
+    def add(self, docs: Documents, *, replace: bool = False, strict: bool = False,
+            root: str | os.PathLike[str] | None = None) -> dict[str, Any]:
         """Add documents without a full rebuild (new chunks assigned to the existing codebooks).
 
         ``docs``: documents or files (see the module docstring). A file's id is its path relative to
@@ -315,20 +358,21 @@ class ContextRAG:
         say which happened to each document, as decided under the writer lock."""
         from .index.chunking import normalize_docs
         from .index.update import replace_docs
+        given: Any
         if _is_paths(docs):
             self.sync()                              # the source folder as the index on disk has it
-            docs, _ = _documents(docs, strict, root, file_roots(self.index) if root is None else ())
+            given, _ = _documents(docs, strict, root, file_roots(self.index) if root is None else ())
         else:
-            docs, _ = _documents(docs, strict)
-        docs = list(docs) if docs is not None and not isinstance(docs, (str, bytes, dict)) else docs
-        if not normalize_docs(docs):          # reject bad input before taking the lock
+            given, _ = _documents(docs, strict)
+        given = list(given) if given is not None and not isinstance(given, (str, bytes, dict)) else given
+        if not normalize_docs(given):          # reject bad input before taking the lock
             raise ValueError("docs is empty: give at least one document")
 
-        def change(ix):
+        def change(ix: Index) -> dict[str, Any]:
             start = len(ix.docs)
             while any(f"doc{start + i}" in ix.docs for i in range(8)):
                 start += 8   # generated ids ("doc<k>" for plain strings) must not collide after deletes
-            new = normalize_docs(docs, start=start)
+            new = normalize_docs(given, start=start)
             there = [d.doc_id for d in new if d.doc_id in ix.docs]
             if there and not replace:
                 raise ValueError(f"docs: ids already in the index: {there[:5]}; add(..., replace=True) "
@@ -340,9 +384,11 @@ class ContextRAG:
             out["added_ids"] = [d.doc_id for d in new if d.doc_id not in set(there)]
             out["replaced_ids"] = there
             return out
-        return self._write(change)
+        out: dict[str, Any] = self._write(change)
+        return out
 
-    def sync_folder(self, folder=None, *, strict: bool = False, dry_run: bool = False) -> dict:
+    def sync_folder(self, folder: str | os.PathLike[str] | None = None, *, strict: bool = False,
+                    dry_run: bool = False) -> dict[str, Any]:
         """Make the index's file documents match ``folder`` (None: the index's source folder): add
         new files, re-read changed ones (their bytes' sha256 differs), delete documents whose file is
         gone. Ids are paths relative to ``folder``, which becomes the index's source folder.
@@ -364,7 +410,7 @@ class ContextRAG:
             return report
         where = str(Path(folder).resolve())
 
-        def change(ix):
+        def change(ix: Index) -> dict[str, Any]:
             out = apply_plan(ix, plan, llm=self.llm)
             ix.info["source_root"] = where
             return out
@@ -372,14 +418,15 @@ class ContextRAG:
         report["written"] = True
         return report
 
-    def delete(self, doc_ids) -> dict:
+    def delete(self, doc_ids: DocIds) -> dict[str, Any]:
         """Remove documents (their chunks, context rows, node memberships, item texts, BM25 entries)."""
         from .index.build import delete_docs
         if doc_ids is None or isinstance(doc_ids, bytes):
             raise TypeError("doc_ids must be a str or an iterable of str")
-        return self._write(lambda ix: delete_docs(ix, doc_ids))
+        out: dict[str, Any] = self._write(lambda ix: delete_docs(ix, doc_ids))
+        return out
 
-    def rebuild(self, llm=None) -> "ContextRAG":
+    def rebuild(self, llm: LLMClient | None = None) -> "ContextRAG":
         """Re-cluster from the stored embeddings and rebuild the graph (and summaries with an LLM)."""
         from .index.build import rebuild
         llm = _check_llm(llm) or self.llm
@@ -399,68 +446,105 @@ class ContextRAG:
         return True
 
     # ---- diagnostics
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
+        """Sizes, timings, drift since the last full build and the lexical nodes (contextrag.index.stats)."""
         from .index.stats import index_stats
         return index_stats(self.index, self.path)
 
     # ---- queries (contextrag.query owns retrieval)
-    def retrieve(self, question, k: int = DEFAULT_K, doc_ids=None, *, filter=None, explain: bool = False, **overrides):
-        """Top-k hits; ``filter``: metadata conditions (contextrag.query.filters), ANDed with ``doc_ids``."""
+    def retrieve(self, question: str, k: int = DEFAULT_K, doc_ids: DocIds | None = None, *, filter: Filter | None = None,
+                 explain: bool = False, **overrides: Any) -> list[Hit]:
+        """The top-k items by the hybrid score (no LLM): contextrag.query.retrieve.
+
+        Args:
+            question: A non-empty question.
+            k: How many hits, >= 1.
+            doc_ids: Only items drawn from these documents.
+            filter: Metadata conditions (contextrag.query.filters), ANDed with ``doc_ids``.
+            explain: Also set ``Hit.explain``: why each item came.
+            **overrides: Config query fields for this call (w_bm25, w_cos, w_fuzzy, theta,
+                candidates, rerank_top, boost_summary, boost_bridge, n_rewrites, rrf_k, w_spread,
+                spread_families, spread_seeds).
+
+        Returns:
+            At most ``k`` hits, best first.
+        """
         from . import query
         self._queried = True
         if explain:
             overrides["explain"] = True
-        return query.retrieve(self.index, question, k=k, doc_ids=self.doc_ids_for(doc_ids, filter),
-                              **overrides)   # one index, whole
+        hits: list[Hit] = query.retrieve(self.index, question, k=k, doc_ids=self.doc_ids_for(doc_ids, filter),
+                                         **overrides)   # one index, whole
+        return hits
 
-    def retrieve_many(self, questions, k: int = DEFAULT_K, doc_ids=None, *, filter=None, **overrides):
-        """retrieve() for a list of questions, batched (one embedding call, one spreading hop)."""
+    def retrieve_many(self, questions: Sequence[str], k: int = DEFAULT_K, doc_ids: DocIds | None = None, *,
+                      filter: Filter | None = None, **overrides: Any) -> list[list[Hit]]:
+        """:meth:`retrieve` for a list of questions, batched (one embedding call, one spreading hop);
+        one list of hits per question, in order."""
         from . import query
         self._queried = True
-        return query.retrieve_many(self.index, questions, k=k, doc_ids=self.doc_ids_for(doc_ids, filter),
-                                   **overrides)
+        hits: list[list[Hit]] = query.retrieve_many(self.index, questions, k=k,
+                                                    doc_ids=self.doc_ids_for(doc_ids, filter), **overrides)
+        return hits
 
-    def doc_ids_for(self, doc_ids=None, filter=None):
+    def doc_ids_for(self, doc_ids: DocIds | None = None, filter: Filter | None = None) -> list[str] | None:
         """The documents a query may draw from: ``doc_ids`` ANDed with the metadata ``filter``
         (contextrag.query.filters); None when neither restricts. What ``retrieve`` and ``answer``
         pass on as ``doc_ids``."""
         from .query.filters import doc_ids_for
-        return doc_ids_for(self.index, doc_ids, filter)
+        ids: list[str] | None = doc_ids_for(self.index, doc_ids, filter)
+        return ids
 
-    def _filtered(self, kw):
+    def _filtered(self, kw: dict[str, Any]) -> dict[str, Any]:
         f = kw.pop("filter", None)
         if f is not None:
             kw["doc_ids"] = self.doc_ids_for(kw.get("doc_ids"), f)
         kw.setdefault("llm", self.llm)
         return kw
 
-    def answer(self, question, **kw):
+    def answer(self, question: str, **kw: Any) -> Answer:
+        """Search (with the LLM's rewrites and rerank when there is one), then answer from the top hits.
+
+        Args:
+            question: A non-empty question.
+            **kw: ``llm`` (default: this object's), ``k``, ``doc_ids``, ``filter``, ``rewrite``,
+                ``rerank``, ``style`` ("short", "paragraph", "extractive", "span" or None for the
+                default), ``max_tokens``, ``prompt`` and Config query fields, as
+                contextrag.query.answer takes them.
+
+        Returns:
+            The answer with its text, hits, citations, LLM cost and wall time.
+        """
         from . import query
         self._queried = True
-        return query.answer(self.index, question, **self._filtered(kw))
+        ans: Answer = query.answer(self.index, question, **self._filtered(kw))
+        return ans
 
-    def answer_stream(self, question, **kw):
+    def answer_stream(self, question: str, **kw: Any) -> Iterator[str | Answer]:
         """:meth:`answer` as text deltas (str), then the final Answer (contextrag.query.answer_stream)."""
         from . import query
         self._queried = True
-        return query.answer_stream(self.index, question, **self._filtered(kw))
+        events: Iterator[str | Answer] = query.answer_stream(self.index, question, **self._filtered(kw))
+        return events
 
-    async def aanswer(self, question, **kw):
+    async def aanswer(self, question: str, **kw: Any) -> Answer:
+        """:meth:`answer` on the client's async path (rewrites and rerank awaited concurrently)."""
         from . import query
         kw = self._filtered(kw)
         fn = getattr(query, "aanswer", None)
         if fn is not None:
-            return await fn(self.index, question, **kw)
+            ans: Answer = await fn(self.index, question, **kw)
+            return ans
         import asyncio
         return await asyncio.to_thread(query.answer, self.index, question, **kw)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         ix = self.index
         return (f"ContextRAG(docs={len(ix.docs)}, chunks={ix.n_chunks}, items={ix.n_items}, "
                 f"nodes={ix.graph.n_nodes}, path={self.path!r})")
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # The store's public names, without importing the store (and SciPy) with this module.
     if name in ("FORMAT_VERSION", "IndexFormatError", "IndexLockTimeout"):
         from .index import store

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +49,9 @@ import scipy.sparse as sp
 from ..llm.ledger import CostLedger
 from .context import FuzzyContext
 from .graph import ConceptGraph
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 CHUNK, SUMMARY, JOIN_ITEM, MEET_ITEM = 0, 1, 2, 3
 ITEM_KINDS = ("chunk", "summary", "join", "meet")
@@ -72,7 +76,7 @@ def bm25_tokenize_ids(texts: list[str]):
 
 @dataclass
 class Index:
-    config: object
+    config: Config
     docs: dict
     chunk_ids: list
     chunk_doc_ids: list

@@ -13,11 +13,21 @@ own module, so ``import contextrag`` never needs them.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING, Any, Union
 
 from ..config import check_k  # noqa: F401  (the adapters check k as the queries do)
 
+if TYPE_CHECKING:
+    from ..query import Hit
+    from ..rag import ContextRAG
 
-def open_rag(index):
+#: What an adapter is built from: a ContextRAG, or an index directory to load.
+IndexLike = Union["ContextRAG", str, "os.PathLike[str]"]
+
+__all__ = ["open_rag", "score_of", "hit_metadata", "check_k", "HIT_FIELDS", "IndexLike"]
+
+
+def open_rag(index: IndexLike) -> ContextRAG:
     """A ContextRAG from a ContextRAG (returned as is) or an index directory (loaded)."""
     from ..rag import ContextRAG
     if isinstance(index, ContextRAG):
@@ -33,14 +43,14 @@ HIT_FIELDS = ("id", "doc_id", "doc_ids", "title", "kind", "score", "parts", "spa
               "end_char", "rank")
 
 
-def score_of(hit) -> float:
+def score_of(hit: Hit) -> float:
     """The score a framework sees: the hit's absolute relevance in [0, 1] (query/relevance.py), on
     which a similarity cutoff means the same for every question; the rank score (its BM25 term is
     divided by the per-query maximum) is kept as ``rank_score``."""
     return float(hit.relevance if hit.relevance is not None else hit.score)
 
 
-def hit_metadata(hit, rank: int) -> dict:
+def hit_metadata(hit: Hit, rank: int) -> dict[str, Any]:
     """A framework document's metadata for a Hit: the document's own metadata (also kept whole under
     ``doc_metadata``), then the hit's fields (HIT_FIELDS; they win over a document key of the same name)."""
     out = dict(hit.metadata)

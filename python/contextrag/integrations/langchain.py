@@ -27,14 +27,27 @@ except ImportError as e:   # pragma: no cover - exercised only without the extra
                       "pip install 'contextrag[langchain]'") from e
 from pydantic import ConfigDict, model_validator
 
-from ..config import DEFAULT_K
-from . import check_k, hit_metadata, open_rag
+from ..config import DEFAULT_K, check_k
+from . import hit_metadata, open_rag
 
 _CALL_KEYS = ("k", "doc_ids", "filter", "explain", "overrides")
 
 
 class ContextRAGRetriever(BaseRetriever):
-    """A LangChain retriever over a contextrag index (a ContextRAG or an index directory as ``index``)."""
+    """A LangChain retriever over a contextrag index (a ContextRAG or an index directory as ``index``).
+
+    ``invoke(query, **kwargs)`` returns one ``Document`` per hit, best first; ``kwargs`` may set
+    ``k``, ``doc_ids``, ``filter``, ``explain`` and ``overrides`` for that call.
+
+    Attributes:
+        index: A ContextRAG, or an index directory (loaded when the retriever is made).
+        k: Hits per query, >= 1.
+        doc_ids: Only items drawn from these documents.
+        filter: Metadata conditions (contextrag.query.filters) or ``fn(doc_id, metadata) -> bool``.
+        explain: Put why each item came into its metadata (``explain``).
+        overrides: Config query fields (w_bm25, w_spread, ...) for contextrag's retrieve.
+        search_kwargs: LangChain's name for the same fields (k, filter, ...): merged into them.
+    """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
@@ -48,7 +61,7 @@ class ContextRAGRetriever(BaseRetriever):
 
     @model_validator(mode="before")
     @classmethod
-    def _open(cls, values):
+    def _open(cls, values: Any) -> Any:
         if isinstance(values, dict) and "index" in values:
             values = dict(values)
             values["index"] = open_rag(values["index"])
@@ -69,12 +82,12 @@ class ContextRAGRetriever(BaseRetriever):
         return values
 
     @model_validator(mode="after")
-    def _valid(self):
+    def _valid(self) -> ContextRAGRetriever:
         check_k(self.k)
         return self
 
     def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun,
-                                **kwargs) -> list[Document]:
+                                **kwargs: Any) -> list[Document]:
         bad = sorted(set(kwargs) - set(_CALL_KEYS))
         if bad:
             raise TypeError(f"unknown retriever argument(s) {bad}; allowed: {list(_CALL_KEYS)}")

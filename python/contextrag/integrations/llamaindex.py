@@ -22,36 +22,44 @@ except ImportError as e:   # pragma: no cover - exercised only without the extra
     raise ImportError("contextrag.integrations.llamaindex needs llama-index-core: "
                       "pip install 'contextrag[llamaindex]'") from e
 
-from ..config import DEFAULT_K
+from typing import Any, Callable, Iterable
+
+from ..config import DEFAULT_K, check_k
 from ..query.filters import matches
-from . import check_k, hit_metadata, open_rag
+from . import IndexLike, hit_metadata, open_rag
+
+#: contextrag's form of a filter: ``fn(doc_id, metadata) -> bool``.
+Predicate = Callable[[str, dict[str, Any]], bool]
 
 _OPS = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
         FilterOperator.LT: "$lt", FilterOperator.LTE: "$lte", FilterOperator.IN: "$in", FilterOperator.NIN: "$nin"}
 
 
-def _predicate(f):
+def _predicate(f: MetadataFilter | MetadataFilters) -> Predicate:
     """A callable(doc_id, metadata) for LlamaIndex MetadataFilters / MetadataFilter."""
     if isinstance(f, MetadataFilter):
         op = _OPS.get(f.operator)
         if op is None:
             raise ValueError(f"filters: operator {f.operator.value!r} is not supported "
                              f"(supported: {[o.value for o in _OPS]})")
-        value = list(f.value) if op in ("$in", "$nin") else f.value
+        value: Any = f.value
+        if op in ("$in", "$nin"):      # a single value is the list of that value (a str is not split)
+            value = list(value) if isinstance(value, list) else [value]
         cond = {f.key: {op: value}}
         return lambda d, m: matches(cond, d, m)
     subs = [_predicate(x) for x in f.filters]
-    cond = f.condition or FilterCondition.AND
-    if cond == FilterCondition.AND:
+    how = f.condition or FilterCondition.AND
+    if how == FilterCondition.AND:
         return lambda d, m: all(p(d, m) for p in subs)
-    if cond == FilterCondition.OR:
+    if how == FilterCondition.OR:
         return lambda d, m: any(p(d, m) for p in subs)
-    if cond == FilterCondition.NOT:
+    if how == FilterCondition.NOT:
         return lambda d, m: not all(p(d, m) for p in subs)
-    raise ValueError(f"filters: condition {cond!r} is not supported")
+    raise ValueError(f"filters: condition {how!r} is not supported")
 
 
-def to_filter(filters):
+def to_filter(filters: dict[str, Any] | Predicate | MetadataFilters | MetadataFilter | None
+              ) -> dict[str, Any] | Predicate | None:
     """contextrag's filter for ``filters`` (None, a contextrag filter, or LlamaIndex MetadataFilters)."""
     if filters is None or isinstance(filters, dict) or callable(filters) and not isinstance(filters, MetadataFilters):
         return filters
@@ -61,10 +69,27 @@ def to_filter(filters):
 
 
 class ContextRAGRetriever(BaseRetriever):
-    """A LlamaIndex retriever over a contextrag index (a ContextRAG or an index directory)."""
+    """A LlamaIndex retriever over a contextrag index (a ContextRAG or an index directory).
 
-    def __init__(self, index, *, k: int = DEFAULT_K, doc_ids=None, filters=None, explain: bool = False,
-                 overrides: dict | None = None, callback_manager=None, verbose: bool = False):
+    ``retrieve(query)`` returns one ``NodeWithScore`` per hit, best first, its score the hit's
+    absolute relevance in [0, 1].
+
+    Args:
+        index: A ContextRAG, or an index directory (loaded here).
+        k: Hits per query, >= 1.
+        doc_ids: Only items drawn from these documents (one id or several).
+        filters: contextrag's metadata conditions (contextrag.query.filters), a callable
+            ``fn(doc_id, metadata) -> bool``, or LlamaIndex ``MetadataFilters``.
+        explain: Put why each item came into its metadata (``explain``).
+        overrides: Config query fields (w_bm25, w_spread, ...) for contextrag's retrieve.
+        callback_manager: LlamaIndex's callback manager.
+        verbose: LlamaIndex's verbose flag.
+    """
+
+    def __init__(self, index: IndexLike, *, k: int = DEFAULT_K, doc_ids: str | Iterable[str] | None = None,
+                 filters: dict[str, Any] | Predicate | MetadataFilters | MetadataFilter | None = None,
+                 explain: bool = False, overrides: dict[str, Any] | None = None, callback_manager: Any = None,
+                 verbose: bool = False) -> None:
         self.rag = open_rag(index)
         self.k = check_k(k)
         self.doc_ids = None if doc_ids is None else ([doc_ids] if isinstance(doc_ids, str) else list(doc_ids))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from typing import Any, Callable
 
 from ._backend import availability, backends, native
 
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 
-def op_tables() -> dict:
+def op_tables() -> dict[str, dict[str, Callable[..., Any]]]:
     """{op: {backend: fn}}: every registered implementation of every op. Looking up an op other than
     the torch-free ``spread_hop`` loads the op modules (and their Triton/CUDA entries) first."""
     from ._registry import IMPLS
@@ -52,7 +53,7 @@ _SUBMODULES = frozenset({"kmeans", "fcm", "lattice", "semiring", "spread", "lloy
                          "_fcm_gpu", "_kmeans_gpu", "_registry", "_tensor"})
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         full = f"{__name__}.{name}"
         if name in ("kmeans", "fcm") and full not in sys.modules:
@@ -72,5 +73,5 @@ def __getattr__(name):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))

@@ -7,7 +7,7 @@ Triton/CUDA entries of k-means and FCM).
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -27,16 +27,16 @@ def _load_all() -> None:
         _loaded["busy"] = False
 
 
-class _Tables(dict):
+class _Tables(dict[str, dict[str, Callable]]):
     """{op: {backend: fn}}; a lookup loads the op modules that fill it (see the module docstring).
     The ops only look up by name (``IMPLS[op]``, ``IMPLS.get(op)``), so only those load."""
 
-    def __getitem__(self, op):
+    def __getitem__(self, op: str) -> dict[str, Callable]:
         if op not in _TORCH_FREE:
             _load_all()
         return super().__getitem__(op)
 
-    def get(self, op, default=None):
+    def get(self, op: str, default: Any = None) -> Any:
         if op not in _TORCH_FREE:
             _load_all()
         return super().get(op, default)
@@ -45,9 +45,12 @@ class _Tables(dict):
 IMPLS: dict[str, dict[str, Callable]] = _Tables()
 
 
-def register(op: str, backend: str):
+_F = TypeVar("_F", bound=Callable)
+
+
+def register(op: str, backend: str) -> Callable[[_F], _F]:
     """Decorator: register ``fn`` as ``backend``'s implementation of ``op``."""
-    def deco(fn):
+    def deco(fn: _F) -> _F:
         dict.setdefault(IMPLS, op, {})[backend] = fn
         return fn
     return deco
@@ -55,13 +58,13 @@ def register(op: str, backend: str):
 
 def from_ref(fn: Callable) -> Callable:
     """Wrap a float64 NumPy reference so it takes and returns torch tensors (result in the inputs' dtype)."""
-    def run(*tensors, **kw):
+    def run(*tensors: Any, **kw: Any) -> Any:
         import torch
         dtype, device = tensors[0].dtype, tensors[0].device
         arrs = [t.detach().cpu().double().numpy() for t in tensors]
         out = fn(*arrs, **kw)
 
-        def back(o):
+        def back(o: Any) -> Any:
             if isinstance(o, np.ndarray):
                 t = torch.from_numpy(np.ascontiguousarray(o))
                 return t.to(device=device, dtype=dtype if t.is_floating_point() else t.dtype)

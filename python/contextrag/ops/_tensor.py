@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Generic, ParamSpec, TypeVar, cast
 
 import numpy as np
 
@@ -43,28 +43,34 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+_K = TypeVar("_K")
+
+
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[_K]):
     """Remembers what the caller passed, so outputs come back as the same kind."""
 
     numpy: bool
 
-    def out(self, t: torch.Tensor):
+    def out(self, t: torch.Tensor) -> _K:
+        """``t`` as the caller's kind: a NumPy array (on the host) or the tensor itself."""
         if self.numpy:
-            return t.detach().cpu().numpy()
-        return t
+            return cast(_K, t.detach().cpu().numpy())
+        return cast(_K, t)
 
 
-def as_tensor(x, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool = True,
-              unit_interval: bool = False, allow_half: bool = False) -> tuple[torch.Tensor, Kind]:
+def as_tensor(x: _K, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool = True,
+              unit_interval: bool = False, allow_half: bool = False) -> tuple[torch.Tensor, Kind[_K]]:
     """Validate ``x`` and return it as a torch tensor plus the caller's kind.
 
     Raises ``TypeError`` for anything that is not a float array/tensor and ``ValueError`` for
     wrong ndim, NaN/inf, or values outside [0, 1] when ``unit_interval`` is set.
     """
-    torch = _torch()
+    import torch
     FLOAT_DTYPES = (torch.float32, torch.float64)
     GPU_EXTRA_DTYPES = (torch.float16, torch.bfloat16)
+    kind: Kind[_K]
+    t: torch.Tensor
     if isinstance(x, torch.Tensor):
         kind = Kind(numpy=False)
         t = x
@@ -122,7 +128,7 @@ def all_numpy(*xs) -> bool:
 
 def check_half_on_gpu(t: torch.Tensor, name: str) -> None:
     """float16/bfloat16 storage is a GPU feature; the CPU paths compute in float32/float64 only."""
-    torch = _torch()
+    import torch
     if t.dtype in (torch.float16, torch.bfloat16) and t.device.type != "cuda":
         raise TypeError(f"{name} has dtype {str(t.dtype).replace('torch.', '')}, which is only accepted for "
                         "CUDA tensors; use float32 or float64 on the CPU")
@@ -135,7 +141,7 @@ def same_device(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> N
 
 def common_dtype(*ts: torch.Tensor) -> torch.dtype:
     """float64 if any input is float64, else float32 (halves compute in float32)."""
-    torch = _torch()
+    import torch
     return torch.float64 if any(t.dtype == torch.float64 for t in ts) else torch.float32
 
 
@@ -152,7 +158,7 @@ def check_positive_int(value, name: str, *, minimum: int = 1) -> int:
 def is_sparse(x) -> bool:
     """True for scipy.sparse matrices/arrays and torch sparse (CSR or COO) tensors."""
     if is_torch_tensor(x):
-        torch = _torch()
+        import torch
         return x.layout in (torch.sparse_csr, torch.sparse_coo)
     return hasattr(x, "tocoo") and hasattr(x, "nnz") and hasattr(x, "shape")
 
@@ -168,11 +174,11 @@ class CSR:
 
     @property
     def dtype(self) -> torch.dtype:
-        torch = _torch()
+        import torch
         return torch.float64 if self.data.dtype == np.float64 else torch.float32
 
     def astype(self, dtype: torch.dtype) -> "CSR":
-        torch = _torch()
+        import torch
         want = np.float64 if dtype == torch.float64 else np.float32
         if self.data.dtype == want:
             return self
@@ -187,7 +193,8 @@ class CSR:
         out = np.zeros(self.shape, dtype=self.data.dtype)
         rows = np.repeat(np.arange(self.shape[0], dtype=np.int64), np.diff(self.indptr))
         out[rows, self.indices] = self.data
-        t = _torch().from_numpy(out)
+        import torch
+        t = torch.from_numpy(out)
         return t if dtype is None else t.to(dtype)
 
 
@@ -272,9 +279,10 @@ def cupy_device(x) -> int:
 def cupy_to_torch(x) -> torch.Tensor:
     """A torch view of the CuPy array ``x`` (same memory, same strides), through DLPack or, for
     objects without it, the CUDA array interface."""
-    torch = _torch()
+    import torch
     if hasattr(x, "__dlpack__"):
-        return torch.from_dlpack(x)
+        from torch.utils.dlpack import from_dlpack
+        return from_dlpack(x)
     return torch.as_tensor(x, device=torch.device("cuda", cupy_device(x)))
 
 
@@ -293,7 +301,7 @@ def cupy_current_stream(device: int) -> int:
 def torch_stream(ptr: int, device: int):
     """A context in which torch (and the CUDA/Triton launchers, which take torch's current stream)
     works on the CUDA stream ``ptr`` of ``device``; 0, CuPy's null stream, is torch's default stream."""
-    torch = _torch()
+    import torch
     dev = torch.device("cuda", device)
     s = torch.cuda.ExternalStream(ptr, device=dev) if ptr else torch.cuda.default_stream(dev)
     stack = contextlib.ExitStack()
@@ -335,7 +343,11 @@ def wrap_cupy(x):
     return torch_to_cupy(x) if isinstance(x, _torch().Tensor) else x
 
 
-def accepts_cupy(fn):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def accepts_cupy(fn: Callable[_P, _R]) -> Callable[_P, _R]:
     """Let the op ``fn`` take CuPy arrays (anywhere in its arguments, also inside lists).
 
     Without one, ``fn`` is called unchanged. With one, on the device of the first CuPy argument and
@@ -343,14 +355,15 @@ def accepts_cupy(fn):
     tensor in its result (also inside tuples, lists and named tuples) is returned as a CuPy array.
     """
     @functools.wraps(fn)
-    def run(*args, **kwargs):
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         first = _first_cupy(list(args) + list(kwargs.values()))
         if first is None:
             return fn(*args, **kwargs)
         dev = cupy_device(first)
         with torch_stream(cupy_current_stream(dev), dev):
-            args = _map(args, unwrap_cupy)
-            kwargs = {k: _map(v, unwrap_cupy) for k, v in kwargs.items()}
-            return _map(fn(*args, **kwargs), wrap_cupy)
+            targs = _map(args, unwrap_cupy)
+            tkwargs = {k: _map(v, unwrap_cupy) for k, v in kwargs.items()}
+            result: _R = _map(fn(*targs, **tkwargs), wrap_cupy)
+            return result
     return run
 

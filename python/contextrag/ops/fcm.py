@@ -7,27 +7,38 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import NamedTuple
+from typing import Generic, NamedTuple
 
 import numpy as np
 import torch
 
 from .. import ref
 from ._backend import native, select
+from ._elkan import cpu_row_block
 from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
-from .kmeans import cpu_row_block
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
+from ._types import Array, ArrayT
 
 ROW_BLOCK = 8192
 
 
-class FCMResult(NamedTuple):
-    centers: object          # (c, d)
-    memberships: object      # (n, c), rows sum to 1
+class FCMResult(NamedTuple, Generic[ArrayT]):
+    """The result of :func:`fcm_fit`; arrays of the input's kind and device.
+
+    Attributes:
+        centers: ``(c, d)`` centres (float32, float64 for float64 input).
+        memberships: ``(n, c)`` memberships, rows sum to 1.
+        n_iter: Iterations run.
+        objective: Σ u^m ‖x − c‖².
+        partition_coefficient: Σ u² / n: 1 crisp, 1/c uniform.
+    """
+
+    centers: ArrayT
+    memberships: ArrayT
     n_iter: int
-    objective: float         # Σ u^m ‖x − c‖²
-    partition_coefficient: float  # Σ u² / n: 1 crisp, 1/c uniform
+    objective: float
+    partition_coefficient: float
 
 
 def _check_m(m) -> float:
@@ -43,11 +54,22 @@ def _check_top_k(top_k, c):
 
 
 @accepts_cupy
-def fcm_memberships(X, C, m: float = 2.0, *, top_k: int | None = None, backend: str | None = None):
-    """Fuzzy c-means memberships of each row of X to each centre of C: (n, c), rows sum to 1.
+def fcm_memberships(X: ArrayT, C: Array, m: float = 2.0, *, top_k: int | None = None,
+                    backend: str | None = None) -> ArrayT:
+    """Fuzzy c-means memberships of each row of X to each centre of C; a point on a centre gets a
+    one-hot row.
 
-    A point on a centre gets a one-hot row. ``top_k`` keeps only the k largest memberships of each
-    row (the rest set to 0) and renormalises, for a sparse fuzzy context.
+    Args:
+        X: ``(n, d)`` points; float32 or float64 (float16/bfloat16 on CUDA).
+        C: ``(c, d)`` centres, c >= 1, on ``X``'s device.
+        m: Fuzzifier, a finite number > 1.
+        top_k: Keep only the k largest memberships of each row (the rest set to 0) and
+            renormalise, for a sparse fuzzy context; None keeps all.
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+
+    Returns:
+        ``(n, c)`` memberships, rows sum to 1 (float32, float64 for float64 ``X``), of ``X``'s
+        kind and device.
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
@@ -156,21 +178,35 @@ def bf16_available() -> bool:
 
 
 @accepts_cupy
-def fcm_fit(X, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
-            init=None, precision: str | None = None, backend: str | None = None) -> FCMResult:
+def fcm_fit(X: ArrayT, c: int, m: float = 2.0, *, n_iter: int = 100, tol: float = 1e-5, seed: int = 0,
+            init: Array | None = None, precision: str | None = None,
+            backend: str | None = None) -> FCMResult[ArrayT]:
     """Full fuzzy c-means: alternate centres = Σ u^m x / Σ u^m and memberships until max |ΔU| < tol.
 
-    ``init``: (c, d) initial centres; default c distinct random rows of X (seeded).
-    ``precision``: 'full' (GEMMs in X's dtype), 'bf16': the two GEMMs of each iteration (distances
-    and centre sums) take bfloat16-rounded inputs with float32 accumulation and output, everything
-    else stays float32 (about 2× faster on CPUs with AVX512-BF16: Zen 4, Sapphire Rapids; on the
-    benchmark the partition coefficient moved by 1.4e-4 relative and memberships by up to 2e-3), or
-    'mixed': bf16 iterations, then full precision for the last tenth of n_iter (at least 5) and,
-    with tol > 0, from the first bf16 iteration that meets tol until a full one does (see
-    MIXED_POLISH_*; measured deviations in bench/results/cpu_fcm.json). 'bf16' and 'mixed' need
-    float32 X and such a CPU; elsewhere they warn and run 'full'. None (default): 'full', or 'bf16'
-    where CONTEXTRAG_PRECISION=bf16 (``ops._precision.choose``: ``auto`` never picks FCM's bf16, whose
-    memberships are approximate) for float32 X on the CPU.
+    Args:
+        X: ``(n, d)`` points; float32 or float64 (float16/bfloat16 on CUDA).
+        c: Number of centres, 1 <= c <= n.
+        m: Fuzzifier, a finite number > 1.
+        n_iter: Most iterations.
+        tol: Stop when the largest membership change is below it.
+        seed: Seed of the default initialisation.
+        init: ``(c, d)`` initial centres; None: c distinct random rows of X (seeded).
+        precision: "full" (GEMMs in X's dtype), "bf16": the two GEMMs of each iteration
+            (distances and centre sums) take bfloat16-rounded inputs with float32 accumulation and
+            output, everything else stays float32 (about 2× faster on CPUs with AVX512-BF16: Zen 4,
+            Sapphire Rapids; on the benchmark the partition coefficient moved by 1.4e-4 relative
+            and memberships by up to 2e-3), or "mixed": bf16 iterations, then full precision for
+            the last tenth of n_iter (at least 5) and, with tol > 0, from the first bf16 iteration
+            that meets tol until a full one does (measured deviations in
+            bench/results/cpu_fcm.json). "bf16" and "mixed" need float32 X and such a CPU;
+            elsewhere they warn and run "full". None: "full", or "bf16" where
+            CONTEXTRAG_PRECISION=bf16 for float32 X on the CPU (``auto`` never picks FCM's bf16,
+            whose memberships are approximate).
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+
+    Returns:
+        ``FCMResult(centers (c, d), memberships (n, c), n_iter, objective, partition_coefficient)``,
+        arrays of ``X``'s kind and device.
     """
     tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True)
     check_half_on_gpu(tX, "X")
@@ -260,6 +296,7 @@ def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: 
     Xn, Jn = X.numpy(), J.numpy()
     xn_full = torch.einsum("ij,ij->i", X, X).contiguous().numpy() if precision != "bf16" else None
     xn_low = Wt = None
+    Cp = None                                   # the packed bf16 centres of the current iteration
     if lowp:
         Xr = X.bfloat16().to(wd)                # the norms go with the GEMM's (rounded) operands
         xn_low = torch.einsum("ij,ij->i", Xr, Xr).contiguous().numpy()
@@ -287,18 +324,21 @@ def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: 
             Cp = Cn.bf16_pack_b(C.numpy(), True)
         # bf16: distances below BF16_SLACK·(‖x‖² + max‖c‖²) recomputed exactly; full: the epilogue's default
         slack, xnn = (BF16_SLACK, xn_low) if low else (0.0, xn_full)
+        w_rows = None if low else W                # full iterations also write W = U^m
+        assert xnn is not None and (low or w_rows is not None)   # made above for the precision that runs
         delta = 0.0
         for i in range(0, n, B):
             j = min(i + B, n)
             G = distances(C, cn, i, j)
             delta = max(delta, Cn.fcm_epilogue(G.numpy(), Xn[i:j], C.numpy(), xnn[i:j], m, out[i:j].numpy(),
-                                               None if low else W[i:j].numpy(),
+                                               None if w_rows is None else w_rows[i:j].numpy(),
                                                None if prev is None else prev[i:j].numpy(),
                                                Jn[i:j] if want_j else None, slack, Wt if low else None, i))
         return delta
 
     def centre_sums():
         if not low:
+            assert W is not None                   # made for every precision with full iterations
             return W.t() @ X1
         S = torch.empty((c, d + 1), dtype=wd)
         Cn.gemm_bf16(Wt_pairs, X1p, d + 1, S.numpy(), 1.0, None)
@@ -311,7 +351,6 @@ def _fcm_loop_cpu(X: torch.Tensor, C: torch.Tensor, m: float, n_iter: int, tol: 
         low = False
         torch.mul(U, U, out=W) if m == 2.0 else torch.pow(U, m, out=W)
 
-    Cp = None
     memberships(C, U, None, False)
     it = 0
     for it in range(1, n_iter + 1):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import NamedTuple
+from typing import Any, Generic, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block
 from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
+from ._types import Array, ArrayT
 from .lloyd import DEFAULT_OPTIONS, Assignment, LloydOptions, lloyd, split_empty, updated_centroids  # noqa: F401
 
 SPLIT_EPS = ref.kmeans.SPLIT_EPS
@@ -27,18 +28,36 @@ ROW_BLOCK = 8192  # rows per distance tile on the torch (device-agnostic) paths
 log = logging.getLogger(__name__)
 
 
-class KMeansResult(NamedTuple):
-    centroids: object   # (k, d), float32 (float64 for float64 input)
-    labels: object      # (n,) int64
-    inertia: float      # Σ ‖x − c(x)‖² over all points
-    n_iter: int         # Lloyd iterations run
+class KMeansResult(NamedTuple, Generic[ArrayT]):
+    """The result of :func:`kmeans_fit`; arrays of the input's kind and device.
+
+    Attributes:
+        centroids: ``(k, d)`` float32 (float64 for float64 input).
+        labels: ``(n,)`` int64, the centroid of each point.
+        inertia: Σ ‖x − c(x)‖² over all points.
+        n_iter: Lloyd iterations run.
+    """
+
+    centroids: ArrayT
+    labels: ArrayT
+    inertia: float
+    n_iter: int
 
 
-class RQResult(NamedTuple):
-    codebooks: list     # one (k_ℓ, d) centroid matrix per level
-    codes: object       # (n, L) int64: the cluster of each point at each level
-    sizes: tuple        # codebook sizes actually used (after clamping)
-    inertia: list       # per level, Σ of squared residual norms after that level
+class RQResult(NamedTuple, Generic[ArrayT]):
+    """The result of :func:`rq_kmeans`; arrays of the input's kind and device.
+
+    Attributes:
+        codebooks: One ``(k_ℓ, d)`` centroid matrix per level (float32, float64 for float64 input).
+        codes: ``(n, L)`` int64, the cluster of each point at each level.
+        sizes: The codebook sizes used (after clamping to the number of points).
+        inertia: Per level, Σ of the squared residual norms after that level.
+    """
+
+    codebooks: list[ArrayT]
+    codes: ArrayT
+    sizes: tuple[int, ...]
+    inertia: list[float]
 
 
 def _check_X(X, name="X"):
@@ -52,8 +71,20 @@ def _work_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 @accepts_cupy
-def kmeans_assign(X, C, *, backend: str | None = None):
-    """Nearest centroid of each row: (labels int64 (n,), squared distances (n,)). Ties -> lowest index."""
+def kmeans_assign(X: ArrayT, C: Array, *, backend: str | None = None) -> tuple[ArrayT, ArrayT]:
+    """Nearest centroid of each row of ``X``; ties go to the lowest index.
+
+    The distance GEMM is fused with the argmin: no ``(n, k)`` matrix beyond one row block.
+
+    Args:
+        X: ``(n, d)`` points; float32 or float64 (float16/bfloat16 on CUDA).
+        C: ``(k, d)`` centroids, k >= 1, on ``X``'s device.
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available (:func:`backends`).
+
+    Returns:
+        ``(labels, d2)``: ``(n,)`` int64 labels and ``(n,)`` squared distances (float32, float64
+        for float64 ``X``), of ``X``'s kind and device.
+    """
     tX, kind = _check_X(X)
     tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
     check_half_on_gpu(tC, "C")
@@ -124,7 +155,8 @@ def use_bf16(X: torch.Tensor) -> bool:
 
 def pack_rows_bf16(X: torch.Tensor) -> np.ndarray:
     """X (float32, CPU) rounded to bf16 as the assignment's left operand; pack once per fit."""
-    return native().bf16_pack_a(X.contiguous().numpy())
+    packed: np.ndarray = native().bf16_pack_a(X.contiguous().numpy())
+    return packed
 
 
 def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None, stats: list | None = None):
@@ -321,19 +353,31 @@ def _take_rows(X: torch.Tensor, idx: np.ndarray) -> torch.Tensor:
 
 
 @accepts_cupy
-def kmeans_fit(X, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0, init="k-means++",
+def kmeans_fit(X: ArrayT, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
+               init: str | Array = "k-means++",
                max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID, backend: str | None = None,
-               options: LloydOptions | None = None) -> KMeansResult:
-    """Lloyd's k-means. Returns KMeansResult(centroids, labels, inertia, n_iter).
+               options: LloydOptions | None = None) -> KMeansResult[ArrayT]:
+    """Lloyd's k-means. Empty clusters take half of the largest one.
 
-    ``init``: 'k-means++' (default: greedy k-means++ on a seeded subsample of 64 points per
-    centre), 'random' (k distinct points, as FAISS), or a (k, d) array of initial centroids.
-    ``max_points_per_centroid``: the Lloyd iterations train on a seeded uniform subsample of at most
-    k·256 rows by default, as FAISS's ``Kmeans`` does; labels and inertia still cover every row
-    (one assignment pass over all of X at the end). None trains on every point, as
-    scikit-learn does. Empty clusters take half of the largest one.
-    Stops when inertia decreases by less than ``tol`` (relative).
-    ``options``: an ``ops.LloydOptions`` (bounded or plain CPU loop, bf16 screening, statistics).
+    Args:
+        X: ``(n, d)`` points; float32 or float64 (float16/bfloat16 on CUDA).
+        k: Number of clusters, 1 <= k <= n.
+        n_iter: Most Lloyd iterations.
+        tol: Stop when the inertia decreases by less than ``tol`` (relative).
+        seed: Seed of the initialisation and the training subsample.
+        init: "k-means++" (greedy k-means++ on a seeded subsample of 64 points per centre),
+            "random" (k distinct points, as FAISS), or a ``(k, d)`` array of initial centroids.
+        max_points_per_centroid: The Lloyd iterations train on a seeded uniform subsample of at
+            most k·256 rows by default, as FAISS's ``Kmeans`` does; labels and inertia still cover
+            every row (one assignment pass over all of X at the end). None trains on every point,
+            as scikit-learn does.
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+        options: How the CPU loop runs (:class:`LloydOptions`: bounded or plain, bf16 screening,
+            statistics).
+
+    Returns:
+        ``KMeansResult(centroids (k, d), labels (n,) int64, inertia, n_iter)``, arrays of ``X``'s kind
+        and device.
     """
     tX, kind = _check_X(X)
     k = check_positive_int(k, "k")
@@ -397,13 +441,27 @@ _clamp_sizes = clamp_sizes
 
 
 @accepts_cupy
-def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
-              init="k-means++", max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
-              backend: str | None = None, options: LloydOptions | None = None) -> RQResult:
+def rq_kmeans(X: ArrayT, sizes: int | Sequence[int] = (96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4,
+              seed: int = 0, init: str | Array | list[str | Array] | tuple[str | Array, ...] = "k-means++",
+              max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
+              backend: str | None = None, options: LloydOptions | None = None) -> RQResult[ArrayT]:
     """Residual-quantization k-means (eq. 10-12): level ℓ clusters the residual r(ℓ) = x − Σ_{j<ℓ} c(j).
 
-    Sizes larger than the number of points are clamped (logged at info level). ``init`` may be a list of
-    per-level (k_ℓ, d) arrays. ``max_points_per_centroid``: as in :func:`kmeans_fit`, per level. Returns RQResult(codebooks, codes, sizes, inertia per level).
+    Args:
+        X: ``(n, d)`` points; float32 or float64 (float16/bfloat16 on CUDA).
+        sizes: The codebook size of each level (an int: one level). Sizes larger than the number
+            of points are clamped (logged at info level).
+        n_iter: Most Lloyd iterations per level.
+        tol: Relative inertia decrease that stops a level.
+        seed: Level ℓ is fitted with seed ``seed + ℓ``.
+        init: As in :func:`kmeans_fit`, for every level, or a list of per-level ``(k_ℓ, d)`` arrays.
+        max_points_per_centroid: As in :func:`kmeans_fit`, per level.
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+        options: As in :func:`kmeans_fit`.
+
+    Returns:
+        ``RQResult(codebooks, codes (n, L) int64, sizes, inertia per level)``, arrays of ``X``'s kind
+        and device.
     """
     tX, kind = _check_X(X)
     n = tX.shape[0]
@@ -438,13 +496,26 @@ def rq_kmeans(X, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, see
 
 
 @accepts_cupy
-def rq_kmeans_batched(problems, sizes=(96, 24, 12), *, n_iter: int = 25, tol: float = 1e-4, seed: int = 0,
+def rq_kmeans_batched(problems: Sequence[ArrayT], sizes: int | Sequence[int] = (96, 24, 12), *, n_iter: int = 25,
+                      tol: float = 1e-4, seed: int = 0,
                       max_points_per_centroid: int | None = DEFAULT_POINTS_PER_CENTROID,
-                      backend: str | None = None) -> list[RQResult]:
+                      backend: str | None = None) -> list[RQResult[ArrayT]]:
     """RQ-KMeans over many independent problems (one per tenant or document set) of different sizes.
 
     Each problem is clamped on its own. GPU backends may run all problems in one launch; the CPU
     path runs them one after another with the same result.
+
+    Args:
+        problems: A list of ``(n_i, d)`` point sets, one kind and device for all.
+        sizes: The codebook sizes of every problem, as in :func:`rq_kmeans`.
+        n_iter: As in :func:`rq_kmeans`.
+        tol: As in :func:`rq_kmeans`.
+        seed: As in :func:`rq_kmeans`.
+        max_points_per_centroid: As in :func:`rq_kmeans`.
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+
+    Returns:
+        One :class:`RQResult` per problem, in order.
     """
     if not isinstance(problems, (list, tuple)):
         raise TypeError(f"problems must be a list of (n_i, d) arrays, got {type(problems).__name__}")
@@ -453,8 +524,9 @@ def rq_kmeans_batched(problems, sizes=(96, 24, 12), *, n_iter: int = 25, tol: fl
         t0, _ = _check_X(problems[0], "problems[0]")
         if t0.device.type == "cuda" and (backend is None or backend in batched):
             _, fn = select("rq_kmeans_batched", t0.device, backend, batched)
-            return fn(problems, sizes, n_iter=n_iter, tol=tol, seed=seed,
-                      max_points_per_centroid=max_points_per_centroid)
+            out: list[RQResult[ArrayT]] = fn(problems, sizes, n_iter=n_iter, tol=tol, seed=seed,
+                                             max_points_per_centroid=max_points_per_centroid)
+            return out
     return [rq_kmeans(X, sizes, n_iter=n_iter, tol=tol, seed=seed,
                       max_points_per_centroid=max_points_per_centroid, backend=backend)
             for X in problems]

@@ -7,19 +7,25 @@ path derives concept extents with them); the float64 definitions are in ``ref/la
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ._tensor import accepts_cupy, all_numpy, as_array, as_tensor, common_dtype, same_device
+from ._tensor import Kind, accepts_cupy, as_array, as_tensor, common_dtype, same_device
+from ._types import Array, ArrayT
+
+if TYPE_CHECKING:
+    import torch
 
 _ANY_NDIM = (0, 1, 2, 3)
 
 
-def _common_np(a: np.ndarray, b: np.ndarray):
+def _common_np(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     dt = np.float64 if np.float64 in (a.dtype, b.dtype) else np.float32
     return a.astype(dt, copy=False), b.astype(dt, copy=False)
 
 
-def _elementwise_np(a, b, name_a, name_b):
+def _elementwise_np(a: np.ndarray, b: np.ndarray, name_a: str, name_b: str) -> tuple[np.ndarray, np.ndarray]:
     a = as_array(a, name_a, ndim=_ANY_NDIM, unit_interval=True)
     b = as_array(b, name_b, ndim=_ANY_NDIM, unit_interval=True)
     try:
@@ -30,7 +36,7 @@ def _elementwise_np(a, b, name_a, name_b):
     return _common_np(a, b)
 
 
-def _elementwise(a, b, name_a, name_b):
+def _elementwise(a: ArrayT, b: Array, name_a: str, name_b: str) -> tuple[torch.Tensor, torch.Tensor, Kind[ArrayT]]:
     import torch
     ta, kind = as_tensor(a, name_a, ndim=_ANY_NDIM, unit_interval=True)
     tb, _ = as_tensor(b, name_b, ndim=_ANY_NDIM, unit_interval=True)
@@ -45,9 +51,18 @@ def _elementwise(a, b, name_a, name_b):
 
 
 @accepts_cupy
-def tnorm(a, b):
-    """Łukasiewicz t-norm a ⊗ b = max(0, a + b − 1) (eq. 4), elementwise with broadcasting."""
-    if all_numpy(a, b):
+def tnorm(a: ArrayT, b: Array) -> ArrayT:
+    """Łukasiewicz t-norm a ⊗ b = max(0, a + b − 1) (eq. 4), elementwise with broadcasting.
+
+    Args:
+        a: Degrees in [0, 1], any shape of 0 to 3 dimensions; float32 or float64.
+        b: Degrees in [0, 1], a shape that broadcasts with ``a``'s; on ``a``'s device.
+
+    Returns:
+        The broadcast shape, in the wider of the two dtypes, of ``a``'s kind (NumPy in, NumPy out;
+        a 0-d input gives a 0-d array).
+    """
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         x, y = _elementwise_np(a, b, "a", "b")
         return np.asarray(np.maximum(x + y - x.dtype.type(1), x.dtype.type(0)))   # 0-d stays an array
     import torch
@@ -56,9 +71,17 @@ def tnorm(a, b):
 
 
 @accepts_cupy
-def residuum(a, b):
-    """Łukasiewicz residuum a → b = min(1, 1 − a + b) (eq. 5), elementwise with broadcasting."""
-    if all_numpy(a, b):
+def residuum(a: ArrayT, b: Array) -> ArrayT:
+    """Łukasiewicz residuum a → b = min(1, 1 − a + b) (eq. 5), elementwise with broadcasting.
+
+    Args:
+        a: Degrees in [0, 1], any shape of 0 to 3 dimensions; float32 or float64.
+        b: Degrees in [0, 1], a shape that broadcasts with ``a``'s; on ``a``'s device.
+
+    Returns:
+        The broadcast shape, in the wider of the two dtypes, of ``a``'s kind.
+    """
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         x, y = _elementwise_np(a, b, "a", "b")
         return np.asarray(np.minimum(x.dtype.type(1) - x + y, x.dtype.type(1)))
     import torch
@@ -67,16 +90,23 @@ def residuum(a, b):
 
 
 @accepts_cupy
-def neg(a):
-    """Involutive negation ¬a = 1 − a."""
-    if all_numpy(a):
+def neg(a: ArrayT) -> ArrayT:
+    """Involutive negation ¬a = 1 − a, elementwise.
+
+    Args:
+        a: Degrees in [0, 1], any shape of 0 to 3 dimensions; float32 or float64.
+
+    Returns:
+        ``a``'s shape, dtype and kind.
+    """
+    if isinstance(a, np.ndarray):
         x = as_array(a, "a", ndim=_ANY_NDIM, unit_interval=True)
         return np.asarray(x.dtype.type(1) - x)
     ta, kind = as_tensor(a, "a", ndim=_ANY_NDIM, unit_interval=True)
     return kind.out(1.0 - ta)
 
 
-def _pair_np(A1, A2):
+def _pair_np(A1: np.ndarray, A2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     a = as_array(A1, "A1", ndim=(1, 2), unit_interval=True)
     b = as_array(A2, "A2", ndim=(1, 2), unit_interval=True)
     if a.shape != b.shape:
@@ -84,7 +114,7 @@ def _pair_np(A1, A2):
     return _common_np(a, b)
 
 
-def _pair(A1, A2):
+def _pair(A1: ArrayT, A2: Array) -> tuple[torch.Tensor, torch.Tensor, Kind[ArrayT]]:
     t1, kind = as_tensor(A1, "A1", ndim=(1, 2), unit_interval=True)
     t2, _ = as_tensor(A2, "A2", ndim=(1, 2), unit_interval=True)
     same_device("A1", t1, "A2", t2)
@@ -95,20 +125,38 @@ def _pair(A1, A2):
 
 
 @accepts_cupy
-def soft_join(A1, A2):
-    """Soft join (bridge) extent max(A1(g), A2(g)) (eq. 8 before closure)."""
-    if all_numpy(A1, A2):
-        return np.maximum(*_pair_np(A1, A2))
+def soft_join(A1: ArrayT, A2: Array) -> ArrayT:
+    """Soft join (bridge) extent max(A1(g), A2(g)) (eq. 8 before closure).
+
+    Args:
+        A1: Fuzzy extents, ``(G,)`` or ``(s, G)`` degrees in [0, 1]; float32 or float64.
+        A2: Fuzzy extents of ``A1``'s shape, on its device.
+
+    Returns:
+        ``A1``'s shape, in the wider of the two dtypes, of ``A1``'s kind.
+    """
+    if isinstance(A1, np.ndarray) and isinstance(A2, np.ndarray):
+        out: np.ndarray = np.maximum(*_pair_np(A1, A2))
+        return out
     import torch
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.maximum(t1, t2))
 
 
 @accepts_cupy
-def soft_meet(A1, A2):
-    """Soft meet extent min(A1(g), A2(g)) (eq. 9)."""
-    if all_numpy(A1, A2):
-        return np.minimum(*_pair_np(A1, A2))
+def soft_meet(A1: ArrayT, A2: Array) -> ArrayT:
+    """Soft meet extent min(A1(g), A2(g)) (eq. 9).
+
+    Args:
+        A1: Fuzzy extents, ``(G,)`` or ``(s, G)`` degrees in [0, 1]; float32 or float64.
+        A2: Fuzzy extents of ``A1``'s shape, on its device.
+
+    Returns:
+        ``A1``'s shape, in the wider of the two dtypes, of ``A1``'s kind.
+    """
+    if isinstance(A1, np.ndarray) and isinstance(A2, np.ndarray):
+        out: np.ndarray = np.minimum(*_pair_np(A1, A2))
+        return out
     import torch
     t1, t2, kind = _pair(A1, A2)
     return kind.out(torch.minimum(t1, t2))

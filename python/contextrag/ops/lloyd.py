@@ -17,7 +17,7 @@ drift apart (the Ray build is tested to give the single-process centroids bit fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple
+from typing import Callable, NamedTuple, cast
 
 import torch
 
@@ -64,7 +64,7 @@ class Assignment(NamedTuple):
 
 
 class Step(NamedTuple):
-    inertia: object         # Σ ‖x − c(x)‖² for the centroids the step was given (per segment: a list)
+    inertia: float | list[float]   # Σ ‖x − c(x)‖² for the centroids the step was given (per segment: a list)
     sums: torch.Tensor      # (k, d) per-cluster sums of the points assigned to them
     counts: torch.Tensor    # (k,) int64
     reevaluated: float = 1.0   # share of points whose distances were computed (statistics)
@@ -112,8 +112,8 @@ def updated_centroids(C: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor)
     else:
         C = C.clone()
         counts = counts.to(C.device)
-        nz = counts > 0
-        C[nz] = (sums.to(C.device)[nz] / counts[nz].to(sums.dtype)[:, None]).to(C.dtype)
+        nzt = counts > 0
+        C[nzt] = (sums.to(C.device)[nzt] / counts[nzt].to(sums.dtype)[:, None]).to(C.dtype)
     split_empty(C, counts.clone())
     return C
 
@@ -171,11 +171,12 @@ def run(C: torch.Tensor, n_iter: int, tol: float, step: Callable[[torch.Tensor],
             if stats is not None and it > 1:
                 stats.append(float(s.reevaluated))
             C = updated_centroids(C, s.sums, s.counts)
-            if converged(prev, s.inertia, tol):
+            total = cast(float, s.inertia)          # one sum without segments
+            if converged(prev, total, tol):
                 break
-            prev = s.inertia
+            prev = total
         return C, it
-    prev = [float("inf")] * len(segments)
+    prevs = [float("inf")] * len(segments)
     active = [b > a for a, b in segments]
     if not any(active):
         return C, 0
@@ -184,14 +185,15 @@ def run(C: torch.Tensor, n_iter: int, tol: float, step: Callable[[torch.Tensor],
         if stats is not None and it > 1:
             stats.append(float(s.reevaluated))
         C = C.clone()
+        totals = cast("list[float]", s.inertia)    # one sum per segment
         for p, (a, b) in enumerate(segments):
             if not active[p]:
                 continue
             C[a:b] = updated_centroids(C[a:b], s.sums[a:b], s.counts[a:b])
-            if converged(prev[p], s.inertia[p], tol):
+            if converged(prevs[p], totals[p], tol):
                 active[p] = False
             else:
-                prev[p] = s.inertia[p]
+                prevs[p] = totals[p]
         if not any(active):
             break
     return C, it

@@ -20,7 +20,7 @@ query calls, and torch's import would be most of a cold start.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -89,7 +89,7 @@ class SpreadIncidence:
                                  f"got {doc.dtype} {doc.shape}")
             doc = doc.astype(np.int64)
         self.doc = doc
-        self._dev: dict = {}
+        self._dev: dict[str, dict[str, Any]] = {}
 
     @property
     def n(self) -> int:
@@ -102,13 +102,13 @@ class SpreadIncidence:
     def csr(self) -> sp.csr_matrix:
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=self.shape)
 
-    def on(self, device: torch.device) -> dict:
+    def on(self, device: torch.device) -> dict[str, Any]:
         """Torch copies of the arrays on ``device`` (cached)."""
         import torch
         key = str(device)
         if key not in self._dev:
             names = ("indptr", "indices", "data", "t_indptr", "t_indices", "t_data")
-            d = {k: torch.from_numpy(getattr(self, k)).to(device) for k in names}
+            d: dict[str, Any] = {k: torch.from_numpy(getattr(self, k)).to(device) for k in names}
             d["doc"] = None if self.doc is None else torch.from_numpy(self.doc).to(device)
             self._dev[key] = d
         return self._dev[key]
@@ -160,7 +160,8 @@ def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
         mu = mu.detach().cpu()
         import torch
         mu = mu.to_dense().numpy() if mu.layout != torch.strided else mu.numpy()
-    m = sp.csr_matrix(mu) if sp.issparse(mu) else sp.csr_matrix(np.asarray(mu, dtype=np.float64))
+    # (scipy-stubs types issparse's narrowing as SparseABC, which csr_matrix's overloads do not name)
+    m = sp.csr_matrix(mu) if sp.issparse(mu) else sp.csr_matrix(np.asarray(mu, dtype=np.float64))  # type: ignore[call-overload]
     if m.shape != (Q, M):
         raise ValueError(f"mu must be (Q, M) = ({Q}, {M}), got {m.shape}")
     m.sum_duplicates()
@@ -204,7 +205,8 @@ def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | N
 
 def _ref_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     out = ref.spread_hop(G.csr(), s, d, None if m is None else m.toarray(), G.doc)
-    return out.astype(d.dtype, copy=False)
+    hop: np.ndarray = out.astype(d.dtype, copy=False)
+    return hop
 
 
 def gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
@@ -241,9 +243,10 @@ def _cpu_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     fn = getattr(C, "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32", None) if C else None
     if fn is None:
         return gather_py(G, s, d, m)
-    return fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc, s, d,
-              None if m is None else m.indptr.astype(np.int64), None if m is None else m.indices.astype(np.int64),
-              None if m is None else m.data)
+    out: np.ndarray = fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc, s, d,
+                         None if m is None else m.indptr.astype(np.int64),
+                         None if m is None else m.indices.astype(np.int64), None if m is None else m.data)
+    return out
 
 
 _NUMPY_IMPLS = {"ref": _ref_numpy, "cpu": _cpu_numpy}

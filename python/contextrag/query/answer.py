@@ -28,8 +28,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import sentences
+
+if TYPE_CHECKING:
+    from .hybrid import Hit
 
 STYLES = ("short", "paragraph", "extractive", "span")
 NO_LLM_STYLES = ("extractive", "span")      # the styles written without an LLM
@@ -50,23 +54,40 @@ UNKNOWN = "unknown"
 
 @dataclass
 class Answer:
+    """An answer and what it rests on.
+
+    Attributes:
+        text: The answer ("unknown" when the passages do not hold it).
+        hits: The passages the answer was written from, numbered 1.. in this order.
+        cost: This query's LLM cost per stage (calls, cached_calls, prompt/completion tokens,
+            seconds) and "total".
+        seconds: Wall time of the whole query.
+        rewrites: The LLM's rewrites of the question that were searched.
+        reranked: Whether the LLM reranked the hits.
+        style: "short", "paragraph", "extractive" or "span".
+        citations: 1-based numbers of the hits the answer cites.
+        rewrite_calls: Per rewrite call: {kind, reply, used}.
+        support: Extractive and span styles: the sentences the answer rests on.
+    """
+
     text: str
-    hits: list
-    cost: dict = field(default_factory=dict)
+    hits: list[Hit]
+    cost: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
-    rewrites: list = field(default_factory=list)
+    rewrites: list[str] = field(default_factory=list)
     reranked: bool = False
     style: str = "short"
-    citations: list = field(default_factory=list)   # 1-based numbers of the hits the answer cites
-    rewrite_calls: list = field(default_factory=list)   # per rewrite call: {kind, reply, used}
-    support: list = field(default_factory=list)   # extractive / span: the sentences the answer rests on
+    citations: list[int] = field(default_factory=list)   # 1-based numbers of the hits the answer cites
+    rewrite_calls: list[dict[str, Any]] = field(default_factory=list)   # per rewrite call: {kind, reply, used}
+    support: list[Any] = field(default_factory=list)   # extractive / span: the sentences the answer rests on
 
     @property
-    def cited_hits(self) -> list:
+    def cited_hits(self) -> list[Hit]:
         """The hits the answer cites, in citation order."""
         return [self.hits[n - 1] for n in self.citations if 1 <= n <= len(self.hits)]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as JSON-ready values (the server's and the CLI's form)."""
         return {"answer": self.text, "style": self.style, "citations": list(self.citations),
                 "hits": [h.to_dict() for h in self.hits], "cost": self.cost,
                 "seconds": self.seconds, "rewrites": self.rewrites, "rewrite_calls": self.rewrite_calls,
@@ -78,7 +99,7 @@ def _short(text: str, words: int) -> str:
     return " ".join(w[:words]) + (" …" if len(w) > words else "")
 
 
-def check_style(style) -> str:
+def check_style(style: str) -> str:
     if style not in STYLES:
         raise ValueError(f"style must be one of {STYLES} (or None for the default), got {style!r}")
     return style

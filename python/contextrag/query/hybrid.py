@@ -18,6 +18,7 @@ score(c) = boost(c) · (w_bm25·bm25(q, c) + w_cos·cos(q, c) + w_fuzzy·fuzzy(q
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -29,20 +30,39 @@ from .fuzzy import fuzzy_scores
 
 @dataclass
 class Hit:
+    """One retrieved item: a chunk, or a virtual item (cluster summary, concept node).
+
+    Attributes:
+        id: The item id.
+        doc_id: The chunk's document (None for a virtual item).
+        kind: "chunk", "summary", "join" or "meet" (contextrag.index.core.ITEM_KINDS).
+        text: The item's text.
+        score: The rank score (eq. 13 with spreading and boosts); comparable within one query.
+        parts: The score's terms: bm25, cos, fuzzy, boost, spread (and hybrid, rrf, rerank_rank
+            after search).
+        doc_ids: The documents whose text the item shows (several for a virtual item).
+        title: The chunk's document title ("" for virtual items).
+        metadata: The chunk's document metadata ({} for virtual items).
+        span: ``(start, end)`` characters of a chunk inside its document.
+        explain: Why the item came (query/explain.py), when asked for.
+        relevance: Absolute relevance in [0, 1] (query/relevance.py), comparable across queries.
+    """
+
     id: str
     doc_id: str | None
     kind: str
     text: str
     score: float
-    parts: dict = field(default_factory=dict)   # {bm25, cos, fuzzy, boost, spread} (+ hybrid, rrf, rerank_rank)
-    doc_ids: tuple = ()                         # documents whose text the item shows (virtual items: several)
+    parts: dict[str, Any] = field(default_factory=dict)   # {bm25, cos, fuzzy, boost, spread} (+ hybrid, rrf, rerank_rank)
+    doc_ids: tuple[str, ...] = ()               # documents whose text the item shows (virtual items: several)
     title: str = ""                             # the chunk's document title ("" for virtual items)
-    metadata: dict = field(default_factory=dict)   # the chunk's document metadata ({} for virtual items)
-    span: tuple | None = None                   # [start, end) characters of a chunk inside its document
-    explain: dict | None = None                 # why the item came (query/explain.py), when asked for
+    metadata: dict[str, Any] = field(default_factory=dict)   # the chunk's document metadata ({} for virtual items)
+    span: tuple[int, int] | None = None         # [start, end) characters of a chunk inside its document
+    explain: dict[str, Any] | None = None       # why the item came (query/explain.py), when asked for
     relevance: float | None = None              # absolute relevance in [0, 1] (query/relevance.py)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
+        """The hit as JSON-ready values (the server's and the CLI's form)."""
         d = {"id": self.id, "doc_id": self.doc_id, "doc_ids": list(self.doc_ids), "kind": self.kind,
              "title": self.title, "text": self.text, "metadata": dict(self.metadata),
              "span": None if self.span is None else [int(x) for x in self.span],
