@@ -44,13 +44,13 @@ class Config:
     embed_batch_size: int = 64
     device: str | None = None            # None: cuda when available, else cpu
     # ---- stage 2: RQ-KMeans (§3.4)
-    rq_sizes: tuple = (96, 24, 12)
+    rq_sizes: tuple[int, ...] = (96, 24, 12)
     rq_iters: int = 25
     seed: int = 0
     # ---- stage 3: fuzzy context and concept graph (§3.2-3.3, §4.3)
     fcm_m: float = 2.0
     fcm_top_k: int | None = None
-    family_weights: dict = field(default_factory=lambda: {"rq": 1.0})
+    family_weights: dict[str, float] = field(default_factory=lambda: {"rq": 1.0})
     # join/meet nodes of the RQ concept lattice, each also a retrievable item. 0 by default: measured on
     # HotpotQA-500 and MultiHop-RAG, no kind of join/meet item helps on both sets (docs/MULTIHOP.md);
     # Config.paper() keeps the paper's 64 + 64.
@@ -77,7 +77,7 @@ class Config:
     w_bm25: float = 0.3
     w_cos: float = 0.5
     w_fuzzy: float = 0.2
-    theta: tuple = (0.5, 0.5, 0.5)       # per-level activation thresholds θ_ℓ (eq. 15)
+    theta: tuple[float, ...] = (0.5, 0.5, 0.5)       # per-level activation thresholds θ_ℓ (eq. 15)
     candidates: int = 25
     rerank_top: int = 12
     boost_summary: float = 1.2
@@ -88,7 +88,7 @@ class Config:
     # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = one Łukasiewicz step
     # seeds -> shared entity/term attributes -> chunks (query/spread.py). 0 = the paper's flat eq. 13.
     w_spread: float = 1.0
-    spread_families: dict = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
+    spread_families: dict[str, float] = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
     spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
 
     def __post_init__(self) -> None:

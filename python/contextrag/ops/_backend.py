@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from typing import Callable
+from typing import Any, Callable
 
 BACKENDS = ("ref", "cpu", "triton", "cuda")
 _AUTO_ORDER = {"cuda": ("cuda", "triton", "ref"), "cpu": ("cpu", "ref")}
@@ -107,8 +107,9 @@ def backends() -> dict[str, dict]:
     return out
 
 
-def native():
-    """The C++ module or None."""
+def native() -> Any:
+    """The compiled extension module ``contextrag._C`` (the C++ kernels; it ships no type stubs), or
+    None where it is not built or failed to load."""
     return _native()[0]
 
 

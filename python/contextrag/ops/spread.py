@@ -29,6 +29,7 @@ from .. import ref
 from ._backend import native, select
 from ._registry import IMPLS, register
 from ._tensor import accepts_cupy, is_torch_tensor
+from ._types import Array, ArrayT, Incidence
 
 if TYPE_CHECKING:
     import torch
@@ -48,7 +49,7 @@ class SpreadIncidence:
     """
 
     @accepts_cupy
-    def __init__(self, I, doc=None):
+    def __init__(self, I: Any, doc: Any = None) -> None:   # I: Incidence, doc: Array (narrowed by hand)
         if _is_torch(doc):
             doc = doc.cpu().numpy()
         if _is_torch(I):
@@ -172,13 +173,21 @@ def _mu_csr(mu, Q: int, M: int, dtype) -> sp.csr_matrix | None:
 
 
 @accepts_cupy
-def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | None = None):
+def spread_hop(G: SpreadIncidence, seeds: Array, seed_deg: ArrayT, mu: Incidence | None = None, *,
+               backend: str | None = None) -> ArrayT:
     """(Q, n) hop degrees for a batch of Q queries (definition: module docstring).
 
-    G: a :class:`SpreadIncidence` (n chunks × M attributes); seeds: (Q, S) int chunk indices, −1 for
-    no seed; seed_deg: (Q, S) seed degrees ρ in [0, 1]; mu: optional (Q, M) query activations
-    (dense or scipy.sparse). Returns the incidence's dtype, NumPy when seed_deg is NumPy, otherwise a
-    torch tensor on seed_deg's device.
+    Args:
+        G: The prepared incidence, n chunks × M attributes.
+        seeds: ``(Q, S)`` integer chunk indices, −1 for no seed.
+        seed_deg: ``(Q, S)`` seed degrees ρ in [0, 1], float.
+        mu: Optional ``(Q, M)`` query activations in [0, 1] (dense or scipy.sparse).
+        backend: "ref", "cpu", "triton" or "cuda"; None picks the best available.
+
+    Returns:
+        ``(Q, n)`` hop degrees in the incidence's dtype: NumPy when ``seed_deg`` is NumPy (computed
+        without importing torch on the "cpu" and "ref" backends), otherwise a torch tensor on
+        ``seed_deg``'s device.
     """
     if not isinstance(G, SpreadIncidence):
         raise TypeError(f"G must be a SpreadIncidence (prepare the incidence once), got {type(G).__name__}")
@@ -190,12 +199,14 @@ def spread_hop(G: SpreadIncidence, seeds, seed_deg, mu=None, *, backend: str | N
         if name in _NUMPY_IMPLS:
             return _NUMPY_IMPLS[name](G, s, d, m)
         import torch      # the Triton interpreter on the CPU
-        return impl(G, torch.from_numpy(s), torch.from_numpy(d), m).detach().cpu().numpy()
+        hop: np.ndarray = impl(G, torch.from_numpy(s), torch.from_numpy(d), m).detach().cpu().numpy()
+        return hop
     import torch
     s, d = _seeds(seeds, seed_deg, G.n)
     m = _mu_csr(mu, s.shape[0], G.shape[1], G.dtype)
     _, impl = select("spread_hop", d.device, backend, IMPLS["spread_hop"])
-    return impl(G, s, d.to(torch.float64 if G.dtype == np.float64 else torch.float32), m)
+    hop_t: torch.Tensor = impl(G, s, d.to(torch.float64 if G.dtype == np.float64 else torch.float32), m)
+    return hop_t
 
 
 # ---- implementations -----------------------------------------------------------------------
