@@ -90,3 +90,12 @@ def test_llamaindex_metadata_filters(rag):
             MetadataFilter(key="topic", value="x", operator=FilterOperator.TEXT_MATCH)]))
     nodes = ContextRAGRetriever(rag, k=10, doc_ids="veldt").retrieve(QUESTION)
     assert nodes and docs_of(nodes) == {"veldt"}
+
+
+def test_in_filter_with_one_str_value_means_that_value_not_its_characters():
+    from contextrag.integrations.llamaindex import to_filter
+    one = MetadataFilters(filters=[MetadataFilter(key="lang", value="en", operator=FilterOperator.IN)])
+    pred = to_filter(one)
+    assert pred("d1", {"lang": "en"}) and not pred("d2", {"lang": "e"}) and not pred("d3", {"lang": "n"})
+    none_of = to_filter(MetadataFilters(filters=[MetadataFilter(key="lang", value="en", operator=FilterOperator.NIN)]))
+    assert not none_of("d1", {"lang": "en"}) and none_of("d2", {"lang": "e"})
