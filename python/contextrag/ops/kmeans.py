@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Generic, NamedTuple, Sequence
+from typing import Generic, NamedTuple, Sequence
 
 import numpy as np
 import torch
