@@ -22,7 +22,8 @@ from .lexical.words import CorpusWords
 
 def word_terms(words: CorpusWords) -> tuple:
     """(term id per word (−1: no BM25 term), term strings): the BM25 term of each stored word, cached
-    on ``words`` and extended when its vocabulary grows."""
+    on ``words``; a cache inherited from an older vocabulary (a prefix of this one) is extended into
+    new objects, so the older words stay valid."""
     from .lexical.tokens import bm25_word_terms
     cache = getattr(words, "_terms", None)
     vocab = words.vocab
@@ -31,11 +32,10 @@ def word_terms(words: CorpusWords) -> tuple:
     tid, names, index = cache
     if tid.size < len(vocab):
         new = bm25_word_terms(vocab[tid.size:])
+        index = dict(index)
         ext = np.fromiter((-1 if t is None else index.setdefault(t, len(index)) for t in new), np.int32, len(new))
-        names = names + list(index)[len(names):]
-        tid = np.concatenate([tid, ext])
-        cache = (tid, names, index)
-        words._terms = cache
+        cache = (np.concatenate([tid, ext]), names + list(index)[len(names):], index)
+    words._terms = cache
     return cache[0], cache[1]
 
 

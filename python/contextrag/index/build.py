@@ -219,15 +219,17 @@ def build_bm25(ix: Index):
     return None
 
 
-def title_own_columns(ix: Index) -> np.ndarray:
-    """(n_chunks,) int32: the column of each chunk's own title in the "title" family, −1 for none."""
+def title_own_columns(ix: Index, titles=None) -> np.ndarray:
+    """int32: the column of each chunk's own title (``titles``: the first chunks', default all) in
+    the "title" family, −1 for none."""
     from .lexical.tokens import normalise_title
+    titles = ix.chunk_titles if titles is None else titles
     fam = ix.lexical.families.get("title") if getattr(ix, "lexical", None) is not None else None
     if fam is None:
-        return np.full(ix.n_chunks, -1, np.int32)
+        return np.full(len(titles), -1, np.int32)
     cache: dict = {}
     return np.fromiter((cache[t] if t in cache else cache.setdefault(t, fam.vocab.get(normalise_title(t), -1))
-                        for t in ix.chunk_titles), np.int32, ix.n_chunks)
+                        for t in titles), np.int32, len(titles))
 
 
 def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
@@ -466,7 +468,10 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
         ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
         affected = np.flatnonzero((ext_new > 0).any(axis=1))
         if len(affected):
-            up = np.asarray(ops.luk_up(np.ascontiguousarray(ext_new[affected]), I_new), dtype=np.float32)
+            from . import small_batch
+            E_aff = np.ascontiguousarray(ext_new[affected])
+            up = small_batch.luk_up(E_aff, I_new) if len(new_rows) <= small_batch.MAX_ROWS else \
+                np.asarray(ops.luk_up(E_aff, I_new), dtype=np.float32)
             g.intent[affected] = np.minimum(g.intent[affected], up)
     else:
         affected = np.arange(g.n_nodes)
@@ -487,25 +492,86 @@ def _remap_attributes(ix: Index, old_names: list[str]) -> None:
     g.attr[seeds] = [pos[old_names[a]] for a in g.attr[seeds]]
 
 
-def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict) -> None:
-    """After an update: the items, BM25 and the lexical families of the new corpus. The families are
-    exact (df and w(a) = log(N/df)/log(N) of the new corpus, docs/MULTIHOP.md); lexical concept nodes
-    are re-selected from them (their rarity and links change with the corpus), so they equal a fresh
-    build's."""
-    fams, l_nodes = None, []
+def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, fams=None) -> None:
+    """After an update: the items, BM25 and the lexical families of the new corpus. ``fams``: the
+    families already updated from the changed chunks (lexical/incremental.py), else they are built
+    from the chunk texts. The families are exact (df and w(a) = log(N/df)/log(N) of the new corpus,
+    docs/MULTIHOP.md); lexical concept nodes are re-selected from them (their rarity and links change
+    with the corpus), so they equal a fresh build's. BM25 is computed from the stored word counts."""
+    l_nodes = []
+    if fams is None and ix.words is None:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, ix.n_chunks)
     if wants_lexical_nodes(ix.config):
-        with _Timer(t, "lexical"):
-            fams = _lexical_of_index(ix)
+        if fams is None:
+            with _Timer(t, "lexical"):
+                fams = _lexical_of_index(ix)
         with _Timer(t, "lexical_nodes"):
             l_nodes = lexical_nodes_of(ix, fams)
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items, l_nodes)
     with _Timer(t, "bm25"):
-        ix.words = None                  # the chunks changed: their words are tokenised again
-        tokens = build_bm25(ix)
+        build_bm25(ix)
     with _Timer(t, "lexical"):
-        build_lexical(ix, tokens, prebuilt=fams)
-    ix.words.title_own = title_own_columns(ix)
+        build_lexical(ix, None, prebuilt=fams)
+    if ix.words.title_own is None or fams is None:
+        ix.words.title_own = title_own_columns(ix)
+
+
+def _migrated_words(ix: Index, n: int):
+    """The stored words of the first ``n`` chunks of an index whose snapshot predates them: its
+    chunks are tokenised once (logged); the next save stores them."""
+    from .lexical import words as lw
+    t0 = time.perf_counter()
+    ti, tx = ix.chunk_titles[:n], ix.chunk_texts[:n]
+    W = lw.from_chunks(ti, tx)
+    W.title_own = title_own_columns(ix, ti)
+    log.warning("contextrag: this index's snapshot has no stored words (written by an older version); "
+                "tokenised its %d chunks once in %.1f s so that updates read no old text from now on "
+                "(stored with this change)", n, time.perf_counter() - t0)
+    return W
+
+
+def _incremental_names(ix: Index) -> list | None:
+    """The lexical families an update can keep up to date from the changed chunks alone (title,
+    term), or None when the stored ones do not match the configuration (then they are rebuilt)."""
+    names = lexical_family_names(ix.config)
+    lex = getattr(ix, "lexical", None)
+    if lex is None or list(lex.families) != names or not set(names) <= {"title", "term"}:
+        return None
+    return names
+
+
+def _families_after_add(ix: Index, n_old: int, new_ids, new_off):
+    from .lexical import incremental as inc
+    from .lexical.families import LexicalContext
+    names = _incremental_names(ix)
+    if names is None:
+        return None
+    fams = {}
+    for name in names:
+        f = ix.lexical.families[name]
+        if name == "title":
+            fams[name], ix.words.title_own = inc.title_after_add(f, ix.words, n_old, ix.chunk_titles[n_old:])
+        else:
+            fams[name] = inc.term_after_add(f, ix.words, n_old, new_ids, new_off)
+    return LexicalContext(fams)
+
+
+def _families_after_delete(ix: Index, W_old, keep: np.ndarray):
+    from .lexical import incremental as inc
+    from .lexical.families import LexicalContext
+    names = _incremental_names(ix)
+    if names is None:
+        return None
+    fams = {}
+    for name in names:
+        f = ix.lexical.families[name]
+        if name == "title":
+            fams[name], ix.words.title_own = inc.title_after_delete(f, W_old.title_own, keep, W_old.n_chunks)
+        else:
+            fams[name] = inc.term_after_delete(f, W_old, keep)
+    return LexicalContext(fams)
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:
@@ -522,6 +588,9 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
                                                         ix.config))
     n_old = ix.n_chunks
     s_items = summary_items_of(ix)
+    if ix.words is None or ix.words.n_chunks != n_old:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, n_old)
     chunk_E = np.concatenate([ix.chunk_embeddings, E_new], axis=0)
     for d in docs:
         ix.docs[d.doc_id] = doc_entry(d)
@@ -544,7 +613,12 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
         n_aff = _refresh_nodes(ix, new_rows if incremental else None)
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    _items_bm25_lexical(ix, chunk_E, s_items, t)
+    from .lexical.incremental import append_chunks
+    with _Timer(t, "words"):
+        ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
+    with _Timer(t, "lexical"):
+        fams = _families_after_add(ix, n_old, new_ids, new_off)
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
                                               "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
@@ -563,9 +637,12 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     if drop.all():
         raise ValueError("doc_ids would delete every document; build a new index instead")
     keep = np.flatnonzero(~drop)
+    t: dict = {}
+    if ix.words is None or ix.words.n_chunks != ix.n_chunks:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, ix.n_chunks)
     remap = np.full(ix.n_chunks, -1, np.int64)
     remap[keep] = np.arange(len(keep))
-    t: dict = {}
     s_items = []
     for s in summary_items_of(ix):
         if not drop[s["sources"]].any():
@@ -584,7 +661,13 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "graph"):
         _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: recompute all
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    _items_bm25_lexical(ix, chunk_E, s_items, t)
+    from .lexical.incremental import keep_chunks
+    with _Timer(t, "words"):
+        W_old = ix.words
+        ix.words = keep_chunks(W_old, keep)
+    with _Timer(t, "lexical"):
+        fams = _families_after_delete(ix, W_old, keep)
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

@@ -31,6 +31,10 @@ KEYS = ("words.vocab", "seq.indptr", "seq.ids", "seq.title_len", "bag.indptr", "
         "title.own")
 
 
+_ARRAY_FIELDS = ("vocab_utf8", "seq_indptr", "seq_ids", "title_len", "bag_indptr", "bag_words", "bag_counts",
+                 "title_own")
+
+
 @dataclass
 class CorpusWords:
     """The stored words of an index's chunks (see the module docstring). Arrays may be memory-mapped
@@ -45,6 +49,16 @@ class CorpusWords:
     title_own: np.ndarray             # int32 (n,): own column in the "title" family, −1 for none
     _vocab: list | None = field(default=None, repr=False)
     _index: dict | None = field(default=None, repr=False)
+
+    def __deepcopy__(self, memo):
+        """The arrays are shared, not copied (updates replace them, never write into them), so
+        copying an index to change it does not read memory-mapped words into memory."""
+        out = CorpusWords(*(getattr(self, k) for k in _ARRAY_FIELDS))
+        out._vocab, out._index = self._vocab, self._index
+        if getattr(self, "_terms", None) is not None:
+            out._terms = self._terms
+        memo[id(self)] = out
+        return out
 
     @property
     def n_chunks(self) -> int:
