@@ -1,0 +1,219 @@
+"""add/delete update the stored words, BM25 and the lexical families from the changed documents'
+tokens only, and leave the same state a build from the new corpus's text has (index/lexical/
+incremental.py, index/bm25_index.py); a small add runs without torch (index/small_batch.py)."""
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+N_BASE = 160  # = conftest.N_BASE (test modules here are not a package)
+
+
+def _check_like_a_build(ix, questions):
+    """The index's words, families, own-title columns, lexical nodes and BM25 equal what a build
+    computes from the current chunks' text (column order included)."""
+    import bm25s
+    from contextrag.index.build import lexical_family_names, title_own_columns
+    from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids
+    from contextrag.index.lexical import words as lw
+    from contextrag.index.lexical.families import lexical_families
+    from contextrag.index.lexical.nodes import select_lexical_nodes
+    ref = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config))
+    assert list(ix.lexical.families) == list(ref.families)
+    for name, g in ref.families.items():
+        f = ix.lexical.families[name]
+        assert f.attributes == g.attributes, name          # the same columns in the same order
+        np.testing.assert_array_equal(f.df, g.df)
+        np.testing.assert_array_equal(f.weight, g.weight)
+        A, B = f.incidence.tocsr(), g.incidence.tocsr()
+        A.sort_indices()
+        B.sort_indices()
+        for part in ("indptr", "indices", "data"):
+            np.testing.assert_array_equal(getattr(A, part), getattr(B, part), err_msg=f"{name}.{part}")
+        assert f.max_n == g.max_n
+    np.testing.assert_array_equal(ix.words.title_own, title_own_columns(ix))
+    W = lw.from_chunks(ix.chunk_titles, ix.chunk_texts)
+    for i in range(ix.n_chunks):
+        a = ix.words.seq_ids[ix.words.seq_indptr[i]:ix.words.seq_indptr[i + 1]]
+        b = W.seq_ids[W.seq_indptr[i]:W.seq_indptr[i + 1]]
+        assert [ix.words.vocab[j] for j in a] == [W.vocab[j] for j in b]
+    np.testing.assert_array_equal(ix.words.title_len, W.title_len)
+    cfg = ix.config
+    nodes = select_lexical_nodes(ref, ix.chunk_doc_ids, cfg.lexical_joins, cfg.lexical_meets, cfg.min_support)
+    assert sorted(f"{n.kind}:{n.label}" for n in nodes) == sorted(i for i in ix.item_ids if i.startswith(("join:", "meet:"))
+                                                                  and not i.split(":", 1)[1].isdigit())
+    fresh = bm25s.BM25()
+    fresh.index(bm25_tokenize_ids(ix.search_texts()), show_progress=False)
+    for q in questions:
+        toks = bm25_tokenize([q])[0]
+        np.testing.assert_array_equal(ix.bm25.get_scores(toks), fresh.get_scores(toks), err_msg=q)
+
+
+@pytest.fixture(scope="module")
+def questions():
+    from shared_data import hotpot_file
+    return [q["question"] for q in json.loads(hotpot_file().read_text())[:25]]
+
+
+def test_add_and_delete_equal_a_build_of_the_text(fresh, hotpot_paragraphs, questions):
+    ix = fresh.index
+    assert ix.words is not None and ix.words.n_chunks == ix.n_chunks
+    fresh.add(hotpot_paragraphs[N_BASE:N_BASE + 6])
+    _check_like_a_build(fresh.index, questions)
+    # p0 introduced many term columns (they move to their next first occurrence); the deleted
+    # paragraphs' titles leave the title family
+    fresh.delete(["p0", "p7", hotpot_paragraphs[N_BASE + 1]["id"]])
+    _check_like_a_build(fresh.index, questions)
+    fresh.add(hotpot_paragraphs[N_BASE + 6:N_BASE + 9])
+    _check_like_a_build(fresh.index, questions)
+    from contextrag import ContextRAG
+    again = ContextRAG.load(fresh.path, embedder=fresh.index.embedder)
+    _check_like_a_build(again.index, questions)
+    for q in questions[:5]:
+        a, b = fresh.retrieve(q, k=8), again.retrieve(q, k=8)
+        assert [h.id for h in a] == [h.id for h in b]
+
+
+def test_add_equals_the_add_that_retokenises(base_dir, embedder, hotpot_paragraphs, questions, tmp_path, monkeypatch):
+    """The incremental add answers queries exactly as an add that recomputes the words, BM25 and the
+    families from every chunk's text."""
+    import shutil
+    from contextrag import ContextRAG
+    from contextrag.index import build
+    new = hotpot_paragraphs[N_BASE:N_BASE + 5]
+    shutil.copytree(base_dir, tmp_path / "a")
+    shutil.copytree(base_dir, tmp_path / "b")
+    inc = ContextRAG.load(tmp_path / "a", embedder=embedder)
+    inc.add(new)
+    full = ContextRAG.load(tmp_path / "b", embedder=embedder)
+    with monkeypatch.context() as m:
+        m.setattr(build, "_families_after_add", lambda *a, **k: None)    # families from the text
+        orig = build.build_bm25
+
+        def from_text(ix):
+            ix.words = None                                              # words from the text
+            return orig(ix)
+        m.setattr(build, "build_bm25", from_text)
+        full.add(new)
+    assert inc.index.item_ids == full.index.item_ids
+    for q in questions:
+        a, b = inc.retrieve(q, k=10), full.retrieve(q, k=10)
+        assert [(h.id, h.score) for h in a] == [(h.id, h.score) for h in b], q
+
+
+def test_add_tokenises_only_the_new_text(fresh, hotpot_paragraphs, monkeypatch):
+    """A mock tokeniser records every text it is given; the old chunks' text is never among them,
+    and nothing tokenises the corpus (the build's BM25 and family tokenisers fail if called)."""
+    from contextrag.index import core
+    from contextrag.index.lexical import families, tokens, words
+    old = set(words.search_texts(fresh.index.chunk_titles, fresh.index.chunk_texts))
+    seen = []
+    real = words.tokenize_words
+
+    def recording(texts):
+        texts = list(texts)
+        seen.extend(texts)
+        return real(texts)
+
+    def boom(*a, **k):
+        raise AssertionError("the corpus was tokenised again")
+    monkeypatch.setattr(words, "tokenize_words", recording)
+    monkeypatch.setattr("contextrag.index.lexical.incremental.tokenize_words", recording)
+    for mod, name in ((core, "bm25_tokenize_ids"), (families, "lexical_families"), (families, "map_reduce_families"),
+                      (tokens, "bm25_tokenize"), (tokens, "word_tokens"), (tokens, "map_block")):
+        monkeypatch.setattr(mod, name, boom)
+    new = hotpot_paragraphs[N_BASE:N_BASE + 4]
+    fresh.add(new)
+    ix = fresh.index
+    k = ix.n_chunks - len(old)
+    assert k >= len(new) and sorted(seen) == sorted(words.search_texts(ix.chunk_titles[-k:], ix.chunk_texts[-k:]))
+    seen.clear()
+    fresh.delete([new[0]["id"], "p3"])
+    assert seen == []                                 # a delete tokenises nothing
+
+
+def test_snapshot_without_words_is_migrated_once(base_dir, embedder, hotpot_paragraphs, questions, tmp_path, caplog):
+    import shutil
+    from contextrag import ContextRAG
+    from contextrag.index import store
+    from contextrag.index.lexical import words as lw
+    dst = tmp_path / "old"
+    shutil.copytree(base_dir, dst)
+    rag = ContextRAG.load(dst, embedder=embedder)
+    rag.index.words = None                      # what an older library wrote: no tokens.safetensors
+    rag.save()
+    assert not (store.snapshot_dir(dst) / lw.FILE).exists()
+    old = ContextRAG.load(dst, embedder=embedder)
+    assert old.index.words is None
+    assert len(old.retrieve(questions[0], k=3)) == 3          # queries need no words
+    with caplog.at_level(logging.WARNING, logger="contextrag"):
+        old.add(hotpot_paragraphs[N_BASE:N_BASE + 3])
+    assert caplog.text.count("no stored words") == 1
+    _check_like_a_build(old.index, questions)
+    assert (store.snapshot_dir(dst) / lw.FILE).exists()
+    caplog.clear()
+    again = ContextRAG.load(dst, embedder=embedder)
+    with caplog.at_level(logging.WARNING, logger="contextrag"):
+        again.add(hotpot_paragraphs[N_BASE + 3:N_BASE + 5])
+    assert "no stored words" not in caplog.text
+    _check_like_a_build(again.index, questions)
+
+
+def test_small_batch_memberships_equal_the_ops_path(base):
+    from contextrag import Config, ops
+    from contextrag.index import small_batch
+    from contextrag.index.context import _fcm_level
+    ix = base.index
+    books = ix.codebooks
+    rng = np.random.default_rng(0)
+    X = ix.chunk_embeddings[rng.choice(ix.n_chunks, 37, replace=False)].copy()
+    X[0] = books[0][1]                                        # a point on a centre: a one-hot row
+    for cfg in (Config(), Config(fcm_top_k=3, fcm_normalize="max", fcm_m=1.7)):
+        codes, blocks, resid = small_batch.rq_memberships(X, books, cfg.fcm_m, cfg.fcm_top_k, cfg.fcm_normalize)
+        R = X.copy()
+        for lvl, C in enumerate(books):
+            np.testing.assert_allclose(blocks[lvl], _fcm_level(R, C, cfg), atol=2e-6)
+            lab = np.asarray(ops.kmeans_assign(R, C)[0])
+            np.testing.assert_array_equal(codes[:, lvl], lab)
+            R -= C[lab]
+        np.testing.assert_allclose(resid, (R * R).sum(axis=1), rtol=1e-5, atol=1e-6)
+    assert blocks[0][0].max() == 1.0
+    A = rng.random((13, 7)).astype(np.float32)
+    A[A < 0.4] = 0
+    incidence = rng.random((7, 29)).astype(np.float32)
+    incidence[incidence < 0.5] = 0
+    np.testing.assert_array_equal(small_batch.luk_up(A, incidence, block=50), np.asarray(ops.luk_up(A, incidence)))
+
+
+def test_small_add_imports_no_torch(base_dir, hotpot_paragraphs, tmp_path):
+    """A load and an add of a few documents never import torch (only the embedder might)."""
+    import shutil
+    shutil.copytree(base_dir, tmp_path / "idx")
+    (tmp_path / "docs.json").write_text(json.dumps(hotpot_paragraphs[N_BASE:N_BASE + 3]))
+    code = textwrap.dedent(f"""
+        import json, sys, zlib
+        import numpy as np
+        from contextrag import ContextRAG
+
+        class HashEmbedder:                 # 384-d vectors from the text's hash: no model, no torch
+            dim = 384
+            def embed_passages(self, texts):
+                out = [np.random.default_rng(zlib.crc32(t.encode())).standard_normal(384) for t in texts]
+                X = np.asarray(out, np.float32).reshape(-1, 384)
+                return X / np.linalg.norm(X, axis=1, keepdims=True)
+            embed_queries = embed_passages
+
+        rag = ContextRAG.load({str(tmp_path / "idx")!r}, embedder=HashEmbedder())
+        rag.add(json.load(open({str(tmp_path / "docs.json")!r})))
+        assert rag.index.n_chunks > {N_BASE}
+        print("torch" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"
