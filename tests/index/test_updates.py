@@ -217,3 +217,71 @@ def test_small_add_imports_no_torch(base_dir, hotpot_paragraphs, tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def _families_of(titles, texts, names=("title", "term")):
+    from contextrag.index.lexical.families import lexical_families
+    return lexical_families(titles, texts, list(names))
+
+
+def _same(f, g):
+    assert f.attributes == g.attributes
+    np.testing.assert_array_equal(f.df, g.df)
+    A, B = f.incidence.tocsr(), g.incidence.tocsr()
+    A.sort_indices()
+    B.sort_indices()
+    for part in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(A, part), getattr(B, part), err_msg=part)
+    assert f.max_n == g.max_n
+
+
+EDGE_OLD = [("Alder", "Alder trees grow near Birch Hill and the Old Mill."),
+            ("", "No title here; Alder again, and the who."),
+            ("Birch Hill", "Birch Hill is a hill. It mentions Cedar Lake twice: Cedar Lake."),
+            ("Alder", "A second Alder document with the same title."),
+            ("The", "A stopword title."),
+            ("X", "")]
+EDGE_NEW = [("Cedar Lake", "Cedar Lake lies below Birch Hill; the Alder grows there."),
+            ("The Who", "The Who played near Cedar Lake and the Old Mill in 1969."),
+            ("Old Mill", "Old Mill."),
+            ("Birch Hill", "A new document with an old title, Alder and Cedar Lake."),
+            ("", "")]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_incremental_families_on_edge_cases(native, monkeypatch):
+    """Empty titles and texts, shared and stopword titles, a new title mentioned by old chunks, a
+    title that leaves with its last chunk: equal to the families built from the text."""
+    from contextrag.index.lexical import incremental as inc
+    from contextrag.index.lexical import tokens as lm
+    from contextrag.index.lexical import words as lw
+    if not native:
+        monkeypatch.setattr(lm, "native_extension", lambda: None)
+    t0, x0 = [t for t, _ in EDGE_OLD], [x for _, x in EDGE_OLD]
+    t1, x1 = [t for t, _ in EDGE_NEW], [x for _, x in EDGE_NEW]
+    fams = _families_of(t0, x0)
+    W = lw.from_chunks(t0, x0)
+    W.title_own = np.fromiter((fams.families["title"].vocab.get(lm.normalise_title(t), -1) for t in t0), np.int32)
+    W2, ids, off = inc.append_chunks(W, t1, x1)
+    n0 = len(t0)
+    title, own = inc.title_after_add(fams.families["title"], W2, n0, t1)
+    term = inc.term_after_add(fams.families["term"], W2, n0, ids, off)
+    ref = _families_of(t0 + t1, x0 + x1)
+    _same(title, ref.families["title"])
+    _same(term, ref.families["term"])
+    assert [title.attributes[c] if c >= 0 else None for c in own] == \
+        [lm.normalise_title(t) if lm.normalise_title(t) in ref.families["title"].vocab else None for t in t0 + t1]
+    assert len(W.vocab) < len(W2.vocab) and W.index is not W2.index     # the old words stay as they were
+    for drop in ([0], [0, 3], [2, 6], [1, 4, 5, 10], list(range(n0))):
+        keep = np.setdiff1d(np.arange(W2.n_chunks), drop)
+        W3 = inc.keep_chunks(W2, keep)
+        W2.title_own = own
+        t3, o3 = inc.title_after_delete(title, own, keep, W2.n_chunks)
+        m3 = inc.term_after_delete(term, W2, keep)
+        tt, xx = [(t0 + t1)[i] for i in keep], [(x0 + x1)[i] for i in keep]
+        ref = _families_of(tt, xx)
+        _same(t3, ref.families["title"])
+        _same(m3, ref.families["term"])
+        assert W3.n_chunks == keep.size and o3.shape == (keep.size,)
+        seq = [[W3.vocab[j] for j in W3.seq_ids[W3.seq_indptr[i]:W3.seq_indptr[i + 1]]] for i in range(keep.size)]
+        assert seq == [lm.WORD.findall(s.lower()) for s in lw.search_texts(tt, xx)]

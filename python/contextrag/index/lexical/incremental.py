@@ -245,7 +245,7 @@ def title_after_delete(fam: Family, own: np.ndarray, keep: np.ndarray, n: int) -
     used = np.unique(own_k[own_k >= 0])
     I = fam.incidence.tocsr()[keep][:, used]
     I.sort_indices()
-    remap = np.full(len(fam.vocab), -1, np.int64)
+    remap = np.full(max(len(fam.vocab), 1), -1, np.int64)
     remap[used] = np.arange(used.size)
     attrs = fam.attributes
     names = [attrs[j] for j in used]
