@@ -77,7 +77,7 @@ def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: di
     T = len(names)
     virtual = np.flatnonzero(kinds[n:] != CHUNK) + n
     summed = np.setdiff1d(virtual, np.fromiter(extra_texts, np.int64, len(extra_texts)))
-    S = sp.csr_matrix(item_sources, dtype=np.float64)[summed] @ chunks
+    S = sp.csr_matrix(sp.csr_matrix(item_sources)[summed], dtype=np.float64) @ chunks
     S = sp.csr_matrix(S, shape=(summed.size, chunks.shape[1]))
     coo = S.tocoo()
     rows_t.append(summed[coo.row])
@@ -100,7 +100,8 @@ def bm25_from_counts(counts: sp.csr_matrix, names: list):
     if r.method != "lucene" or r.idf_method != "lucene":
         raise RuntimeError(f"bm25s defaults changed (method {r.method!r}); the count-based index repeats 'lucene'")
     C = sp.csr_matrix(counts, dtype=np.float64)
-    C.eliminate_zeros()
+    if C.nnz and not (C.data > 0).all():
+        C.eliminate_zeros()
     n_items = C.shape[0]
     df = np.bincount(C.indices, minlength=C.shape[1])
     used = np.flatnonzero(df > 0)

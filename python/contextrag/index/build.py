@@ -101,11 +101,15 @@ def _render(ix, sources) -> str:
     return "\n\n".join(parts)
 
 
-def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
-    indptr = np.zeros(len(rows) + 1, np.int64)
-    indptr[1:] = np.cumsum([len(r) for r in rows])
-    idx = np.concatenate([np.asarray(r, np.int64) for r in rows]) if rows else np.zeros(0, np.int64)
-    return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(len(rows), n))
+def _csr_rows(rows: list, n: int, n_identity: int = 0) -> sp.csr_matrix:
+    """Boolean CSR (n_identity + len(rows), n): row i < n_identity holds column i alone (the chunk
+    items), then one row per entry of ``rows``."""
+    lens = np.fromiter(map(len, rows), np.int64, len(rows))
+    indptr = np.zeros(n_identity + len(rows) + 1, np.int64)
+    indptr[1:n_identity + 1] = np.arange(1, n_identity + 1)
+    indptr[n_identity + 1:] = n_identity + np.cumsum(lens)
+    idx = np.concatenate([np.arange(n_identity, dtype=np.int64)] + [np.asarray(r, np.int64) for r in rows])
+    return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(n_identity + len(rows), n))
 
 
 def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lexical_nodes=()) -> None:
@@ -114,9 +118,9 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     n = ix.n_chunks
     k = ix.config.node_text_chunks
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
+    # the chunk items' members and sources are themselves (_csr_rows' identity rows): lists for the rest
     ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
-                                                        [-1] * n, [[i] for i in range(n)],
-                                                        [[i] for i in range(n)], [chunk_E])
+                                                        [-1] * n, [], [], [chunk_E])
     for s in summary_items:
         v = int(s["node"])
         ids.append(f"summary:{v}")
@@ -152,8 +156,8 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     ix.item_ids, ix.item_texts = ids, texts
     ix.item_kinds = np.asarray(kinds, np.int8)
     ix.item_node = np.asarray(node, np.int32)
-    ix.item_members = _csr_rows(members, n)
-    ix.item_sources = _csr_rows(sources, n)
+    ix.item_members = _csr_rows(members, n, n_identity=n)
+    ix.item_sources = _csr_rows(sources, n, n_identity=n)
     ix.embeddings = np.ascontiguousarray(np.concatenate(embs, axis=0), dtype=np.float32)
 
 
