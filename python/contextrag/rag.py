@@ -178,8 +178,8 @@ def _copy_index(ix):
         if v is not None:
             memo[id(v)] = v
     docs = getattr(ix, "docs", None)
-    if isinstance(docs, dict):                   # entries are replaced, never changed in place
-        memo[id(docs)] = {k: dict(v) if isinstance(v, dict) else v for k, v in docs.items()}
+    if isinstance(docs, dict):                   # entries are added and removed, never changed in place
+        memo[id(docs)] = dict(docs)
     return copy.deepcopy(ix, memo)
 
 

@@ -91,7 +91,8 @@ def keep_chunks(W: CorpusWords, keep: np.ndarray) -> CorpusWords:
 
 # ---- shared ---------------------------------------------------------------------------------------
 
-def _degrees(name: str, I: sp.csr_matrix, n: int, own: np.ndarray | None, names: list, max_n: int) -> Family:
+def _degrees(name: str, I: sp.csr_matrix, n: int, own: np.ndarray | None, names: list, max_n: int,
+             vocab: dict | None = None) -> Family:
     """The family over the incidence pattern ``I`` (rows = chunks, sorted columns per row): df by
     column counts, w(a) from df and N, degree w(a), 1 for a chunk's own title (``own[i]``)."""
     df = np.bincount(I.indices, minlength=I.shape[1]).astype(np.int64)
@@ -102,8 +103,8 @@ def _degrees(name: str, I: sp.csr_matrix, n: int, own: np.ndarray | None, names:
         data[own[row] == I.indices] = 1.0
     M = sp.csr_matrix((data, I.indices.astype(np.int32, copy=False), I.indptr.astype(np.int64, copy=False)),
                       shape=(n, len(names)))
-    return Family(name=name, vocab=dict(zip(names, range(len(names)))), df=df, weight=w.astype(np.float32),
-                  incidence=M, max_n=max_n)
+    return Family(name=name, vocab=vocab if vocab is not None else dict(zip(names, range(len(names)))), df=df,
+                  weight=w.astype(np.float32), incidence=M, max_n=max_n)
 
 
 def _pairs_csr(rows, cols, n: int, m: int) -> sp.csr_matrix:
@@ -231,10 +232,14 @@ def title_after_add(fam: Family, W: CorpusWords, n_old: int, new_titles) -> tupl
             seq_cols.append(c)
     r_old, k_old = _find_sequences(W, n_old, seqs)
     I = fam.incidence.tocsr()
-    old_rows = np.repeat(np.arange(n_old, dtype=np.int64), np.diff(I.indptr))
-    P = _pairs_csr(np.concatenate([old_rows, r_old, np.asarray(rows, np.int64)]),
-                   np.concatenate([old_to_new[I.indices], np.asarray(seq_cols, np.int64)[k_old],
-                                   np.asarray(cols, np.int64)]), n, M)
+    # the old pairs, columns renumbered (an increasing map: each row stays sorted), plus the new ones
+    Old = sp.csr_matrix((np.ones(I.nnz, np.float32), old_to_new[I.indices].astype(np.int32), I.indptr),
+                        shape=(n_old, M))
+    Old.resize((n, M))
+    New = _pairs_csr(np.concatenate([r_old, np.asarray(rows, np.int64)]),
+                     np.concatenate([np.asarray(seq_cols, np.int64)[k_old], np.asarray(cols, np.int64)]), n, M)
+    P = (Old + New).tocsr()
+    P.sort_indices()
     return _degrees("title", P, n, own, names, max_n), own.astype(np.int32)
 
 
@@ -293,7 +298,7 @@ def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray,
     New = _pairs_csr(rows[keep] - n_old, col[tw[keep]], n - n_old, len(names))
     Old = fam.incidence.tocsr().copy()
     Old.resize((n_old, len(names)))
-    return _degrees("term", _stack_rows(Old, New), n, None, names, fam.max_n)
+    return _degrees("term", _stack_rows(Old, New), n, None, names, fam.max_n, vocab)
 
 
 def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Family:
