@@ -281,8 +281,8 @@ def write_snapshot(ix, d: Path) -> dict:
     _write_sqlite(ix, d / META)
     (d / "bm25").mkdir()
     ix.bm25.save(str(d / "bm25"), allow_pickle=False)
+    from .lexical import words as lw
     if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
-        from .lexical import words as lw
         lw.save(ix.words, d / lw.FILE)
     files = {}
     for p in sorted(d.rglob("*")):
@@ -298,7 +298,7 @@ def write_snapshot(ix, d: Path) -> dict:
                       "passage_prefix": getattr(emb, "passage_prefix", None)},
         "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
         "lexical_families": list(ix.lexical.families) if getattr(ix, "lexical", None) is not None else [],
-        "words": ({"file": "tokens.safetensors", "version": 1} if getattr(ix, "words", None) is not None else None),
+        "words": {"file": lw.FILE, "version": lw.VERSION} if getattr(ix, "words", None) is not None else None,
         "files": files, _SELF_SUM: _ZERO_SUM.decode(),
     }
     body = json.dumps(manifest, indent=2, default=str).encode()
@@ -576,7 +576,7 @@ def _load_once(path, embedder, preload_embedder: bool = False):
 
 def _load_words(ix, snap: Path, manifest: dict) -> None:
     """The chunks' stored words, memory-mapped (index/lexical/words.py); a snapshot written before
-    they were stored has none: its first update tokenises the corpus once (build.ensure_words)."""
+    they were stored has none: its first update tokenises the corpus once (build._migrated_words)."""
     from .lexical import words as lw
     if lw.FILE not in manifest.get("files", {}):
         return
