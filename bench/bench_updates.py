@@ -14,7 +14,8 @@
 The machine is shared and noisy: the JSON records the CPU, the load average around each part and the
 library versions; compare the ratios within one run, not absolute seconds across runs.
 
-Usage: python bench/bench_updates.py [--index PATH] [--sizes 5000,20000,50000] [--repeats 3]
+Usage: python bench/bench_updates.py [--index PATH] [--sizes 5000,20000,50000] [--repeats 3] [--no-bm25] [--merge]
+(``--sizes ""`` skips the curve; ``--merge`` keeps the parts of the existing JSON this run does not redo.)
 """
 from __future__ import annotations
 
@@ -37,6 +38,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
 from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
@@ -110,10 +113,45 @@ def cli_add(index: Path, repeats: int) -> dict:
                          "cpu_s": round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 3),
                          "add_stages_s": rec["seconds"], "chunks_added": rec["chunks"], "loadavg_1min": load0})
             shutil.rmtree(work)
+        runs_cpu = []
+        for r in range(repeats):
+            work = tmp / f"cpu{r}"
+            shutil.copytree(tmp / "base", work)
+            out = subprocess.run([sys.executable, "-c", CPU_PHASES, str(work), json.dumps(new_docs(N_DOCS))],
+                                 check=True, capture_output=True, text=True)
+            runs_cpu.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            shutil.rmtree(work)
     best = min(runs, key=lambda r: r["wall_s"])
     return {"what": f"contextrag add INDEX {N_DOCS}-docs.jsonl (whole process: start, imports, load, embed, "
                     "add, save)", "runs": runs, "best_wall_s": best["wall_s"], "best_cpu_s": min(r["cpu_s"] for r in runs),
-            "best_without_embed_s": round(min(r["wall_s"] - r["add_stages_s"].get("embed", 0.0) for r in runs), 3)}
+            "best_without_embed_s": round(min(r["wall_s"] - r["add_stages_s"].get("embed", 0.0) for r in runs), 3),
+            "cpu_phases": {"what": "process CPU seconds of the same add in one process, phase by phase (the "
+                                   "embedder's threads included); the add's own share is add_and_save minus embed "
+                                   "(the embedder's CPU time varies with the load: the difference is noisy)",
+                           "runs": runs_cpu,
+                           "median_add_and_save_without_embed": float(np.median([r["add_and_save_without_embed"]
+                                                                                 for r in runs_cpu])),
+                           "best_run": min(runs_cpu, key=lambda r: r["load"] + r["embed"] + r["add_and_save"])}}
+
+
+CPU_PHASES = """
+import json, sys, time
+c0 = time.process_time()
+from contextrag import ContextRAG
+c1 = time.process_time()
+rag = ContextRAG.load(sys.argv[1])
+c2 = time.process_time()
+docs = json.loads(sys.argv[2])
+rag.index.embedder.embed_passages(["warm up"])
+c3 = time.process_time()
+rag.index.embedder.embed_passages([d["title"] + chr(10) + d["text"] for d in docs])
+c4 = time.process_time()
+rag.add([dict(d, id=d["id"] + "-cpu") for d in docs])
+c5 = time.process_time()
+print(json.dumps({"start_and_import": round(c1, 3), "load": round(c2 - c1, 3), "embedder_load": round(c3 - c2, 3),
+                  "embed": round(c4 - c3, 3), "add_and_save": round(c5 - c4, 3),
+                  "add_and_save_without_embed": round(c5 - c4 - (c4 - c3), 3)}))
+"""
 
 
 def synthetic_docs(n_chunks: int) -> list:
@@ -214,17 +252,21 @@ def main() -> None:
     ap.add_argument("--sizes", default="5000,20000,50000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS / "updates.json")
+    ap.add_argument("--no-bm25", action="store_true", help="skip the BM25 build comparison")
+    ap.add_argument("--merge", action="store_true", help="keep the parts of --out this run does not redo")
     a = ap.parse_args()
-    res = {"machine": {"cpu": cpu(), "loadavg_start": list(os.getloadavg()),
-                       "note": "shared 2-core machine, other jobs running: noisy; compare ratios within the run"},
-           "versions": versions()}
+    res = json.loads(a.out.read_text()) if a.merge and a.out.exists() else {}
+    res.update({"machine": {"cpu": cpu(), "loadavg_start": list(os.getloadavg()),
+                            "note": "shared 2-core machine, other jobs running: noisy; compare ratios within the run"},
+                "versions": versions()})
     if a.index is not None:
         res["cli_add_20_docs"] = {"index_chunks": json.loads((a.index / (a.index / "CURRENT").read_text().strip()
                                                               / "manifest.json").read_text())["counts"]["chunks"],
                                   **cli_add(a.index, a.repeats)}
         print(json.dumps(res["cli_add_20_docs"]), flush=True)
-    res["bm25_build"] = bm25_build(a.repeats)
-    print(json.dumps(res["bm25_build"]), flush=True)
+    if not a.no_bm25:
+        res["bm25_build"] = bm25_build(a.repeats)
+        print(json.dumps(res["bm25_build"]), flush=True)
     if a.sizes:
         res["synthetic_curve"] = {"what": f"ContextRAG.add of {N_DOCS} documents in-process (no save), hashing "
                                           "embedder; peer: the same add recomputing words, BM25 and the lexical "

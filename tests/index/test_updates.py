@@ -285,3 +285,35 @@ def test_incremental_families_on_edge_cases(native, monkeypatch):
         assert W3.n_chunks == keep.size and o3.shape == (keep.size,)
         seq = [[W3.vocab[j] for j in W3.seq_ids[W3.seq_indptr[i]:W3.seq_indptr[i + 1]]] for i in range(keep.size)]
         assert seq == [lm.WORD.findall(s.lower()) for s in lw.search_texts(tt, xx)]
+
+
+def test_add_delete_then_query_equals_a_fresh_build(questions):
+    """With no RQ join/meet items (n_join = n_meet = 0) and the fuzzy term off, every query term is a
+    function of the text and the embeddings alone: after add and delete the index answers exactly as
+    a fresh build of the same documents (the RQ codebooks, which an add keeps, play no part)."""
+    import importlib.util
+    from pathlib import Path
+    from contextrag import Config, ContextRAG
+    from shared_data import hotpot_file
+    spec = importlib.util.spec_from_file_location("hash_embedder", Path(__file__).parents[1] / "reliability"
+                                                  / "hash_embedder.py")
+    he = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(he)
+    seen: dict = {}
+    for q in json.loads(hotpot_file().read_text()):
+        for t, s in q["context"]:
+            seen.setdefault(t, "".join(s))
+        if len(seen) >= 120:
+            break
+    docs = [{"id": f"p{i}", "title": t, "text": x} for i, (t, x) in enumerate(list(seen.items())[:120])]
+    cfg = Config(rq_sizes=(8, 4), n_join=0, n_meet=0, n_summaries=0, seed=0, chunk_tokenizer="regex")
+    E = he.HashEmbedder()
+    inc = ContextRAG.build(docs[:110], config=cfg, embedder=E)
+    inc.add(docs[110:118])
+    inc.delete(["p0", "p5", "p112"])
+    fresh = ContextRAG.build([d for d in docs[:118] if d["id"] not in ("p0", "p5", "p112")], config=cfg, embedder=E)
+    assert inc.index.item_ids == fresh.index.item_ids
+    for q in questions:
+        a, b = inc.retrieve(q, k=10, w_fuzzy=0.0), fresh.retrieve(q, k=10, w_fuzzy=0.0)
+        assert [h.id for h in a] == [h.id for h in b], q
+        np.testing.assert_allclose([h.score for h in a], [h.score for h in b], rtol=1e-6, err_msg=q)
