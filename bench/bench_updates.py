@@ -54,7 +54,9 @@ def cpu() -> dict:
         return {}
     model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), None)
     flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
-    return {"model": model, "cores": os.cpu_count(), "flags": sorted(f for f in flags if f.startswith(("avx", "amx")))}
+    field = (lambda k: next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith(k)), None))
+    return {"model": model, "family": field("cpu family"), "model_number": field("model\t"), "cores": os.cpu_count(),
+            "flags": sorted(f for f in flags if f.startswith(("avx", "amx")))}
 
 
 def versions() -> dict:
