@@ -317,3 +317,32 @@ def test_add_delete_then_query_equals_a_fresh_build(questions):
         a, b = inc.retrieve(q, k=10, w_fuzzy=0.0), fresh.retrieve(q, k=10, w_fuzzy=0.0)
         assert [h.id for h in a] == [h.id for h in b], q
         np.testing.assert_allclose([h.score for h in a], [h.score for h in b], rtol=1e-6, err_msg=q)
+
+
+@pytest.mark.parametrize("shape", [(1, 5, (3,)), (37, 23, (9, 4, 2)), (130, 384, (96, 24, 12))])
+def test_small_batch_against_the_reference(isa, shape):
+    """RQ codes, memberships and residuals of the torch-free path against the float64 reference, on
+    odd shapes, with each instruction set of the native epilogues; a point on a centre, a duplicate."""
+    from contextrag import ref
+    from contextrag.index import small_batch
+    n, d, ks = shape
+    rng = np.random.default_rng(n + d)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    books = [rng.standard_normal((k, d)).astype(np.float32) * (0.5 ** lvl) for lvl, k in enumerate(ks)]
+    X[0] = books[0][-1]
+    if n > 2:
+        X[2] = X[1]
+    for m, top_k in ((2.0, None), (1.5, 2)):
+        codes, blocks, resid = small_batch.rq_memberships(X, books, m, top_k, "none")
+        R = X.astype(np.float64)
+        for lvl, C in enumerate(books):
+            np.testing.assert_allclose(blocks[lvl], ref.fcm_memberships(R, C, m, top_k), atol=3e-5)
+            lab = ref.kmeans_assign(R, C)[0]
+            np.testing.assert_array_equal(codes[:, lvl], lab)
+            R = R - C[lab]
+        np.testing.assert_allclose(resid, (R * R).sum(axis=1), rtol=1e-4, atol=1e-5)
+    assert blocks[0][0, -1] == 1.0 and blocks[0][0].sum() == 1.0
+    A = rng.random((n, 7)).astype(np.float32)
+    I = (rng.random((7, len(ks) + 3)) * (rng.random((7, len(ks) + 3)) > 0.5)).astype(np.float32)
+    np.testing.assert_allclose(small_batch.luk_up(A, I, block=3), ref.luk_up(A, I), atol=1e-6)
