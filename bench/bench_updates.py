@@ -125,7 +125,8 @@ def cli_add(index: Path, repeats: int) -> dict:
             shutil.rmtree(work)
     best = min(runs, key=lambda r: r["wall_s"])
     return {"what": f"contextrag add INDEX {N_DOCS}-docs.jsonl (whole process: start, imports, load, embed, "
-                    "add, save)", "runs": runs, "best_wall_s": best["wall_s"], "best_cpu_s": min(r["cpu_s"] for r in runs),
+                    "add, save)", "runs": runs, "best_wall_s": best["wall_s"],
+            "best_cpu_s": min(r["cpu_s"] for r in runs),
             "best_without_embed_s": round(min(r["wall_s"] - r["add_stages_s"].get("embed", 0.0) for r in runs), 3),
             "cpu_phases": {"what": "process CPU seconds of the same add in one process, phase by phase (the "
                                    "embedder's threads included); the add's own share is add_and_save minus embed "

@@ -46,8 +46,8 @@ def _check_like_a_build(ix, questions):
     np.testing.assert_array_equal(ix.words.title_len, W.title_len)
     cfg = ix.config
     nodes = select_lexical_nodes(ref, ix.chunk_doc_ids, cfg.lexical_joins, cfg.lexical_meets, cfg.min_support)
-    assert sorted(f"{n.kind}:{n.label}" for n in nodes) == sorted(i for i in ix.item_ids if i.startswith(("join:", "meet:"))
-                                                                  and not i.split(":", 1)[1].isdigit())
+    lexical_items = [i for i in ix.item_ids if i.startswith(("join:", "meet:")) and not i.split(":", 1)[1].isdigit()]
+    assert sorted(f"{n.kind}:{n.label}" for n in nodes) == sorted(lexical_items)
     fresh = bm25s.BM25()
     fresh.index(bm25_tokenize_ids(ix.search_texts()), show_progress=False)
     for q in questions:

@@ -85,8 +85,8 @@ def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: di
     vals_t.append(coo.data)
     extra = sp.csr_matrix((np.concatenate(vals_t), (np.concatenate(rows_t), np.concatenate(cols_t))),
                           shape=(n_items, T)) if rows_t else sp.csr_matrix((n_items, T))
-    base = sp.csr_matrix((chunks.data, chunks.indices, np.concatenate(
-        [chunks.indptr, np.full(n_items - n, chunks.indptr[-1], chunks.indptr.dtype)])), shape=(n_items, chunks.shape[1]))
+    indptr = np.concatenate([chunks.indptr, np.full(n_items - n, chunks.indptr[-1], chunks.indptr.dtype)])
+    base = sp.csr_matrix((chunks.data, chunks.indices, indptr), shape=(n_items, chunks.shape[1]))
     base.resize((n_items, T))
     return (base + extra).tocsr(), names
 
