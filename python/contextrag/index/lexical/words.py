@@ -118,8 +118,11 @@ def tokenize_words(texts) -> tuple:
     texts = list(texts)
     C = lm.native_extension()
     if C is not None:
-        ids, offsets, words = _all_words_mapper().token_ids(texts, 1)
-        return np.asarray(ids, np.int32), np.asarray(offsets, np.int64), list(words)
+        try:
+            ids, offsets, words = _all_words_mapper().token_ids(texts, 1)
+            return np.asarray(ids, np.int32), np.asarray(offsets, np.int64), list(words)
+        except TypeError:        # an extension built before token_ids took min_chars: the Python path
+            pass
     toks = lm.word_tokens(texts)
     lens = np.fromiter(map(len, toks), np.int64, len(toks))
     offsets = np.zeros(len(toks) + 1, np.int64)
