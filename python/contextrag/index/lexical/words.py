@@ -5,7 +5,7 @@ length, stopwords included), as ids into one vocabulary kept in order of first o
 
 * ``seq``: the tokens in text order (CSR: ``indptr``, ``ids``), and ``title_len``, how many of a
   chunk's leading tokens come from its title. The title family's mention matching reads the text part
-  of a sequence when a new title appears (:mod:`.update`).
+  of a sequence when a new title appears (:mod:`.incremental`).
 * ``bag``: each chunk's distinct words and their counts (CSR: ``bag_indptr``, ``bag_words``,
   ``bag_counts``, words ascending per chunk). BM25 and the "term" family are functions of these counts
   through a per-word map (:func:`.tokens.bm25_word_terms`), so they are recomputed from counts.
