@@ -121,8 +121,9 @@ def bm25_from_counts(counts: sp.csr_matrix, names: list):
     scores = (idf[cols].astype(np.float64) * (tf / (denom + tf))).astype(np.float32)
     M = sp.csr_matrix((scores, cols, C.indptr), shape=(n_items, used.size)).tocsc()
     M.sort_indices()
-    r.scores = {"data": M.data.astype(np.float32), "indices": M.indices.astype(np.int32),
-                "indptr": M.indptr.astype(np.int32 if M.indptr[-1] < 2 ** 31 else np.int64), "num_docs": n_items}
+    ptr_type = np.int32 if M.indptr[-1] < 2 ** 31 else np.int64
+    r.scores = {"data": M.data.astype(np.float32, copy=False), "indices": M.indices.astype(np.int32, copy=False),
+                "indptr": M.indptr.astype(ptr_type, copy=False), "num_docs": n_items}
     vocab = {names[j]: k for k, j in enumerate(used)}
     vocab[""] = used.size
     r.vocab_dict = vocab
