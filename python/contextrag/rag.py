@@ -193,6 +193,20 @@ def _copy_index(ix: Index) -> Index:
     if ledger is not None:                       # holds a lock, which does not copy
         from .llm.ledger import CostLedger
         memo[id(ledger)] = CostLedger({k: v for k, v in ledger.to_dict().items() if k != "total"})
+    # a copy in O(N) C-level steps, not N deepcopy calls: the tables of strings are copied as lists
+    # (strings do not change); what an update replaces and never changes in place is shared
+    for name in ("chunk_ids", "chunk_doc_ids", "chunk_titles", "chunk_texts", "item_ids", "item_texts"):
+        v = getattr(ix, name, None)
+        if isinstance(v, list):
+            memo[id(v)] = list(v)
+    for name in ("bm25", "lexical", "embeddings", "item_kinds", "item_node", "item_members", "item_sources",
+                 "attr_centroids", "chunk_positions", "chunk_spans", "chunk_fitted"):
+        v = getattr(ix, name, None)
+        if v is not None:
+            memo[id(v)] = v
+    docs = getattr(ix, "docs", None)
+    if isinstance(docs, dict):                   # entries are added and removed, never changed in place
+        memo[id(docs)] = dict(docs)
     return copy.deepcopy(ix, memo)
 
 

@@ -101,11 +101,15 @@ def _render(ix, sources) -> str:
     return "\n\n".join(parts)
 
 
-def _csr_rows(rows: list, n: int) -> sp.csr_matrix:
-    indptr = np.zeros(len(rows) + 1, np.int64)
-    indptr[1:] = np.cumsum([len(r) for r in rows])
-    idx = np.concatenate([np.asarray(r, np.int64) for r in rows]) if rows else np.zeros(0, np.int64)
-    return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(len(rows), n))
+def _csr_rows(rows: list, n: int, n_identity: int = 0) -> sp.csr_matrix:
+    """Boolean CSR (n_identity + len(rows), n): row i < n_identity holds column i alone (the chunk
+    items), then one row per entry of ``rows``."""
+    lens = np.fromiter(map(len, rows), np.int64, len(rows))
+    indptr = np.zeros(n_identity + len(rows) + 1, np.int64)
+    indptr[1:n_identity + 1] = np.arange(1, n_identity + 1)
+    indptr[n_identity + 1:] = n_identity + np.cumsum(lens)
+    idx = np.concatenate([np.arange(n_identity, dtype=np.int64)] + [np.asarray(r, np.int64) for r in rows])
+    return sp.csr_matrix((np.ones(len(idx), bool), idx.astype(np.int32), indptr), shape=(n_identity + len(rows), n))
 
 
 def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lexical_nodes=()) -> None:
@@ -114,9 +118,9 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     n = ix.n_chunks
     k = ix.config.node_text_chunks
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
+    # the chunk items' members and sources are themselves (_csr_rows' identity rows): lists for the rest
     ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
-                                                        [-1] * n, [[i] for i in range(n)],
-                                                        [[i] for i in range(n)], [chunk_E])
+                                                        [-1] * n, [], [], [chunk_E])
     for s in summary_items:
         v = int(s["node"])
         ids.append(f"summary:{v}")
@@ -152,8 +156,8 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     ix.item_ids, ix.item_texts = ids, texts
     ix.item_kinds = np.asarray(kinds, np.int8)
     ix.item_node = np.asarray(node, np.int32)
-    ix.item_members = _csr_rows(members, n)
-    ix.item_sources = _csr_rows(sources, n)
+    ix.item_members = _csr_rows(members, n, n_identity=n)
+    ix.item_sources = _csr_rows(sources, n, n_identity=n)
     ix.embeddings = np.ascontiguousarray(np.concatenate(embs, axis=0), dtype=np.float32)
 
 
@@ -204,15 +208,32 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
 
 
 def build_bm25(ix: Index):
-    """The BM25 index over every item; returns its tokenisation (reused by the lexical "term" family)."""
-    import bm25s
+    """The BM25 index over every item, from the chunks' stored word counts (``ix.words``, tokenised
+    here when the index has none yet) and the summaries' text (index/bm25_index.py). Returns None:
+    the "term" family is built from the chunks by the lexical map."""
+    from .bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
+    from .core import SUMMARY
+    from .lexical import words as lw
+    if ix.words is None:
+        ix.words = lw.from_chunks(ix.chunk_titles, ix.chunk_texts)
+    C = chunk_counts(ix.words)
+    extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
+    counts, names = item_counts(C, ix.item_kinds, ix.item_sources, extra, word_terms(ix.words)[1])
+    ix.bm25 = bm25_from_counts(counts, names)
+    return None
 
-    from .core import bm25_tokenize_ids
-    retriever = bm25s.BM25()
-    tokens = bm25_tokenize_ids(ix.search_texts())    # = bm25s.tokenize(..., stopwords="en"), faster
-    retriever.index(tokens, show_progress=False)
-    ix.bm25 = retriever
-    return tokens
+
+def title_own_columns(ix: Index, titles=None) -> np.ndarray:
+    """int32: the column of each chunk's own title (``titles``: the first chunks', default all) in
+    the "title" family, −1 for none."""
+    from .lexical.tokens import normalise_title
+    titles = ix.chunk_titles if titles is None else titles
+    fam = ix.lexical.families.get("title") if getattr(ix, "lexical", None) is not None else None
+    if fam is None:
+        return np.full(len(titles), -1, np.int32)
+    cache: dict = {}
+    return np.fromiter((cache[t] if t in cache else cache.setdefault(t, fam.vocab.get(normalise_title(t), -1))
+                        for t in titles), np.int32, len(titles))
 
 
 def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
@@ -402,6 +423,7 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
     with stage("lexical"):
         # a job's wait only: its work overlapped the embedder
         build_lexical(ix, tokens, prebuilt=fams.result() if isinstance(fams, _Job) else fams)
+    ix.words.title_own = title_own_columns(ix)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
@@ -450,7 +472,10 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
         ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
         affected = np.flatnonzero((ext_new > 0).any(axis=1))
         if len(affected):
-            up = np.asarray(ops.luk_up(np.ascontiguousarray(ext_new[affected]), I_new), dtype=np.float32)
+            from . import small_batch
+            E_aff = np.ascontiguousarray(ext_new[affected])
+            up = small_batch.luk_up(E_aff, I_new) if len(new_rows) <= small_batch.MAX_ROWS else \
+                np.asarray(ops.luk_up(E_aff, I_new), dtype=np.float32)
             g.intent[affected] = np.minimum(g.intent[affected], up)
     else:
         affected = np.arange(g.n_nodes)
@@ -471,23 +496,86 @@ def _remap_attributes(ix: Index, old_names: list[str]) -> None:
     g.attr[seeds] = [pos[old_names[a]] for a in g.attr[seeds]]
 
 
-def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict) -> None:
-    """After an update: the items, BM25 and the lexical families of the new corpus. The families are
-    exact (df and w(a) = log(N/df)/log(N) of the new corpus, docs/MULTIHOP.md); lexical concept nodes
-    are re-selected from them (their rarity and links change with the corpus), so they equal a fresh
-    build's."""
-    fams, l_nodes = None, []
+def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, fams=None) -> None:
+    """After an update: the items, BM25 and the lexical families of the new corpus. ``fams``: the
+    families already updated from the changed chunks (lexical/incremental.py), else they are built
+    from the chunk texts. The families are exact (df and w(a) = log(N/df)/log(N) of the new corpus,
+    docs/MULTIHOP.md); lexical concept nodes are re-selected from them (their rarity and links change
+    with the corpus), so they equal a fresh build's. BM25 is computed from the stored word counts."""
+    l_nodes = []
+    if fams is None and ix.words is None:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, ix.n_chunks)
     if wants_lexical_nodes(ix.config):
-        with _Timer(t, "lexical"):
-            fams = _lexical_of_index(ix)
+        if fams is None:
+            with _Timer(t, "lexical"):
+                fams = _lexical_of_index(ix)
         with _Timer(t, "lexical_nodes"):
             l_nodes = lexical_nodes_of(ix, fams)
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items, l_nodes)
     with _Timer(t, "bm25"):
-        tokens = build_bm25(ix)
+        build_bm25(ix)
     with _Timer(t, "lexical"):
-        build_lexical(ix, tokens, prebuilt=fams)
+        build_lexical(ix, None, prebuilt=fams)
+    if ix.words.title_own is None or fams is None:
+        ix.words.title_own = title_own_columns(ix)
+
+
+def _migrated_words(ix: Index, n: int):
+    """The stored words of the first ``n`` chunks of an index whose snapshot predates them: its
+    chunks are tokenised once (logged); the next save stores them."""
+    from .lexical import words as lw
+    t0 = time.perf_counter()
+    ti, tx = ix.chunk_titles[:n], ix.chunk_texts[:n]
+    W = lw.from_chunks(ti, tx)
+    W.title_own = title_own_columns(ix, ti)
+    log.warning("contextrag: this index's snapshot has no stored words (written by an older version); "
+                "tokenised its %d chunks once in %.1f s so that updates read no old text from now on "
+                "(stored with this change)", n, time.perf_counter() - t0)
+    return W
+
+
+def _incremental_names(ix: Index) -> list | None:
+    """The lexical families an update can keep up to date from the changed chunks alone (title,
+    term), or None when the stored ones do not match the configuration (then they are rebuilt)."""
+    names = lexical_family_names(ix.config)
+    lex = getattr(ix, "lexical", None)
+    if lex is None or list(lex.families) != names or not set(names) <= {"title", "term"}:
+        return None
+    return names
+
+
+def _families_after_add(ix: Index, n_old: int, new_ids, new_off):
+    from .lexical import incremental as inc
+    from .lexical.families import LexicalContext
+    names = _incremental_names(ix)
+    if names is None:
+        return None
+    fams = {}
+    for name in names:
+        f = ix.lexical.families[name]
+        if name == "title":
+            fams[name], ix.words.title_own = inc.title_after_add(f, ix.words, n_old, ix.chunk_titles[n_old:])
+        else:
+            fams[name] = inc.term_after_add(f, ix.words, n_old, new_ids, new_off)
+    return LexicalContext(fams)
+
+
+def _families_after_delete(ix: Index, W_old, keep: np.ndarray):
+    from .lexical import incremental as inc
+    from .lexical.families import LexicalContext
+    names = _incremental_names(ix)
+    if names is None:
+        return None
+    fams = {}
+    for name in names:
+        f = ix.lexical.families[name]
+        if name == "title":
+            fams[name], ix.words.title_own = inc.title_after_delete(f, W_old.title_own, keep, W_old.n_chunks)
+        else:
+            fams[name] = inc.term_after_delete(f, W_old, keep)
+    return LexicalContext(fams)
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:
@@ -504,6 +592,9 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
                                                         ix.config))
     n_old = ix.n_chunks
     s_items = summary_items_of(ix)
+    if ix.words is None or ix.words.n_chunks != n_old:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, n_old)
     chunk_E = np.concatenate([ix.chunk_embeddings, E_new], axis=0)
     for d in docs:
         ix.docs[d.doc_id] = doc_entry(d)
@@ -526,7 +617,12 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
         n_aff = _refresh_nodes(ix, new_rows if incremental else None)
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    _items_bm25_lexical(ix, chunk_E, s_items, t)
+    from .lexical.incremental import append_chunks
+    with _Timer(t, "words"):
+        ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
+    with _Timer(t, "lexical"):
+        fams = _families_after_add(ix, n_old, new_ids, new_off)
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
                                               "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
@@ -545,9 +641,12 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     if drop.all():
         raise ValueError("doc_ids would delete every document; build a new index instead")
     keep = np.flatnonzero(~drop)
+    t: dict = {}
+    if ix.words is None or ix.words.n_chunks != ix.n_chunks:
+        with _Timer(t, "words"):
+            ix.words = _migrated_words(ix, ix.n_chunks)
     remap = np.full(ix.n_chunks, -1, np.int64)
     remap[keep] = np.arange(len(keep))
-    t: dict = {}
     s_items = []
     for s in summary_items_of(ix):
         if not drop[s["sources"]].any():
@@ -566,7 +665,13 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "graph"):
         _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: recompute all
         ix.attr_centroids = attr_centroids(ix, chunk_E)
-    _items_bm25_lexical(ix, chunk_E, s_items, t)
+    from .lexical.incremental import keep_chunks
+    with _Timer(t, "words"):
+        W_old = ix.words
+        ix.words = keep_chunks(W_old, keep)
+    with _Timer(t, "lexical"):
+        fams = _families_after_delete(ix, W_old, keep)
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

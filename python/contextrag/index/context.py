@@ -161,7 +161,11 @@ def _fcm_level(R: np.ndarray, C: np.ndarray, config) -> np.ndarray:
 
 
 def _rq_memberships(X: np.ndarray, codebooks: list, config):
-    """Codes, FCM blocks and final residual norms of X against fixed codebooks."""
+    """Codes, FCM blocks and final residual norms of X against fixed codebooks. A small batch (the
+    new chunks of an add) runs without torch (index/small_batch.py)."""
+    from . import small_batch
+    if small_batch.available(len(X)):
+        return small_batch.rq_memberships(X, codebooks, config.fcm_m, config.fcm_top_k, config.fcm_normalize)
     n, L = len(X), len(codebooks)
     blocks = [np.empty((n, C.shape[0]), np.float32) for C in codebooks]
     codes = np.empty((n, L), np.int64)

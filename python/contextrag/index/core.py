@@ -21,6 +21,8 @@ Retrievable items (N = n + virtual items; items [0, n) are the chunks, in the sa
     item_sources     CSR bool (N, n)  chunks whose text went into item_texts (a chunk: itself)
     embeddings       float32 (N, d)   unit rows; chunks embed "title\\ntext" (Config.embed_title)
     bm25             bm25s.BM25 over search_texts() (title + text), item order; use bm25_scores()
+    words            lexical.words.CorpusWords: every chunk's words and word counts (memory-mapped),
+                     from which updates recompute BM25 and the lexical families without old text
 
 Attributes and context (M attributes):
     codebooks        list of float32 (k_ℓ, d) RQ-KMeans codebooks (level ℓ clusters residuals)
@@ -101,6 +103,7 @@ class Index:
     timings: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     lexical: object = None          # index/lexical/families.py LexicalContext: the spreading families (title, term)
+    words: object = None            # index/lexical/words.py CorpusWords: the chunks' stored words (updates read no old text)
     _extents: np.ndarray | None = None
 
     # ---- sizes
