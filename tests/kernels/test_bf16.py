@@ -253,6 +253,17 @@ def test_kmeans_assign_bf16_worst_rounding(rng, precision):
     stats = []
     K._bf16_assign(torch.from_numpy(Y), torch.from_numpy(Y[:12].copy()), stats=stats)
     assert stats[0] < 0.5
+    # rows packed up front (Xp, as a fit does) and rows rounded per block (Xp None) give the same
+    from contextrag.ops._bf16_bound import bf16_centre_terms, bf16_error_bound
+    Z = np.concatenate([Y[:37], np.full((1, 96), 3e19, np.float32)])    # ‖x‖² overflows float: bound ∞
+    Cz = np.concatenate([Y[:5], np.zeros((1, 96), np.float32)])
+    outs = []
+    for xp in (Cn.bf16_pack_a(Z), None):
+        lab, d2 = np.empty(len(Z), np.int64), np.empty(len(Z), np.float32)
+        Cn.kmeans_assign_bf16(xp, Cn.bf16_pack_b(Cz, True), Z, Cz, *bf16_centre_terms(Cz), bf16_error_bound(96), lab, d2)
+        outs.append(lab)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], ref.kmeans_assign(Z.astype(np.float64), Cz.astype(np.float64))[0])
 
 
 def test_bf16_round_matches_torch(rng):

@@ -130,9 +130,7 @@ def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None,
     Cf = np.ascontiguousarray(C.numpy(), dtype=np.float32)
     cn, cnorm, dcnorm, ctau = bf16_centre_terms(Cf)
     Cp = Cn.bf16_pack_b(Cf, True)
-    if xp is None:
-        xp = Cn.bf16_pack_a(Xn)
-    n = X.shape[0]
+    n = X.shape[0]   # xp None: the kernel rounds each block of rows itself (a one-off call packs nothing)
     labels = np.empty(n, dtype=np.int64)
     d2 = np.empty(n, dtype=np.float32)
     checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, cn, cnorm, dcnorm, ctau, bf16_error_bound(X.shape[1]), labels, d2)
