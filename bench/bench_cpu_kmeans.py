@@ -65,6 +65,9 @@ def main():
     ap.add_argument("--sections", default="all_points,defaults,rq",
                     help="comma-separated: all_points, defaults, rq, precision, small")
     ap.add_argument("--embeddings", default=None, help="saved (n, d) float32 embeddings (.npy) for the 'real' section")
+    ap.add_argument("--embeddings-label", default="all-MiniLM-L6-v2 (ONNX fp32) embeddings of the shared corpora: "
+                    "HotpotQA-500 context sentences, MultiHop-RAG paragraphs, UltraDomain 70-word chunks",
+                    help="what the saved embeddings are (recorded in the JSON)")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     if not sections & {"all_points", "defaults", "rq"}:
@@ -394,7 +397,7 @@ def precision_main(a, sections):
     if a.embeddings:
         E = np.ascontiguousarray(np.load(a.embeddings), dtype=np.float32)
         out["real"] = precision_section(E, a.k, a.iters, a.repeats)
-        out["real"]["data"] = "sentence embeddings (all-MiniLM-L6-v2, ONNX) of HotpotQA-500 context sentences"
+        out["real"]["data"] = a.embeddings_label
     if "small" in sections:
         out["small"] = small_section(max(a.repeats, 5))
     out["load_end"] = loadavg()

@@ -4,7 +4,6 @@ says it fits.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 import torch
