@@ -60,7 +60,15 @@ def machine_record() -> dict:
         except Exception as e:   # recorded, not fatal
             versions[mod] = f"unavailable ({type(e).__name__})"
     prof = machine.profile()
-    return {"profile": prof.to_dict(), "cpu_model": prof.cpu, "cores": os.cpu_count(),
+    fam = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines():
+            key, _, val = line.partition(":")
+            if key.strip() in ("vendor_id", "cpu family", "model", "cpu MHz"):
+                fam[key.strip()] = val.strip()
+    except OSError:
+        pass
+    return {"profile": prof.to_dict(), "cpu_model": prof.cpu, "cpu_id": fam, "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "versions": versions,
             "amx": bool({"amx_bf16", "amx_tile"} & set(prof.cpu_flags)),
             "env": {k: os.environ.get(k) for k in ("CONTEXTRAG_ISA", "CONTEXTRAG_PRECISION", "OMP_NUM_THREADS")}}
