@@ -341,6 +341,14 @@ def test_precision_reads_the_machine_profile(monkeypatch):
         assert P.bf16_faster() is True
         fake({"fp32": None, "bf16": None}, {"avx2"})
         assert P.bf16_faster() is False
+        # AVX512-BF16's 2.5-3x GEMM is not enough for the k-means tiles (their per-row work costs as
+        # much again): bf16 from MIN_GEMM_RATIO on, and by flags only with a matrix engine
+        fake({"fp32": 100.0, "bf16": 300.0}, {"avx512_bf16"})
+        assert P.bf16_faster() is False
+        fake({"fp32": 100.0, "bf16": 100.0 * P.MIN_GEMM_RATIO}, {"avx512_bf16"})
+        assert P.bf16_faster() is True
+        fake({"fp32": None, "bf16": None}, {"avx2", "avx512_bf16"})
+        assert P.bf16_faster() is False
     finally:
         monkeypatch.undo()
         P.bf16_faster.cache_clear()
