@@ -4,7 +4,6 @@ says it fits.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import torch
 
@@ -39,8 +38,8 @@ def cpu_row_block(n: int, k: int) -> int:
 # huge exponent range, so the incremental sums equal the plain loop's (and the Ray build's) fresh ones
 # and the float32 centroids are the same bits.
 # bf16 screening (LloydOptions.bf16_screen; AVX-512 dispatch with AVX512-BF16, float32 X): the
-# evaluation GEMM runs on bf16-rounded operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = eb·‖x‖·max‖c‖ is carried into the
-# bounds, and a row whose smallest G̃ is not ahead of the others by 2E gets its few candidates
+# evaluation GEMM runs on bf16-rounded operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = ‖x‖·cnorm is carried into
+# the bounds, and a row whose smallest G̃ is not ahead of the others by 2E gets its few candidates
 # compared by exact distance, so labels stay exact. E is ops.kmeans's bf16 bound (Cauchy–Schwarz on
 # the operands' rounding errors: |x̃·c̃ − x·c| ≤ ‖δx‖‖c̃‖ + ‖x‖‖δc‖, plus the fp32 accumulation) with
 # ‖δx‖ ≤ 2^-8‖x‖ (bf16's unit roundoff) and the largest centre's terms; the GEMM's other roundings

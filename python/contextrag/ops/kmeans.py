@@ -163,11 +163,11 @@ def _f32_assign(X: torch.Tensor, C: torch.Tensor, xn: torch.Tensor | None = None
 
 @register("kmeans_assign", "cpu")
 def _cpu_assign(X, C, xn=None, xp=None):
-    """Blocked ‖c‖² − 2x·c GEMM (torch CPU BLAS) + a C++ row epilogue: first argmin and the exact
-    ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once.
-
-    Float32 rows where ``use_bf16`` says so run on bf16 tiles instead (``_bf16_assign``; ``xp``: X
-    already packed by ``pack_rows_bf16``): the same labels, d² always exact.
+    """Nearest centre per row: the first arg-min of ‖c‖² − 2x·c and the exact ‖x − c‖² of the chosen
+    centre. Float32 rows run on our own tiles, arg-min fused: bf16 where ``use_bf16`` says so
+    (``_bf16_assign``; ``xp``: X already packed by ``pack_rows_bf16``; the same labels, d² always
+    exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM + the C++ row epilogue,
+    never more than one row block × k distances at once.
     With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
     if use_bf16(X):
