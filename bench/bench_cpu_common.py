@@ -49,7 +49,13 @@ def machine() -> dict:
         isa = _C.cpu_isa()
     except Exception:
         isa = "n/a"
+    try:
+        from contextrag.machine import profile
+        prof = profile().to_dict()
+    except Exception as e:   # recorded, not fatal
+        prof = f"unavailable ({type(e).__name__})"
     return {
+        "profile": prof,   # contextrag.machine: CPU model, ISA flags, probed fp32/bf16/int8 GEMM rates
         "cpu_model": ci.get("model name", platform.processor()),
         "cpu_family_model": f"{ci.get('cpu family', '?')}/{ci.get('model', '?')}",
         "cores": os.cpu_count(),

@@ -30,7 +30,8 @@
 6. real (--embeddings FILE.npy): 4. on saved sentence embeddings (k = --k), where given.
 Every run records the CPU dispatch (`contextrag_cpu_isa`; CONTEXTRAG_ISA=avx2|generic forces it)
 and writes bench/results/cpu_kmeans_<isa>.json (sections 1-3), cpu_kmeans_precision_<isa>.json
-(sections 4-5) or cpu_kmeans_real_<isa>.json (section 6 alone: --sections real).
+(section 4, with 5 if asked), cpu_kmeans_small_<isa>.json (section 5 without 4) or
+cpu_kmeans_real_<isa>.json (section 6 alone: --sections real).
 Data: a normalised Gaussian mixture shaped like sentence embeddings (384-d, 400 components).
 """
 from __future__ import annotations
@@ -65,6 +66,9 @@ def main():
     ap.add_argument("--sections", default="all_points,defaults,rq",
                     help="comma-separated: all_points, defaults, rq, precision, small")
     ap.add_argument("--embeddings", default=None, help="saved (n, d) float32 embeddings (.npy) for the 'real' section")
+    ap.add_argument("--embeddings-label", default="all-MiniLM-L6-v2 (ONNX fp32) embeddings of the shared corpora: "
+                    "HotpotQA-500 context sentences, MultiHop-RAG paragraphs, UltraDomain 70-word chunks",
+                    help="what the saved embeddings are (recorded in the JSON)")
     a = ap.parse_args()
     sections = set(a.sections.split(","))
     if not sections & {"all_points", "defaults", "rq"}:
@@ -394,12 +398,14 @@ def precision_main(a, sections):
     if a.embeddings:
         E = np.ascontiguousarray(np.load(a.embeddings), dtype=np.float32)
         out["real"] = precision_section(E, a.k, a.iters, a.repeats)
-        out["real"]["data"] = "sentence embeddings (all-MiniLM-L6-v2, ONNX) of HotpotQA-500 context sentences"
+        out["real"]["data"] = a.embeddings_label
     if "small" in sections:
         out["small"] = small_section(max(a.repeats, 5))
     out["load_end"] = loadavg()
-    # sections 4-5 name the file cpu_kmeans_precision_<isa>.json, a run of section 6 alone cpu_kmeans_real_<isa>.json
-    write("kmeans_precision" if sections & {"precision", "small"} else "kmeans_real", out)
+    # section 4 names the file cpu_kmeans_precision_<isa>.json, 5 without 4 cpu_kmeans_small_<isa>.json,
+    # a run of section 6 alone cpu_kmeans_real_<isa>.json
+    write("kmeans_precision" if "precision" in sections else "kmeans_small" if "small" in sections else "kmeans_real",
+          out)
     print(json.dumps({k: v for k, v in out.items() if k not in ("machine", "params")}, indent=1, default=str)[:4000])
 
 

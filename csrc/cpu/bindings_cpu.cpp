@@ -9,6 +9,7 @@ void register_sparse(py::module_& m);       // semiring_sparse.cpp: the same wit
 void register_kmeans(py::module_& m);       // kmeans.cpp: fused argmin, centroid sums, Elkan bounds
 void register_fcm(py::module_& m);          // fcm.cpp: FCM memberships (row epilogue of the distance GEMM)
 void register_gemm_bf16(py::module_& m);    // gemm_bf16.cpp: bf16-input, fp32-output GEMM (AVX512-BF16)
+void register_gemm_f32(py::module_& m);     // gemm_f32.cpp: fp32 distance tiles on the calling thread for small problems
 void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
 void register_lexical(py::module_& m);      // lexical_tokens.cpp: tokeniser and block map of the lexical families
 
@@ -18,6 +19,7 @@ void register_cpu(py::module_& m) {
   register_kmeans(m);
   register_fcm(m);
   register_gemm_bf16(m);
+  register_gemm_f32(m);
   register_spread(m);
   register_lexical(m);
 }

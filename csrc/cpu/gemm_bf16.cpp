@@ -174,19 +174,24 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
 
 // ---- k-means assignment on bf16 tiles, arg-min fused --------------------------------------------
 // Per block of RS rows, one thread: the (RS, k) tile G̃ = ‖c‖² − 2 x̃·c̃ from bf16 operands goes into a
-// thread-local buffer (never to memory), and each row is settled from it at once:
-//   |G̃_j − G_j| ≤ E_j = eb·‖x‖·‖c_j‖ (eb: ElkanState's bound on 2|x̃·c̃ − x·c| / (‖x‖‖c‖), with the
-//   fp32 accumulation), so the nearest centre is j* = argmin G̃ for certain when every other j has
-//   G̃_j − E_j > G̃_j* + E_j*. Otherwise the few j that fail this test are compared by exact distance
-//   Σ(x − c)² in double (first index on ties): labels are those of exact arithmetic, which the fp32
-//   path also gives except at rounding-level ties. The bound is per row and per centre (not the
-//   largest ‖c‖), which is what keeps the re-checked share small on real data.
+// thread-local buffer (never to memory), and each row is settled from it at once.
+// The error bound, per row and per centre (x̃, c̃ the bf16 roundings, δx = x̃ − x, δc = c̃ − c):
+//   x̃·c̃ − x·c = δx·c̃ + x·δc, so |x̃·c̃ − x·c| ≤ ‖δx‖‖c̃‖ + ‖x‖‖δc‖ (Cauchy–Schwarz), with the actual
+//   rounding errors of this row and this centre (‖δx‖ ≈ 0.38·2⁻⁸‖x‖ on real data, against the
+//   worst case 2⁻⁸‖x‖ per element that a bound from the unit roundoff alone must assume);
+//   the products x̃_k c̃_k are exact in fp32 and their sum is rounded d times: ≤ γ_d ‖x̃‖‖c̃‖;
+//   ‖c‖² and the final −2·acc + ‖c‖² and this test's own float arithmetic round a few more times
+//   (kappa, ctau), and vdpbf16ps reads denormal inputs as zero and flushes denormal sums (rho).
+// So |G̃_j − G_j| ≤ E_j = (2‖δx‖ + κ‖x̃‖)·cnorm_j + 2‖x‖·dcnorm_j + ctau_j + rho, and the nearest centre is
+// j* = argmin G̃ for certain when every other j has G̃_j − E_j > G̃_j* + E_j*. Otherwise the few j that
+// fail this test are compared by exact distance Σ(x − c)² in double (first index on ties): labels are
+// those of exact arithmetic, which the fp32 path also gives except at rounding-level ties.
 // d2_out: the exact Σ(x − c)² of the chosen centre. Returns the number of rows re-checked.
 template <int RS>
 void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k, const float* cn,
-                  const float* cnorm, const float* ctau, const float* X, const float* C, ptrdiff_t d, double eb, int rs,
-                  float* G,
-                  int64_t* lab, float* d2, ptrdiff_t* n_checked, int* cand) {
+                  const float* cnorm, const float* dcnorm, const float* ctau, const float* X, const float* C,
+                  ptrdiff_t d, double kappa, int rs, float* G, int64_t* lab, float* d2, ptrdiff_t* n_checked,
+                  int* cand) {
   constexpr int RWMAX = 3;
   constexpr ptrdiff_t KC = 1024;
   const ptrdiff_t nvec = (k + 15) / 16;
@@ -208,16 +213,44 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
     for (ptrdiff_t j = 0; j < k; ++j) gm = g[j] < gm ? g[j] : gm;
     ptrdiff_t a = 0;
     while (g[a] != gm) ++a;
-    double xx = 0.0;
-#pragma omp simd reduction(+ : xx)
-    for (ptrdiff_t t = 0; t < d; ++t) xx += (double)x[t] * (double)x[t];
-    // E_j = ex·‖c_j‖ + ctau_j; the 2^-18 terms cover the float roundings of G̃'s own sum (≤ a few
-    // 2^-24 (‖c‖² + 2‖x‖‖c‖)) and of this test
-    const float ex = (float)((eb + 0x1p-18) * sqrt(xx) * (1.0 + 0x1p-20));
-    const float lim = gm + ex * cnorm[a] + ctau[a];
+    // ‖x‖², ‖δx‖², ‖x̃‖² in 16 float lanes, x̃ rounded here as bf16_round does (x is finite); fac covers
+    // the sums' rounding; an overflow (|x| > 1.8e19) makes the bound infinite: every centre re-checked
+    __m512 sxx = _mm512_setzero_ps(), see = _mm512_setzero_ps(), stt = _mm512_setzero_ps();
+    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
+    for (ptrdiff_t t = 0; t < d; t += 16) {
+      const __mmask16 m = d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1u);
+      const __m512 v = _mm512_maskz_loadu_ps(m, x + t);
+      const __m512i u = _mm512_castps_si512(v);
+      const __m512i rb = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), hi);
+      const __m512 w = _mm512_castsi512_ps(rb);
+      const __m512 e = _mm512_sub_ps(w, v);   // exact (Sterbenz): w is v to 8 significant bits
+      sxx = _mm512_fmadd_ps(v, v, sxx);
+      see = _mm512_fmadd_ps(e, e, see);
+      stt = _mm512_fmadd_ps(w, w, stt);
+    }
+    const double xx = _mm512_reduce_add_ps(sxx), ee = _mm512_reduce_add_ps(see), tt = _mm512_reduce_add_ps(stt);
+    const double fac = 1.0 + (double)(d + 8) * 0x1p-23;
+    const float alpha = (float)((2.0 * sqrt(fac * ee) + kappa * sqrt(fac * tt)) * (1.0 + 0x1p-20));
+    const float beta = (float)(2.0 * sqrt(fac * xx) * (1.0 + 0x1p-20));
+    // rho: inputs below 2^-126 that vdpbf16ps reads as zero, partial sums it flushes (absolute terms)
+    const float rho = (float)(0x1p-120 * (sqrt((double)d * fac * tt) + (double)d));
+    const float lim = gm + alpha * cnorm[a] + beta * dcnorm[a] + ctau[a] + 2.0f * rho;
+    // count first (vectorised): most rows have one candidate, their own minimum
     int nc = 0;
-    for (ptrdiff_t j = 0; j < k; ++j)
-      if (j != a && g[j] - ex * cnorm[j] - ctau[j] <= lim) cand[nc++] = (int)j;
+    const bool finite = std::isfinite(lim) && std::isfinite(alpha) && std::isfinite(beta);
+#pragma omp simd reduction(+ : nc)
+    for (ptrdiff_t j = 0; j < k; ++j) nc += (g[j] - alpha * cnorm[j] - beta * dcnorm[j] - ctau[j] <= lim) ? 1 : 0;
+    if (!finite) {   // an infinite bound settles nothing: every other centre is a candidate
+      nc = 0;
+      for (ptrdiff_t j = 0; j < k; ++j)
+        if (j != a) cand[nc++] = (int)j;
+    } else if (nc > 1) {
+      nc = 0;
+      for (ptrdiff_t j = 0; j < k; ++j)
+        if (j != a && g[j] - alpha * cnorm[j] - beta * dcnorm[j] - ctau[j] <= lim) cand[nc++] = (int)j;
+    } else {
+      nc = 0;
+    }
     double best = sq_dist<double>(x, C + a * d, d);
     if (nc) {
       ++*n_checked;
@@ -233,8 +266,8 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
 }
 
 int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
-                   const float* cn, const float* cnorm, const float* ctau, const float* X, const float* C, ptrdiff_t d,
-                   double eb, int64_t* lab, float* d2) {
+                   const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
+                   const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
   constexpr int RS = 8;
   const ptrdiff_t nrb = (n + RS - 1) / RS;
   const int nt = gemm_threads((double)n * (double)k * (double)d);
@@ -243,16 +276,31 @@ int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t*
   {
     float* G = (float*)aligned_alloc(64, (size_t)RS * Np * sizeof(float));
     int* cand = (int*)malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
+    // A == nullptr: each block's rows are rounded to bf16 here, into this buffer (one-off assignments:
+    // packing all of X first cost as much as the GEMM, most of it page faults on the fresh array)
+    uint32_t* Ab = A ? nullptr : (uint32_t*)malloc(sizeof(uint32_t) * (size_t)(RS * K2 > 0 ? RS * K2 : 1));
     ptrdiff_t checked = 0;
     // dynamic: on a busy machine a preempted thread's blocks go to the others
 #pragma omp for schedule(dynamic, 16)
     for (ptrdiff_t b = 0; b < nrb; ++b) {
       const ptrdiff_t r0 = b * RS;
       const int rs = (int)(n - r0 < RS ? n - r0 : RS);
-      assign_block<RS>(A + r0 * K2, K2, Bp, Np, k, cn, cnorm, ctau, X + r0 * d, C, d, eb, rs, G, lab + r0,
+      const uint32_t* Ar = A ? A + r0 * K2 : Ab;
+      if (!A) {
+        uint16_t* h = reinterpret_cast<uint16_t*>(Ab);
+        for (int r = 0; r < rs; ++r) {
+          const float* xr = X + (r0 + r) * d;
+          uint16_t* hr = h + r * 2 * K2;
+#pragma omp simd
+          for (ptrdiff_t t = 0; t < d; ++t) hr[t] = bf16_round(xr[t]);
+          if (d % 2) hr[d] = 0;
+        }
+      }
+      assign_block<RS>(Ar, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X + r0 * d, C, d, kappa, rs, G, lab + r0,
                        d2 + r0, &checked, cand);
     }
     total += checked;
+    free(Ab);
     free(cand);
     free(G);
   }
@@ -357,39 +405,45 @@ void gemm_bf16(const py::array_t<uint32_t, py::array::c_style>& A, const py::arr
 #endif
 }
 
-// kmeans_assign_bf16(Xp (n, K2) uint32, Cp (K2, Np) uint32, X (n, d) f32, C (k, d) f32, cn (k,) f32 = ‖c‖²,
-// cnorm (k,) f32 ≥ ‖c‖, ctau (k,) f32 ≥ 2^-18 ‖c‖², eb, labels (n,) int64 out, d2 (n,) f32 out)
-// -> rows re-checked exactly.
-int64_t kmeans_assign_bf16(const py::array_t<uint32_t, py::array::c_style>& Xp,
-                           const py::array_t<uint32_t, py::array::c_style>& Cp,
+// kmeans_assign_bf16(Xp (n, K2) uint32 or None (rows rounded per block), Cp (K2, Np) uint32, X (n, d) f32, C (k, d) f32, cn (k,) f32 = ‖c‖²,
+// cnorm (k,) f32 ≥ ‖c̃‖, dcnorm (k,) f32 ≥ ‖c − c̃‖, ctau (k,) f32 (see assign_block), kappa,
+// labels (n,) int64 out, d2 (n,) f32 out) -> rows re-checked exactly.
+int64_t kmeans_assign_bf16(py::object Xp_obj, const py::array_t<uint32_t, py::array::c_style>& Cp,
                            const py::array_t<float, py::array::c_style>& X, const py::array_t<float, py::array::c_style>& C,
                            const py::array_t<float, py::array::c_style>& cn,
                            const py::array_t<float, py::array::c_style>& cnorm,
-                           const py::array_t<float, py::array::c_style>& ctau, double eb,
+                           const py::array_t<float, py::array::c_style>& dcnorm,
+                           const py::array_t<float, py::array::c_style>& ctau, double kappa,
                            py::array_t<int64_t, py::array::c_style> labels, py::array_t<float, py::array::c_style> d2) {
   if (!bf16_supported()) throw std::runtime_error("kmeans_assign_bf16 needs a CPU with AVX512-BF16");
-  if (Xp.ndim() != 2 || Cp.ndim() != 2 || X.ndim() != 2 || C.ndim() != 2)
-    throw std::invalid_argument("Xp, Cp, X and C must be 2-D");
+  if (Cp.ndim() != 2 || X.ndim() != 2 || C.ndim() != 2) throw std::invalid_argument("Cp, X and C must be 2-D");
   const ptrdiff_t n = X.shape(0), d = X.shape(1), k = C.shape(0), K2 = (d + 1) / 2, Np = (k + 15) / 16 * 16;
   if (C.shape(1) != d) throw std::invalid_argument("C must be (k, d) with X's d");
-  if (Xp.shape(0) != n || Xp.shape(1) != K2) throw std::invalid_argument("Xp must be X packed: (n, (d + 1) // 2)");
+  py::array_t<uint32_t, py::array::c_style> Xp;
+  if (!Xp_obj.is_none()) {
+    if (!py::isinstance<py::array_t<uint32_t>>(Xp_obj)) throw std::invalid_argument("Xp must be None or a uint32 array");
+    Xp = py::array_t<uint32_t, py::array::c_style>::ensure(Xp_obj);
+    if (!Xp || Xp.ndim() != 2 || Xp.shape(0) != n || Xp.shape(1) != K2)
+      throw std::invalid_argument("Xp must be X packed: (n, (d + 1) // 2)");
+  }
   if (Cp.shape(0) != K2 || Cp.shape(1) != Np) throw std::invalid_argument("Cp must be C packed: ((d + 1) // 2, k rounded up to 16)");
-  if (cn.ndim() != 1 || cn.shape(0) != k || cnorm.ndim() != 1 || cnorm.shape(0) != k || ctau.ndim() != 1 ||
-      ctau.shape(0) != k)
-    throw std::invalid_argument("cn, cnorm and ctau must be (k,) float32");
+  for (const auto* v : {&cn, &cnorm, &dcnorm, &ctau})
+    if (v->ndim() != 1 || v->shape(0) != k) throw std::invalid_argument("cn, cnorm, dcnorm and ctau must be (k,) float32");
   if (labels.ndim() != 1 || labels.shape(0) != n || d2.ndim() != 1 || d2.shape(0) != n)
     throw std::invalid_argument("labels and d2 must be (n,)");
+  if (!(kappa >= 0.0)) throw std::invalid_argument("kappa must be >= 0");
   if (k < 1) throw std::invalid_argument("C must hold at least one centre");
   if (n == 0) return 0;
   int64_t checked = 0;
 #if defined(CR_BF16_X86)
-  const uint32_t* a = Xp.data();
+  const uint32_t* a = Xp_obj.is_none() ? nullptr : Xp.data();
   const uint32_t* b = Cp.data();
-  const float *x = X.data(), *c = C.data(), *cnp = cn.data(), *cnm = cnorm.data(), *ct = ctau.data();
+  const float *x = X.data(), *c = C.data(), *cnp = cn.data(), *cnm = cnorm.data(), *dcn = dcnorm.data(),
+              *ct = ctau.data();
   int64_t* lab = labels.mutable_data();
   float* o = d2.mutable_data();
   py::gil_scoped_release nogil;
-  checked = assign_run(a, n, K2, b, Np, k, cnp, cnm, ct, x, c, d, eb, lab, o);
+  checked = assign_run(a, n, K2, b, Np, k, cnp, cnm, dcn, ct, x, c, d, kappa, lab, o);
 #endif
   return checked;
 }
@@ -405,7 +459,8 @@ void register_gemm_bf16(py::module_& m) {
   m.def("gemm_bf16", &gemm_bf16, py::arg("A"), py::arg("Bp"), py::arg("N"), py::arg("out"), py::arg("alpha") = 1.0,
         py::arg("bias") = py::none(), "out = bias + alpha · A·B from packed bf16 operands, fp32 accumulation and output.");
   m.def("kmeans_assign_bf16", &kmeans_assign_bf16, py::arg("Xp"), py::arg("Cp"), py::arg("X"), py::arg("C"),
-        py::arg("cn"), py::arg("cnorm"), py::arg("ctau"), py::arg("eb"), py::arg("labels"), py::arg("d2"),
+        py::arg("cn"), py::arg("cnorm"), py::arg("dcnorm"), py::arg("ctau"), py::arg("kappa"), py::arg("labels"),
+        py::arg("d2"),
         "Nearest centre per row from bf16 distance tiles (arg-min fused, exact re-check of every row the bf16 "
         "error bound leaves open); writes labels and exact d², returns the rows re-checked.");
 }

@@ -226,8 +226,51 @@ def test_kmeans_assign_bf16_ties_and_bound(rng, precision):
     assert d2[4] == 0.0
     assert 0.0 < stats[0] < 1.0                   # the near-duplicates are re-checked, not every row
     with pytest.raises(ValueError, match="Cp must be C packed"):
-        Cn.kmeans_assign_bf16(Cn.bf16_pack_a(X), Cn.bf16_pack_b(np.ascontiguousarray(C[:, :10]), True), X, C, *(np.ones(6, np.float32),) * 3,
+        Cn.kmeans_assign_bf16(Cn.bf16_pack_a(X), Cn.bf16_pack_b(np.ascontiguousarray(C[:, :10]), True), X, C, *(np.ones(6, np.float32),) * 4,
                               0.1, np.empty(len(X), np.int64), np.empty(len(X), np.float32))
+
+
+@needs_bf16
+def test_kmeans_assign_bf16_worst_rounding(rng, precision):
+    """Rows and centres whose every element bf16 rounds by (almost) its unit roundoff 2^-8, all in one
+    direction, so x̃·c̃ is off by ~2^-7‖x‖‖c‖ (twice a bound that took 2^-9 per operand), with pairs
+    of centres whose true distances differ by far less: labels still equal the float64 reference's,
+    and the bound is not so loose that every row is re-checked on plain data."""
+    from contextrag.ops import kmeans as K
+    d, n = 40, 300
+    up = np.float32(1 + 2.0 ** -8 - 2.0 ** -20)          # rounds down to 1 (error ≈ 2^-8)
+    signs = np.where(rng.random((n, d)) < 0.5, -1.0, 1.0).astype(np.float32)
+    X = (signs * up * rng.integers(1, 3, (n, d))).astype(np.float32)
+    base = X[:8].copy()
+    # c_a = x exactly (its bf16 tile error is the largest) and c_b a representable point a hair farther
+    C = np.concatenate([base, base * np.float32(1.0078125)]).astype(np.float32)
+    want_l, want_d2 = ref.kmeans_assign(X.astype(np.float64), C.astype(np.float64))
+    precision("bf16")
+    lab, d2 = K._bf16_assign(torch.from_numpy(X), torch.from_numpy(C))
+    np.testing.assert_array_equal(lab.numpy(), want_l)
+    np.testing.assert_allclose(d2.numpy(), want_d2, rtol=1e-6, atol=1e-6)
+    Y = _mixture(rng, 2000, 96, 12, 0.3)
+    stats = []
+    K._bf16_assign(torch.from_numpy(Y), torch.from_numpy(Y[:12].copy()), stats=stats)
+    assert stats[0] < 0.5
+    # rows packed up front (Xp, as a fit does) and rows rounded per block (Xp None) give the same
+    from contextrag.ops._bf16_bound import bf16_centre_terms, bf16_error_bound
+    Z = np.concatenate([Y[:37], np.full((1, 96), 3e19, np.float32)])    # ‖x‖² overflows float: bound ∞
+    Cz = np.concatenate([Y[:5], np.zeros((1, 96), np.float32)])
+    outs = []
+    for xp in (Cn.bf16_pack_a(Z), None):
+        lab, d2 = np.empty(len(Z), np.int64), np.empty(len(Z), np.float32)
+        Cn.kmeans_assign_bf16(xp, Cn.bf16_pack_b(Cz, True), Z, Cz, *bf16_centre_terms(Cz), bf16_error_bound(96), lab, d2)
+        outs.append(lab)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    np.testing.assert_array_equal(outs[0], ref.kmeans_assign(Z.astype(np.float64), Cz.astype(np.float64))[0])
+
+
+def test_bf16_round_matches_torch(rng):
+    from contextrag.ops._bf16_bound import bf16_round
+    x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-30, 30, 4096)).astype(np.float32)
+    x[:4] = [1 + 2.0 ** -8, 1 + 3 * 2.0 ** -8, -0.0, 1e-40]      # ties to even both ways, zero, denormal
+    np.testing.assert_array_equal(bf16_round(x), torch.from_numpy(x).to(torch.bfloat16).float().numpy())
 
 
 @pytest.mark.parametrize("forced", ["fp32", "bf16"])
@@ -297,6 +340,14 @@ def test_precision_reads_the_machine_profile(monkeypatch):
         fake({"fp32": None, "bf16": None, "int8": None}, {"avx2", "amx_bf16"})
         assert P.bf16_faster() is True
         fake({"fp32": None, "bf16": None}, {"avx2"})
+        assert P.bf16_faster() is False
+        # AVX512-BF16's 2.5-3x GEMM is not enough for the k-means tiles (their per-row work costs as
+        # much again): bf16 from MIN_GEMM_RATIO on, and by flags only with a matrix engine
+        fake({"fp32": 100.0, "bf16": 300.0}, {"avx512_bf16"})
+        assert P.bf16_faster() is False
+        fake({"fp32": 100.0, "bf16": 100.0 * P.MIN_GEMM_RATIO}, {"avx512_bf16"})
+        assert P.bf16_faster() is True
+        fake({"fp32": None, "bf16": None}, {"avx2", "avx512_bf16"})
         assert P.bf16_faster() is False
     finally:
         monkeypatch.undo()

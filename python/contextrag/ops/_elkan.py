@@ -4,12 +4,11 @@ says it fits.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 
 from ._backend import native
+from ._bf16_bound import bf16_centre_terms, bf16_error_bound
 from ._precision import choose as choose_precision
 from .lloyd import Assignment, LloydOptions
 
@@ -39,11 +38,12 @@ def cpu_row_block(n: int, k: int) -> int:
 # huge exponent range, so the incremental sums equal the plain loop's (and the Ray build's) fresh ones
 # and the float32 centroids are the same bits.
 # bf16 screening (LloydOptions.bf16_screen; AVX-512 dispatch with AVX512-BF16, float32 X): the
-# evaluation GEMM runs on bf16-rounded operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = eb·‖x‖·max‖c‖ is carried into the
-# bounds, and a row whose smallest G̃ is not ahead of the others by 2E gets its few candidates
-# compared by exact distance, so labels stay exact. eb (ElkanState) bounds 2|x̃·c̃ − x·c| / (‖x‖‖c‖):
-# each product is off by ≤ (2^-8 + 2^-18)|x_k c_k| (both inputs rounded to 8 bits), Σ|x_k c_k| ≤ ‖x‖‖c‖,
-# plus the fp32 accumulation (γ_d); the GEMM's other roundings are in the γ slack.
+# evaluation GEMM runs on bf16-rounded operands (gemm_bf16, ~2.5× the fp32 rate), |G̃ − G| ≤ E = ‖x‖·cnorm is carried into
+# the bounds, and a row whose smallest G̃ is not ahead of the others by 2E gets its few candidates
+# compared by exact distance, so labels stay exact. E is ops.kmeans's bf16 bound (Cauchy–Schwarz on
+# the operands' rounding errors: |x̃·c̃ − x·c| ≤ ‖δx‖‖c̃‖ + ‖x‖‖δc‖, plus the fp32 accumulation) with
+# ‖δx‖ ≤ 2^-8‖x‖ (bf16's unit roundoff) and the largest centre's terms; the GEMM's other roundings
+# are in the γ slack.
 BF16_ROW_BLOCK = 4096
 _SHRINK = 1.0 - 2.0 ** -22    # as CR_SHRINK in elkan_rows.h: directed rounding of lower bounds
 FILTER_SKIP_MOVED = 0.1       # re-evaluate all rows untested while more than this share of labels moves
@@ -86,7 +86,7 @@ class ElkanState:
         if self.bf16:
             self.Xp = self.Cn.bf16_pack_a(self.Xn, False, plain_pages((n, (d + 1) // 2), torch.int32, hp).view(np.uint32))
             self.Xp_rows = self.Xp.view(np.float32)        # 4-byte rows for gather_rows
-            self.eb = 2.0 * (2.0 ** -8 + 2.0 ** -17 + (d + 4) * 2.0 ** -23)
+            self.kappa = bf16_error_bound(d)
             self.pbuf = np.empty((cpu_row_block(n, k), self.Xp.shape[1]), dtype=np.float32)
         self.gamma = 2.0 * (d + 4) * float(torch.finfo(X.dtype).eps)
         self.labels = torch.zeros(n, dtype=torch.int64)
@@ -120,9 +120,16 @@ class ElkanState:
         # bf16: row blocks whose G tile stays in cache for the refresh right after (our GEMM has no
         # per-call start-up to amortise, unlike torch's)
         B = min(cpu_row_block(m, k), BF16_ROW_BLOCK) if self.bf16 else cpu_row_block(m, k)
+        self.f32p = (Cn.f32_pack_b(C.numpy()) if not self.bf16 and C.dtype == torch.float32
+                     and hasattr(Cn, "gemm_f32") else None)
         if self.bf16:
             Cp = Cn.bf16_pack_b(C.numpy(), True)
-            cnorm = math.sqrt(cmax) * (1.0 + 2.0 ** -20)
+            # E = eb·‖x‖·cnorm with eb = 1 and cnorm ≥ 2^-7 max‖c̃‖ + 2 max‖δc‖ + κ(1 + 2^-8) max‖c̃‖:
+            # the bf16 bound of ops.kmeans with ‖δx‖ ≤ 2^-8‖x‖ (bf16's unit roundoff, per element)
+            # and the largest centre terms, the only per-row quantity the refresh takes being ‖x‖
+            _, cb, dcb, _ = bf16_centre_terms(C.numpy())
+            cnorm = (((2.0 ** -7 + self.kappa * (1.0 + 2.0 ** -8)) * float(cb.max()) + 2.0 * float(dcb.max()))
+                     * (1.0 + 2.0 ** -20))
             G = np.empty((min(B, m), k), dtype=np.float32)
         for i in range(0, m, B):
             rb = None if rows is None else rows[i:i + B]
@@ -136,15 +143,19 @@ class ElkanState:
                 g = G[:xp.shape[0]]
                 Cn.gemm_bf16(xp, Cp, k, g, -2.0, cn.numpy())
                 Cn.elkan_refresh(g, self.Xn, C.numpy(), self.xn2.numpy(), None if rb is None else rb.numpy(), i,
-                                 self.state, self.now, self.gamma, cmax, self.eb, cnorm)
+                                 self.state, self.now, self.gamma, cmax, 1.0, cnorm)
                 continue
             if rb is None:
                 xb = X[i:i + B]
             else:
                 xb = self.buf[:rb.numel()]
                 Cn.gather_rows(self.Xn, rb.numpy(), xb.numpy())
-            G = torch.addmm(cn, xb, Ct, alpha=-2.0)
-            Cn.elkan_refresh(G.numpy(), self.Xn, C.numpy(), self.xn2.numpy(),
+            if self.f32p is not None:   # our fp32 tiles: no thread-pool barrier per call
+                G = np.empty((xb.shape[0], k), dtype=np.float32)
+                Cn.gemm_f32(xb.numpy(), self.f32p, k, G, -2.0, cn.numpy())
+            else:
+                G = torch.addmm(cn, xb, Ct, alpha=-2.0).numpy()
+            Cn.elkan_refresh(G, self.Xn, C.numpy(), self.xn2.numpy(),
                              None if rb is None else rb.numpy(), i, self.state, self.now, self.gamma, cmax)
 
     def full_stats(self):

@@ -9,9 +9,13 @@
   fp32 wherever the bf16 error bound leaves them open; FCM's bf16 memberships are approximate, so
   FCM runs bf16 only when asked for), and
 * this CPU runs the native bf16 kernels (AVX512-BF16 under the current dispatch), and
-* the machine profile does not show bf16 GEMMs slower than fp32 ones (``contextrag.machine``
-  where that module exists; without a probe, the instruction set alone decides: AVX512-BF16 and
-  AMX-BF16 take 2 bf16 products per fp32 lane, twice the fp32 FMA rate).
+* the machine profile shows bf16 GEMMs at least ``MIN_GEMM_RATIO`` times as fast as fp32 ones
+  (``contextrag.machine`` where that module exists; without a probe, the instruction set alone
+  decides: AMX-BF16 yes, AVX512-BF16 alone no). Why 4 and not "faster": after each bf16 tile the
+  assignment settles its rows (the error bound, the exact distance of the chosen centre, the rows
+  the bound leaves open), which costs about as much as the bf16 GEMM itself; on AVX512-BF16 (Zen 4:
+  bf16 GEMM 2.5–3× fp32) the fp32 fits on our own tiles measured faster than the bf16 ones
+  (docs/KERNELS.md), while a matrix engine (AMX: ~6.7×) leaves the bf16 path well ahead.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import warnings
 from ._backend import native
 
 CHOICES = ("fp32", "bf16", "auto")
+MIN_GEMM_RATIO = 4.0   # bf16 / fp32 GEMM rate from which ``auto`` picks bf16 (see the module docstring)
 _warned: set[str] = set()
 
 
@@ -42,8 +47,8 @@ def bf16_kernels() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def bf16_faster() -> bool:
-    """Whether this machine's bf16 GEMM beats its fp32 GEMM: the machine profile's probed rates
-    where ``contextrag.machine`` provides them, else its ISA flags (AVX512-BF16 or AMX-BF16)."""
+    """Whether this machine's bf16 GEMM runs at least MIN_GEMM_RATIO × its fp32 GEMM: the machine
+    profile's probed rates where ``contextrag.machine`` provides them, else its ISA flags (AMX-BF16)."""
     try:
         from contextrag.machine import profile
     except ImportError:
@@ -54,10 +59,10 @@ def bf16_faster() -> bool:
             rates = getattr(p, "gemm_gflops", None) or {}
             fp32, bf16 = rates.get("fp32"), rates.get("bf16")
             if fp32 and bf16:
-                return float(bf16) > float(fp32)
+                return float(bf16) >= MIN_GEMM_RATIO * float(fp32)
             isa = {str(f).lower() for f in (getattr(p, "isa", None) or ())}
             if isa:
-                return bool(isa & {"avx512_bf16", "amx_bf16"})
+                return "amx_bf16" in isa
         except Exception as e:   # a broken probe must not stop a fit: fall back to the flags
             if "profile" not in _warned:
                 _warned.add("profile")
@@ -71,11 +76,10 @@ def _cpu_flags_bf16() -> bool:
         with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
             for line in f:
                 if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+                    return "amx_bf16" in set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return bf16_kernels()   # the extension found AVX512-BF16 through cpuid
+    return False
 
 
 def choose(op: str, *, exact: bool) -> str:

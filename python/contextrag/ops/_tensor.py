@@ -59,6 +59,9 @@ class Kind(Generic[_K]):
         return cast(_K, t)
 
 
+SMALL_CPU_CHECK = 1 << 22   # elements: below this the input checks run on the calling thread
+
+
 def as_tensor(x: _K, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: bool = True,
               unit_interval: bool = False, allow_half: bool = False) -> tuple[torch.Tensor, Kind[_K]]:
     """Validate ``x`` and return it as a torch tensor plus the caller's kind.
@@ -93,8 +96,14 @@ def as_tensor(x: _K, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: b
     if t.numel():
         # One min/max pass answers both checks without a temporary: torch's min/max propagate NaN,
         # and an inf shows up as an infinite extreme.
-        lo_t, hi_t = torch.aminmax(t) if t.dtype in FLOAT_DTYPES or t.device.type == "cuda" else (t.min(), t.max())
-        lo, hi = float(lo_t), float(hi_t)
+        if t.device.type == "cpu" and t.numel() <= SMALL_CPU_CHECK and t.dtype in FLOAT_DTYPES:
+            # NumPy on the calling thread: torch's reduction runs on its thread pool, whose barrier
+            # waited tens of ms for a preempted thread on a busy machine (profiled: small k-means)
+            a = t.detach().numpy()
+            lo, hi = float(a.min()), float(a.max())
+        else:
+            lo_t, hi_t = torch.aminmax(t) if t.dtype in FLOAT_DTYPES or t.device.type == "cuda" else (t.min(), t.max())
+            lo, hi = float(lo_t), float(hi_t)
         if check_finite and not (np.isfinite(lo) and np.isfinite(hi)):
             raise ValueError(f"{name} contains NaN or inf")
         if unit_interval:

@@ -16,6 +16,7 @@ import torch
 
 from .. import ref
 from ._backend import native, select
+from ._bf16_bound import bf16_centre_terms, bf16_error_bound  # noqa: F401 (bf16_error_bound re-exported)
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
 from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
@@ -139,13 +140,6 @@ def is_native_cpu(assign=None, update=None) -> bool:
     return ok
 
 
-# bf16 distance tiles (see kmeans_assign_bf16 in csrc/cpu/gemm_bf16.cpp): eb bounds
-# 2|x̃·c̃ − x·c| / (‖x‖‖c‖) for bf16-rounded operands (each product off by ≤ (2^-8 + 2^-18)|x_k c_k|,
-# Σ|x_k c_k| ≤ ‖x‖‖c‖) with the fp32 accumulation γ_d, as ops._elkan's screening.
-def bf16_error_bound(d: int) -> float:
-    return 2.0 * (2.0 ** -8 + 2.0 ** -17 + (d + 4) * 2.0 ** -23)
-
-
 def use_bf16(X: torch.Tensor) -> bool:
     """Whether the CPU assignment of X runs on bf16 tiles: float32 CPU rows, the native kernel, and
     ``ops._precision.choose`` (CONTEXTRAG_PRECISION, CONTEXTRAG_ISA, the machine profile)."""
@@ -166,33 +160,52 @@ def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None,
     X = X.contiguous()
     Xn = X.numpy()
     Cf = np.ascontiguousarray(C.numpy(), dtype=np.float32)
-    c64 = np.einsum("ij,ij->i", Cf.astype(np.float64), Cf.astype(np.float64))
-    cnorm = (np.sqrt(c64) * (1.0 + 2.0 ** -20)).astype(np.float32)
-    ctau = (c64 * 2.0 ** -18).astype(np.float32)
+    cn, cnorm, dcnorm, ctau = bf16_centre_terms(Cf)
     Cp = Cn.bf16_pack_b(Cf, True)
-    if xp is None:
-        xp = Cn.bf16_pack_a(Xn)
-    n = X.shape[0]
+    n = X.shape[0]   # xp None: the kernel rounds each block of rows itself (a one-off call packs nothing)
     labels = np.empty(n, dtype=np.int64)
     d2 = np.empty(n, dtype=np.float32)
-    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, c64.astype(np.float32), cnorm, ctau,
-                                    bf16_error_bound(X.shape[1]), labels, d2)
+    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, cn, cnorm, dcnorm, ctau, bf16_error_bound(X.shape[1]), labels, d2)
     if stats is not None:
         stats.append(checked / max(n, 1))
     return torch.from_numpy(labels), torch.from_numpy(d2)
 
 
+def use_native_f32(X: torch.Tensor) -> bool:
+    """Whether the CPU assignment of X runs on our fp32 tiles (``kmeans_assign_f32``: float32 CPU
+    rows, the native kernel present) rather than torch's GEMM: small problems on the calling thread,
+    large ones on as many threads as they pay for (see csrc/cpu/gemm_f32.cpp for why)."""
+    return X.device.type == "cpu" and X.dtype == torch.float32 and _native_fn("kmeans_assign_f32") is not None
+
+
+def _f32_assign(X: torch.Tensor, C: torch.Tensor, xn: torch.Tensor | None = None):
+    """Nearest centre of each row from fp32 distance tiles ‖c‖² − 2x·c, first arg-min fused (the
+    labels of torch's addmm + ``kmeans_epilogue`` up to rounding-level ties); d² exact, or
+    ‖x‖² + min with ``xn``."""
+    Cn = native()
+    Xn = X.contiguous().numpy()
+    Cf = np.ascontiguousarray(C.numpy(), dtype=np.float32)
+    n = Xn.shape[0]
+    labels = np.empty(n, dtype=np.int64)
+    d2 = np.empty(n, dtype=np.float32)
+    Cn.kmeans_assign_f32(Xn, Cn.f32_pack_b(Cf), Cf, np.einsum("ij,ij->i", Cf, Cf), labels, d2,
+                         None if xn is None else xn.contiguous().numpy())
+    return torch.from_numpy(labels), torch.from_numpy(d2)
+
+
 @register("kmeans_assign", "cpu")
 def _cpu_assign(X, C, xn=None, xp=None):
-    """Blocked ‖c‖² − 2x·c GEMM (torch CPU BLAS) + a C++ row epilogue: first argmin and the exact
-    ‖x − c‖² of the chosen centre. Never more than ROW_BLOCK × k distances at once.
-
-    Float32 rows where ``use_bf16`` says so run on bf16 tiles instead (``_bf16_assign``; ``xp``: X
-    already packed by ``pack_rows_bf16``): the same labels, d² always exact.
+    """Nearest centre per row: the first arg-min of ‖c‖² − 2x·c and the exact ‖x − c‖² of the chosen
+    centre. Float32 rows run on our own tiles, arg-min fused: bf16 where ``use_bf16`` says so
+    (``_bf16_assign``; ``xp``: X already packed by ``pack_rows_bf16``; the same labels, d² always
+    exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM + the C++ row epilogue,
+    never more than one row block × k distances at once.
     With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
     if use_bf16(X):
         return _bf16_assign(X, C.to(torch.float32), xp)
+    if use_native_f32(X):
+        return _f32_assign(X, C.to(torch.float32), xn)
     n = X.shape[0]
     wd = _work_dtype(X)
     C = C.to(wd).contiguous()
@@ -261,17 +274,22 @@ def kmeans_plus_plus(X: torch.Tensor, k: int, seed: int,
     n = X.shape[0]
     wd = _work_dtype(X)
     m = min(n, k * max(1, points_per_centroid))
+    cpu = X.device.type == "cpu"
     if m < n:
         idx = np.sort(rng.choice(n, size=m, replace=False))
-        S = X[torch.from_numpy(idx).to(X.device)].to(wd).contiguous()
+        if cpu:   # NumPy's gather on the calling thread (torch's indexing waits on its thread pool)
+            S = torch.from_numpy(np.ascontiguousarray(X.detach().numpy()[idx], dtype=np.float64 if wd == torch.float64
+                                                      else np.float32))
+        else:
+            S = X[torch.from_numpy(idx).to(X.device)].to(wd).contiguous()
     else:
         S = X.to(wd).contiguous()
     trials = 2 + int(math.log(k))
     first = int(rng.integers(m))
     U = rng.random((k - 1, trials))
-    pp = _native_fn("kmeanspp") if S.device.type == "cpu" else None
+    pp = _native_fn("kmeanspp") if cpu else None
     if pp is not None:
-        return S[torch.from_numpy(pp(S.numpy(), first, U))].clone()
+        return torch.from_numpy(S.numpy()[pp(S.numpy(), first, U)])
     sn = (S * S).sum(dim=1)
     C = torch.empty((k, X.shape[1]), dtype=wd, device=X.device)
     C[0] = S[first]
@@ -412,7 +430,8 @@ def kmeans_fit(X: ArrayT, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: 
         if use_bf16(Xw):   # pack the rows once for every iteration
             assigner = local_assigner(Xw, _cpu_assign, xp=pack_rows_bf16(Xw))
         else:
-            assigner = local_assigner(Xw, _cpu_assign, xn=torch.einsum("ij,ij->i", Xw, Xw).contiguous())
+            Xa = Xw.numpy()   # NumPy on the calling thread (see rq_kmeans's residual update)
+            assigner = local_assigner(Xw, _cpu_assign, xn=torch.from_numpy(np.einsum("ij,ij->i", Xa, Xa)))
         C, it = lloyd(C, assigner, local_reducer(Xw, update), n_iter=n_iter, tol=tol, stats=options.stats)
     else:
         C, it = lloyd(C, local_assigner(train, assign), local_reducer(train, update), n_iter=n_iter, tol=tol,
@@ -475,7 +494,12 @@ def rq_kmeans(X: ArrayT, sizes: int | Sequence[int] = (96, 24, 12), *, n_iter: i
     # fp16/bf16 (GPU) rows keep their storage dtype through the levels, so every level's assignment
     # runs the half-precision (tensor-core) kernels; centroids and inertia are in the work dtype
     half = tX.dtype in (torch.float16, torch.bfloat16)
-    R = tX.clone() if half else tX.to(_work_dtype(tX)).clone()
+    if half:
+        R = tX.clone()
+    elif tX.device.type == "cpu":   # a NumPy copy: torch's runs on its thread pool (see below)
+        R = torch.from_numpy(np.array(tX.detach().numpy(), dtype=np.float64 if tX.dtype == torch.float64 else np.float32))
+    else:
+        R = tX.to(_work_dtype(tX)).clone()
     books, codes, inertia = [], [], []
     for lvl, k in enumerate(used):
         res = kmeans_fit(R, k, n_iter=n_iter, tol=tol, seed=seed + lvl, init=inits[lvl],
