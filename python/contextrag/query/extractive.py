@@ -138,7 +138,15 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
             return ex
     if qt.kind in qtype.SPAN_TYPES:
         return _typed(question, qt, hits, cands, s)
-    return _finish(cands, select(cands, s), qt.kind)
+    chosen = select(cands, s)
+    if qt.kind == "choice" and len(qt.options) == 2:     # an option the hits hardly name: still one of the two
+        span, _ = _choose(question, qt, [" ".join(t for _, t in cands if _mentions(t, "", o) >= 0.5)
+                                         for o in qt.options])
+        return _finish(cands, chosen, qt.kind, span, cands[chosen[0]][0])
+    if qt.kind == "yesno":          # no two options to hold apart: does what the sentences say hold the claim?
+        return _finish(cands, chosen, qt.kind, _yes_no(question, qt, [" ".join(cands[i][1] for i in chosen)]),
+                       cands[chosen[0]][0])
+    return _finish(cands, chosen, qt.kind)
 
 
 def _finish(cands, chosen: list[int], kind: str, span: str = "", span_citation=None) -> Extract:
@@ -227,9 +235,10 @@ def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[st
             key = _norm(t[a:b])
             near = _stems(w for w in qtype.words(t[max(0, a - 40):a] + " " + t[b:b + 40]) if w not in _STOP)
             ctx = len(near & qstems)            # question words within ~40 characters of it
-            e = best.setdefault(key, [t[a:b], i, -np.inf, set(), 0])
+            e = best.setdefault(key, [t[a:b], i, -np.inf, set(), 0, set()])
             e[3].add(i)
             e[4] = max(e[4], ctx)
+            e[5] |= _stems(qtype.words(t[a:b]) + qtype.words(t[b:b + 30])[:3])   # it, and what it counts
             if s[i] > e[2]:
                 e[0], e[1], e[2] = t[a:b], i, s[i]
     if not best:
@@ -243,12 +252,13 @@ def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[st
     def demonym(e):
         return not head & _DEMONYM_HEADS and bool(_DEMONYM.fullmatch(e[0].strip()))
 
-    def headed(e):          # it holds the noun the question asks for ("Albany County" for "what county")
-        return bool(_stems(qtype.words(e[0])) & head)
+    def headed(e):          # it holds the noun the question asks for ("Albany County" for "what county",
+        # "87 parish churches" for "how many parish churches")
+        return bool((e[5] if qt is not None and qt.kind == "number" else _stems(qtype.words(e[0]))) & head)
 
     def key(e):
         return (repeats(e), not headed(e), demonym(e), len(e[3]) > 1 and len(best) > 1, e[4] == 0,
-                -chosen.index(e[1]), -e[2])
+                qt is not None and qt.kind == "person" and len(e[0].split()) < 2, -chosen.index(e[1]), -e[2])
 
     pick = min(best.values(), key=key)
     span = pick[0].strip()
@@ -323,7 +333,7 @@ def _choose(question, qt, texts, passages=None) -> tuple[str, int]:
             pick_small = qt.target in ("earlier", "fewer")
             i = int(np.argmin(v) if pick_small else np.argmax(v))
             return qt.options[i], i
-    opts = _roots(set().union(*(qtype.words(o) for o in qt.options)))
+    opts = _roots(set().union(set(), *(qtype.words(o) for o in qt.options)))
     rest = _roots(content_words(question)) - opts
     share = [len(rest & _roots(qtype.words(t))) for t in texts]
     i = int(np.argmax(share)) if share[0] != share[1] else 0
@@ -345,12 +355,12 @@ def _yes_no(question, qt, texts) -> str:
     """"yes" when what the question says of the options holds for each: every option's sentences
     hold at least half of the question's own words beyond the options (their roots); a "same …"
     question: the options' sentences share a word beyond the question's ("different …": they do not)."""
-    opts = _roots(set().union(*(qtype.words(o) for o in qt.options)))
+    opts = _roots(set().union(set(), *(qtype.words(o) for o in qt.options)))
     q = _roots(content_words(question) - {"both", "either", "each", "all"})
     rest = q - opts
     same = re.search(r"\bsame\b", question, flags=re.IGNORECASE)
     differ = re.search(r"\bdiffer(?:ent|ently|s)?\b", question, flags=re.IGNORECASE)
-    if same or differ:
+    if (same or differ) and len(texts) == 2:
         a, b = (_roots(content_words(t)) - opts - q for t in texts)
         shared = bool(a & b)
         return "yes" if shared == bool(same) else "no"

@@ -99,10 +99,11 @@ can could would will that which who whom whose where when what the a an first al
 
 
 def _head(q: str) -> str:
-    """The common nouns a what / which question asks for, up to four words, stemmed, without the
+    """The common nouns a what / which / how many question asks for, up to four words, stemmed, without the
     names in it ("what kind of musicians" -> "musician", "which major international airport in" ->
     "major international airport", "what Kentucky county" -> "county"), or ""."""
-    m = re.search(r"\b(?:[Ww]hat|[Ww]hich)\s+(?:(?:kind|type|sort|class)s?\s+of\s+)?((?:[\w-]+\s*){1,4})", q)
+    m = re.search(r"\b(?:[Ww]hat|[Ww]hich|[Hh]ow many|[Hh]ow much)\s+(?:(?:kind|type|sort|class)s?\s+of\s+)?"
+                  r"((?:[\w-]+\s*){1,4})", q)
     if not m:
         return ""
     out = []
