@@ -13,24 +13,33 @@ what the question asks for. So the question is typed first (query/qtype.py: who,
 many, which of two, yes/no …) and the choice follows the type:
 
 * **which of two / yes-no**: the best sentence about each option (a sentence naming it, or any
-  sentence of a passage titled by it), so both sides of the comparison are on the page; the span is
-  the option the sentences favour (the earlier date or the larger number when the question asks
-  which came first or which has more), or "yes" / "no";
+  sentence of a passage titled by it), so both sides of the comparison are on the page. The span of
+  a choice is the option the sentences favour: the earlier date or the larger number when the
+  question asks which came first or which has more (each option's value read from its sentences,
+  else from its own passage, whose opening usually dates it), else the option whose sentences hold
+  more of what the question says of it. The span of a yes/no question is "yes" when each option's
+  sentences (with the opening sentence of its own passage, which says what it is) hold at least half
+  of the question's other words, "same …" / "different …" comparing what the two say; with no two
+  options, when the chosen sentences hold that much of the question;
 * **a name, date or number**: the sentences that hold a candidate of the asked type are preferred
   to those that do not (a candidate: a span of that type the question does not already contain).
-  The first sentence is the best such sentence; the second is the best one of another passage,
-  where passages *linked* to the first one come first — a passage whose title the first one's text
-  names, or which names the first one's title: the bridge of a two-hop question, the passage the
-  graph's spreading reaches through the attribute (here the name) the two share. An unlinked
-  passage's sentence is added only as in the rule below (at least as relevant as the first
-  passage's runner-up). The span is a candidate of the second sentence when it has one (a two-hop
-  path ends there: the first sentence matches the question and names the bridge), else of the
-  first, with a candidate named in both (the link itself) left aside when another one is there;
+  The first sentence is the best such sentence. The second says what the first leaves out: among
+  the sentences of the first one's passage and of passages *linked* to it (a passage whose title
+  the first one's text names, or which names the first one's title: the bridge of a two-hop
+  question, the passage the graph's spreading reaches through the attribute, here the name, the two
+  share), the one holding most of the question's words the first does not (idf-weighted over the
+  hits, a sentence counted with its passage's title, as it says "it" for its subject) plus its
+  relevance. The span is picked among the two sentences' candidates: one that repeats none of the
+  question's words, then one holding the noun the question asks for ("Albany County" for "what
+  county", "87 parish churches" for "how many parish churches"), a name before a bare demonym
+  unless the question asks for one ("what nationality"), one named in one sentence only (the one
+  named in both is the link), one with question words beside it, a full name for "who", then the
+  second sentence's (where a two-hop path ends), then relevance; "what year" keeps the year of a date;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
   it scores at least as high as the runner-up sentence of the winning passage.
 
-No tuned threshold: preferences are orderings (typed before untyped, linked before unlinked, then
-relevance). An answer is at most two sentences; each cites its passage, the best sentence first.
+No fitted threshold: preferences are orderings (typed before untyped, linked before unlinked, then
+relevance), and the one share used, half of the question's words, is a majority, not a fit. An answer is at most two sentences; each cites its passage, the best sentence first.
 """
 from __future__ import annotations
 
