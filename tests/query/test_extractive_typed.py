@@ -183,3 +183,8 @@ def test_span_prefers_the_asked_noun_and_new_words():
             hit("Giuseppe Verdi", "Giuseppe Verdi was an Italian opera composer.")]
     ex = X.extract("Giovanna d'Arco is an opera by a composer of what nationality?", hits, BagOfWords())
     assert ex.span == "Italian"                                           # a demonym when one is asked for
+
+
+def test_a_possessive_name_is_the_name():
+    s = "He was hanged for assisting Benedict Arnold's attempted surrender."
+    assert [s[a:b] for a, b in T.candidates(s, "person")] == ["Benedict Arnold"]

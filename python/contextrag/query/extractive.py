@@ -223,9 +223,11 @@ def _idf(question, hits) -> dict:
 
 
 _DEMONYM = re.compile(r"[A-Z][a-z]+(?:an|ian|ean|ish|ese|ic|i|ch)")
-# what a single-word demonym ("Italian", "Dutch") answers; for any other question it describes, not names
+# what a single-word demonym ("Italian", "Dutch") answers; for a question asking a kind of thing it may,
+# for any other it describes, not names
 _DEMONYM_HEADS = {"nationality", "heritage", "descent", "origin", "ethnicity", "language", "citizenship",
-                  "ancestry", "background", "kind", "type", "genre", "cuisine", "religion"}
+                  "ancestry", "background"}
+_KIND_HEADS = {"kind", "type", "genre", "cuisine", "religion", "style", "sort", "class"}
 
 
 def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[str, int | None]:
@@ -258,8 +260,9 @@ def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[st
         w = [x for x in qtype.words(e[0]) if x not in _STOP and not _stems([x]) & head]
         return bool(w) and 2 * sum(x in qwords for x in w) >= len(w)
 
-    def demonym(e):
-        return not head & _DEMONYM_HEADS and bool(_DEMONYM.fullmatch(e[0].strip()))
+    def demonym(e):         # asked for ("what nationality"): a demonym first; else (but a kind) last
+        d = bool(_DEMONYM.fullmatch(e[0].strip()))
+        return not d if head & _DEMONYM_HEADS else d and not head & _KIND_HEADS
 
     def headed(e):          # it holds the noun the question asks for ("Albany County" for "what county",
         # "87 parish churches" for "how many parish churches")

@@ -198,6 +198,8 @@ def _trim_name(sentence: str, m) -> tuple[int, int] | None:
     if not toks or not sentence[toks[0][0]].isupper():
         return None
     a, b = toks[0][0], toks[-1][1]
+    if sentence[max(a, b - 2):b] in ("'s", "’s"):         # "Benedict Arnold's surrender": the name, not its 's
+        b -= 2
     if sentence[b - 1] in ".,;:'’-" and toks[-1][1] - toks[-1][0] > 2:     # a full stop, not an initial's
         b -= 1
     return (a, b) if a < b else None
