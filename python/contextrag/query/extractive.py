@@ -31,15 +31,17 @@ many, which of two, yes/no …) and the choice follows the type:
   hits, a sentence counted with its passage's title, as it says "it" for its subject) plus its
   relevance. The span is picked among the two sentences' candidates: one that repeats none of the
   question's words, then one holding the noun the question asks for ("Albany County" for "what
-  county", "87 parish churches" for "how many parish churches"), a name before a bare demonym
-  unless the question asks for one ("what nationality"), one named in one sentence only (the one
+  county", "87 parish churches" for "how many parish churches"), a bare demonym ("Italian") first
+  when the question asks a nationality or descent and last unless it asks a kind, one named in one
+  sentence only (the one
   named in both is the link), one with question words beside it, a full name for "who", then the
   second sentence's (where a two-hop path ends), then relevance; "what year" keeps the year of a date;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
   it scores at least as high as the runner-up sentence of the winning passage.
 
 No fitted threshold: preferences are orderings (typed before untyped, linked before unlinked, then
-relevance), and the one share used, half of the question's words, is a majority, not a fit. An answer is at most two sentences; each cites its passage, the best sentence first.
+relevance), and the one share used, half of the question's words, is a majority, not a fit. An
+answer is at most two sentences; each cites its passage, the best sentence first.
 """
 from __future__ import annotations
 
@@ -233,11 +235,11 @@ _KIND_HEADS = {"kind", "type", "genre", "cuisine", "religion", "style", "sort", 
 def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[str, int | None]:
     """The candidate of the chosen sentences that answers: one that repeats none of the question's
     words before one that does (the question names its subject, not its answer), one holding the noun
-    the question asks for ("Albany County" for "what county"), a name before a bare demonym unless
-    the question asks for one ("what nationality"), one named in only one sentence before one named
-    in both (their link), one whose neighbouring words are the question's ("directed by Rob Reiner"
-    for "directed by whom"), a candidate of the second sentence before one of the first (where a
-    two-hop path ends), then relevance, then the leftmost."""
+    the question asks for ("Albany County" for "what county"), a bare demonym first when the question
+    asks a nationality and last unless it asks a kind, one named in only one sentence before one
+    named in both (their link), one with question words beside it ("directed by Rob Reiner" for
+    "directed by whom"), a full name for "who", a candidate of the second sentence before one of the
+    first (where a two-hop path ends), then relevance, then the leftmost."""
     qstems = _stems(qwords)
     best: dict[str, list] = {}
     for i in chosen:

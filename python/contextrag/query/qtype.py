@@ -16,8 +16,12 @@ Question types (:func:`question_type`):
 
 A candidate (:func:`candidates`) is a ``(start, end)`` character span of a sentence: numbers for
 ``number``, dates and years for ``date``, runs of capitalised words (with the connectors of names:
-"of", "the", "de", "von" …) for the name types. Candidates made only of the question's own words are
-dropped: the answer is what the question does not already say.
+"of", "the", "de", "von" …) for the name types, without dates ("October 14"), lone initials and a
+possessive's "'s". Candidates made only of the question's own words are dropped: the answer is what
+the question does not already say.
+
+A what / which / how many question also names the thing it asks for (``QuestionType.head``: "what
+Kentucky county" -> "county"), which the span prefers a candidate to hold (query/extractive.py).
 """
 from __future__ import annotations
 
