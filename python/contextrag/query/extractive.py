@@ -190,7 +190,8 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     first = min(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
     h1, n1 = hits[cands[first][0] - 1], cands[first][0]
     # the second sentence says what the first leaves out: the question's words the first does not
-    # hold (idf-weighted, with its passage's title), in the first one's passage or one linked to it
+    # hold (idf-weighted, with its passage's title), from the first one's passage or one linked to it
+    # (an unlinked passage only as relevant as the first passage's runner-up, as in :func:`select`)
     idf = _idf(question, hits)
     known = _words_of(cands[first][1], h1)
     left = {w: v for w, v in idf.items() if w not in known}
@@ -200,9 +201,20 @@ def _typed(question, qt, hits, cands, s) -> Extract:
         w = _words_of(cands[i][1], hits[cands[i][0] - 1])
         return sum(v for t, v in left.items() if t in w) / total
 
+    def near(i):
+        return cands[i][0] == n1 or _linked(h1, hits[cands[i][0] - 1])
+
+    def key(i):             # typed, adds a word the first lacks, then how much it adds and its relevance
+        return (not has[i], rest(i) == 0, -(rest(i) + s[i]), i)
+
     second = min((i for i in range(len(cands)) if i != first),
-                 key=lambda i: (not has[i], not (cands[i][0] == n1 or _linked(h1, hits[cands[i][0] - 1])),
-                                -(rest(i) + s[i]), i), default=None)
+                 key=lambda i: (key(i)[0], not near(i), *key(i)[1:]), default=None)
+    if second is not None and not near(second):
+        # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
+        # anything else the first sentence's passage has to offer; else the best of that passage
+        own = [s[i] for i, (n, _) in enumerate(cands) if n == n1 and i != first]
+        if own and s[second] < max(own):
+            second = min((i for i in range(len(cands)) if i != first and near(i)), key=key, default=None)
     chosen = [first] + ([second] if second is not None else [])
     span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
     return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
