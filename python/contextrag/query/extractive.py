@@ -21,21 +21,22 @@ many, which of two, yes/no …) and the choice follows the type:
   sentences (with the opening sentence of its own passage, which says what it is) hold at least half
   of the question's other words, "same …" / "different …" comparing what the two say; with no two
   options, when the chosen sentences hold that much of the question;
-* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred
-  to those that do not (a candidate: a span of that type the question does not already contain).
-  The first sentence is the best such sentence. The second says what the first leaves out: among
-  the sentences of the first one's passage and of passages *linked* to it (a passage whose title
-  the first one's text names, or which names the first one's title: the bridge of a two-hop
-  question, the passage the graph's spreading reaches through the attribute, here the name, the two
-  share), the one holding most of the question's words the first does not (idf-weighted over the
-  hits, a sentence counted with its passage's title, as it says "it" for its subject) plus its
-  relevance. The span is picked among the two sentences' candidates: one that repeats none of the
-  question's words, then one holding the noun the question asks for ("Albany County" for "what
-  county", "87 parish churches" for "how many parish churches"), a bare demonym ("Italian") first
-  when the question asks a nationality or descent and last unless it asks a kind, one named in one
-  sentence only (the one
-  named in both is the link), one with question words beside it, a full name for "who", then the
-  second sentence's (where a two-hop path ends), then relevance; "what year" keeps the year of a date;
+* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred to
+  those that do not (a candidate: a span of that type the question does not already contain). The
+  first sentence is the best such sentence. The second says what the first leaves out: among the
+  sentences of the first one's passage and of passages *linked* to it (a passage whose title the first
+  one's text names, or which names the first one's title: the bridge of a two-hop question, the
+  passage the graph's spreading reaches through the attribute, here the name, the two share), a typed
+  one adding a question word the first does not hold before one adding none, then the one holding most
+  of those words (idf-weighted over the hits, a sentence counted with its passage's title, as it says
+  "it" for its subject) plus its relevance. A sentence of an unlinked passage comes in only when it is
+  as relevant as the first passage's runner-up. The span is picked among the two sentences'
+  candidates: one that repeats none of the question's words, then one holding the noun the question
+  asks for ("Albany County" for "what county", "87 parish churches" for "how many parish churches"), a
+  bare demonym ("Italian") first when the question asks a nationality or descent and last unless it
+  asks a kind, one named in one sentence only (the one named in both is the link), one with question
+  words beside it, a full name for "who", then the second sentence's (where a two-hop path ends), then
+  relevance; "what year" keeps the year of a date;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
   it scores at least as high as the runner-up sentence of the winning passage.
 
