@@ -123,3 +123,68 @@ def test_no_llm_unless_one_is_named(monkeypatch):
     assert prepare_answer(None, "span", None, None, _resolve_llm)[1] == "span"
     with pytest.raises(ValueError, match="needs an LLM"):
         prepare_answer(None, "short", None, None, _resolve_llm)
+
+
+# ---- real HotpotQA questions, each answered from its own ten paragraphs (gold and distractors)
+def _hotpot_question(text):
+    import json
+
+    from shared_data import hotpot_file
+
+    q = next(q for q in json.loads(hotpot_file().read_text()) if q["question"] == text)
+    return q, [hit(t, "".join(s)) for t, s in q["context"]]
+
+
+@pytest.mark.parametrize("question", [
+    "Are Dogo Cubano and the Dutch Shepherd both breeds of dog?",              # yes: each one's passage says so
+    "Were Ulrich Walter and Léopold Eyharts both from Germany?",               # no: one is French
+])
+def test_yes_no_on_hotpotqa(question):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert ex.kind == "yesno" and ex.span == q["answer"]
+    assert len(ex.sentences) == 2 and len(set(ex.citations)) == 2      # one sentence about each entity
+
+
+@pytest.mark.parametrize("question", [
+    "Who was born first, Javier Frana or Sherwood Stewart?",                   # birth years from their passages
+    "Which aired first, Life After People or Werner Herzog Eats His Shoe?",
+    "Which dog is believed to dispel ghosts and evil spirits, Segugio Italiano or Sapsali?",   # no date to compare
+])
+def test_which_of_two_on_hotpotqa(question):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert ex.kind == "choice" and ex.span == q["answer"]
+    assert q["answer"] in hits[ex.span_citation - 1].title       # cited: the chosen option's own passage
+
+
+def test_what_year_keeps_the_year_of_a_date():
+    q, hits = _hotpot_question("The Dogwoman telemovies were created by an actress born in what year?")
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert ex.kind == "date" and ex.span == "1961" and any("1961" in s for s in ex.sentences)
+
+
+def test_question_head_and_name_candidates():
+    assert T.question_type("Fighting Cock is produced in what Kentucky county?").head == "county"
+    assert T.question_type("What kind of musicians are Mark Gaudet and Jan Axel Blomberg?").head == "musician"
+    assert T.question_type("How many members does the Florida Senate have?").head == "member"
+    s = "Born on October 14, 1977 in New York City, U. S. he met John Smith in April 1998."
+    names = [s[a:b] for a, b in T.candidates(s, "person")]
+    assert "New York City" in names and "John Smith" in names           # "New" kept before a name
+    assert not any(n.startswith(("October", "April")) or n == "U" for n in names)   # dates, initials: no names
+
+
+def test_span_prefers_the_asked_noun_and_new_words():
+    hits = [hit("Fighting Cock", "Fighting Cock is a bourbon made by Heaven Hill Distilleries in Bardstown."),
+            hit("Bardstown", "Bardstown is a city in and the county seat of Nelson County, Kentucky, United States.")]
+    ex = X.extract("Fighting Cock is produced in what Kentucky county?", hits, BagOfWords())
+    assert ex.span == "Nelson County" and ex.span_citation == 2
+    hits = [hit("Giovanna d'Arco", "Giovanna d'Arco is an opera by Giuseppe Verdi."),
+            hit("Giuseppe Verdi", "Giuseppe Verdi was an Italian opera composer.")]
+    ex = X.extract("Giovanna d'Arco is an opera by a composer of what nationality?", hits, BagOfWords())
+    assert ex.span == "Italian"                                           # a demonym when one is asked for
+
+
+def test_a_possessive_name_is_the_name():
+    s = "He was hanged for assisting Benedict Arnold's attempted surrender."
+    assert [s[a:b] for a, b in T.candidates(s, "person")] == ["Benedict Arnold"]

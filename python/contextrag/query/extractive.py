@@ -13,24 +13,36 @@ what the question asks for. So the question is typed first (query/qtype.py: who,
 many, which of two, yes/no …) and the choice follows the type:
 
 * **which of two / yes-no**: the best sentence about each option (a sentence naming it, or any
-  sentence of a passage titled by it), so both sides of the comparison are on the page; the span is
-  the option the sentences favour (the earlier date or the larger number when the question asks
-  which came first or which has more), or "yes" / "no";
-* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred
-  to those that do not (a candidate: a span of that type the question does not already contain).
-  The first sentence is the best such sentence; the second is the best one of another passage,
-  where passages *linked* to the first one come first — a passage whose title the first one's text
-  names, or which names the first one's title: the bridge of a two-hop question, the passage the
-  graph's spreading reaches through the attribute (here the name) the two share. An unlinked
-  passage's sentence is added only as in the rule below (at least as relevant as the first
-  passage's runner-up). The span is a candidate of the second sentence when it has one (a two-hop
-  path ends there: the first sentence matches the question and names the bridge), else of the
-  first, with a candidate named in both (the link itself) left aside when another one is there;
+  sentence of a passage titled by it), so both sides of the comparison are on the page. The span of
+  a choice is the option the sentences favour: the earlier date or the larger number when the
+  question asks which came first or which has more (each option's value read from its sentences,
+  else from its own passage, whose opening usually dates it), else the option whose sentences hold
+  more of what the question says of it. The span of a yes/no question is "yes" when each option's
+  sentences (with the opening sentence of its own passage, which says what it is) hold at least half
+  of the question's other words, "same …" / "different …" comparing what the two say; with no two
+  options, when the chosen sentences hold that much of the question;
+* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred to
+  those that do not (a candidate: a span of that type the question does not already contain). The
+  first sentence is the best such sentence. The second says what the first leaves out: among the
+  sentences of the first one's passage and of passages *linked* to it (a passage whose title the first
+  one's text names, or which names the first one's title: the bridge of a two-hop question, the
+  passage the graph's spreading reaches through the attribute, here the name, the two share), a typed
+  one adding a question word the first does not hold before one adding none, then the one holding most
+  of those words (idf-weighted over the hits, a sentence counted with its passage's title, as it says
+  "it" for its subject) plus its relevance. A sentence of an unlinked passage comes in only when it is
+  as relevant as the first passage's runner-up. The span is picked among the two sentences'
+  candidates: one that repeats none of the question's words, then one holding the noun the question
+  asks for ("Albany County" for "what county", "87 parish churches" for "how many parish churches"), a
+  bare demonym ("Italian") first when the question asks a nationality or descent and last unless it
+  asks a kind, one named in one sentence only (the one named in both is the link), one with question
+  words beside it, a full name for "who", then the second sentence's (where a two-hop path ends), then
+  relevance; "what year" keeps the year of a date;
 * **anything else** (how, why …): the best sentence, and the best sentence of the next passage when
   it scores at least as high as the runner-up sentence of the winning passage.
 
-No tuned threshold: preferences are orderings (typed before untyped, linked before unlinked, then
-relevance). An answer is at most two sentences; each cites its passage, the best sentence first.
+No fitted threshold: preferences are orderings (typed before untyped, linked before unlinked, then
+relevance), and the one share used, half of the question's words, is a majority, not a fit. An
+answer is at most two sentences; each cites its passage, the best sentence first.
 """
 from __future__ import annotations
 
@@ -138,7 +150,15 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
             return ex
     if qt.kind in qtype.SPAN_TYPES:
         return _typed(question, qt, hits, cands, s)
-    return _finish(cands, select(cands, s), qt.kind)
+    chosen = select(cands, s)
+    if qt.kind == "choice" and len(qt.options) == 2:     # an option the hits hardly name: still one of the two
+        span, _ = _choose(question, qt, [" ".join(t for _, t in cands if _mentions(t, "", o) >= 0.5)
+                                         for o in qt.options])
+        return _finish(cands, chosen, qt.kind, span, cands[chosen[0]][0])
+    if qt.kind == "yesno":          # no two options to hold apart: does what the sentences say hold the claim?
+        return _finish(cands, chosen, qt.kind, _yes_no(question, qt, [" ".join(cands[i][1] for i in chosen)]),
+                       cands[chosen[0]][0])
+    return _finish(cands, chosen, qt.kind)
 
 
 def _finish(cands, chosen: list[int], kind: str, span: str = "", span_citation=None) -> Extract:
@@ -168,42 +188,111 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     qwords = set(qtype.words(question))
     spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
     has = np.array([bool(x) for x in spans])
-    order = sorted(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
-    first = order[0]
-    h1 = hits[cands[first][0] - 1]
-    rest = [i for i in order if cands[i][0] != cands[first][0]]
-    second = min(rest, key=lambda i: (not has[i], not _linked(h1, hits[cands[i][0] - 1]), -s[i], i),
-                 default=None)
-    if second is not None and not _linked(h1, hits[cands[second][0] - 1]):
+    first = min(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
+    h1, n1 = hits[cands[first][0] - 1], cands[first][0]
+    # the second sentence says what the first leaves out: the question's words the first does not
+    # hold (idf-weighted, with its passage's title), from the first one's passage or one linked to it
+    # (an unlinked passage only as relevant as the first passage's runner-up, as in :func:`select`)
+    idf = _idf(question, hits)
+    known = _words_of(cands[first][1], h1)
+    left = {w: v for w, v in idf.items() if w not in known}
+    total = sum(left.values()) or 1.0
+
+    def rest(i):
+        w = _words_of(cands[i][1], hits[cands[i][0] - 1])
+        return sum(v for t, v in left.items() if t in w) / total
+
+    def near(i):
+        return cands[i][0] == n1 or _linked(h1, hits[cands[i][0] - 1])
+
+    def key(i):             # typed, adds a word the first lacks, then how much it adds and its relevance
+        return (not has[i], rest(i) == 0, -(rest(i) + s[i]), i)
+
+    second = min((i for i in range(len(cands)) if i != first),
+                 key=lambda i: (key(i)[0], not near(i), *key(i)[1:]), default=None)
+    if second is not None and not near(second):
         # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
-        # anything else the first sentence's passage has to offer
-        own = [s[i] for i, (n, _) in enumerate(cands) if n == cands[first][0] and i != first]
-        if not own or s[second] < max(own):
-            second = None
+        # anything else the first sentence's passage has to offer; else the best of that passage
+        own = [s[i] for i, (n, _) in enumerate(cands) if n == n1 and i != first]
+        if own and s[second] < max(own):
+            second = min((i for i in range(len(cands)) if i != first and near(i)), key=key, default=None)
     chosen = [first] + ([second] if second is not None else [])
-    span, at = _best_span(cands, s, spans, chosen)
+    span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
     return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
 
 
-def _best_span(cands, s, spans, chosen) -> tuple[str, int | None]:
-    """The candidate of the chosen sentences that answers: a candidate of the second sentence before one
-    of the first (where a two-hop path ends), one named in both (their link) giving way to one that is
-    not, then the better sentence, then the leftmost."""
+def _words_of(sentence: str, hit) -> set[str]:
+    """A sentence's content words with its passage's title's (a sentence says "it" for its subject)."""
+    return _stems(content_words(sentence) | content_words(getattr(hit, "title", "") or ""))
+
+
+def _idf(question, hits) -> dict:
+    """The question's content words (stemmed) with their idf over the hits (each hit a document)."""
+    docs = [_stems(content_words(h.text) | content_words(h.title or "")) for h in hits]
+    n = len(docs)
+    out = {}
+    for w in _stems(content_words(question)):
+        df = sum(w in d for d in docs)
+        out[w] = float(np.log(1.0 + (n - df + 0.5) / (df + 0.5)))
+    return out
+
+
+_DEMONYM = re.compile(r"[A-Z][a-z]+(?:an|ian|ean|ish|ese|ic|i|ch)")
+# what a single-word demonym ("Italian", "Dutch") answers; for a question asking a kind of thing it may,
+# for any other it describes, not names
+_DEMONYM_HEADS = {"nationality", "heritage", "descent", "origin", "ethnicity", "language", "citizenship",
+                  "ancestry", "background"}
+_KIND_HEADS = {"kind", "type", "genre", "cuisine", "religion", "style", "sort", "class"}
+
+
+def _best_span(cands, s, spans, chosen, qt=None, qwords=frozenset()) -> tuple[str, int | None]:
+    """The candidate of the chosen sentences that answers: one that repeats none of the question's
+    words before one that does (the question names its subject, not its answer), one holding the noun
+    the question asks for ("Albany County" for "what county"), a bare demonym first when the question
+    asks a nationality and last unless it asks a kind, one named in only one sentence before one
+    named in both (their link), one with question words beside it ("directed by Rob Reiner" for
+    "directed by whom"), a full name for "who", a candidate of the second sentence before one of the
+    first (where a two-hop path ends), then relevance, then the leftmost."""
+    qstems = _stems(qwords)
     best: dict[str, list] = {}
     for i in chosen:
         t = cands[i][1]
         for a, b in spans[i]:
             key = _norm(t[a:b])
-            e = best.setdefault(key, [t[a:b], i, -np.inf, set()])
+            near = _stems(w for w in qtype.words(t[max(0, a - 40):a] + " " + t[b:b + 40]) if w not in _STOP)
+            ctx = len(near & qstems)            # question words within ~40 characters of it
+            e = best.setdefault(key, [t[a:b], i, -np.inf, set(), 0, set()])
             e[3].add(i)
+            e[4] = max(e[4], ctx)
+            e[5] |= _stems(qtype.words(t[a:b]) + qtype.words(t[b:b + 30])[:3])   # it, and what it counts
             if s[i] > e[2]:
                 e[0], e[1], e[2] = t[a:b], i, s[i]
     if not best:
         return "", None
-    # the later sentence first: the second passage is where a two-hop path ends (the first sentence
-    # matches the question and names the bridge); then relevance, then the leftmost span
-    pick = min(best.values(), key=lambda e: (len(e[3]) > 1 and len(best) > 1, -chosen.index(e[1]), -e[2]))
-    return pick[0].strip(), pick[1]
+    head = set(qt.head.split()) if qt is not None else set()
+
+    def repeats(e):         # most of its words are the question's own (the head noun aside: "Albany County")
+        w = [x for x in qtype.words(e[0]) if x not in _STOP and not _stems([x]) & head]
+        return bool(w) and 2 * sum(x in qwords for x in w) >= len(w)
+
+    def demonym(e):         # asked for ("what nationality"): a demonym first; else (but a kind) last
+        d = bool(_DEMONYM.fullmatch(e[0].strip()))
+        return not d if head & _DEMONYM_HEADS else d and not head & _KIND_HEADS
+
+    def headed(e):          # it holds the noun the question asks for ("Albany County" for "what county",
+        # "87 parish churches" for "how many parish churches")
+        return bool((e[5] if qt is not None and qt.kind == "number" else _stems(qtype.words(e[0]))) & head)
+
+    def key(e):
+        return (repeats(e), not headed(e), demonym(e), len(e[3]) > 1 and len(best) > 1, e[4] == 0,
+                qt is not None and qt.kind == "person" and len(e[0].split()) < 2, -chosen.index(e[1]), -e[2])
+
+    pick = min(best.values(), key=key)
+    span = pick[0].strip()
+    if qt is not None and qt.kind == "date" and "year" in head:
+        m = re.search(r"\b\d{3,4}s?\b", span)          # "what year": the year of a full date
+        span = m.group() if m else span
+    return span, pick[1]
 
 
 def _two_sided(question, qt, hits, cands, s) -> Extract | None:
@@ -220,10 +309,25 @@ def _two_sided(question, qt, hits, cands, s) -> Extract | None:
     else:
         chosen = picks
     if qt.kind == "yesno":
-        span = _yes_no(question, qt, [cands[i][1] for i in picks])
+        span = _yes_no(question, qt, [_about(opt, hits, cands, i) for opt, i in zip(qt.options, picks)])
         return _finish(cands, chosen, qt.kind, span, cands[chosen[0]][0])
-    span, at = _choose(qt, [cands[i][1] for i in picks])
+    span, at = _choose(question, qt, [_about(opt, hits, cands, i) for opt, i in zip(qt.options, picks)],
+                       [_passage_of(opt, hits) for opt in qt.options])
     return _finish(cands, chosen, qt.kind, span, cands[picks[at]][0])
+
+
+def _passage_of(option: str, hits) -> str:
+    """The text of the passage titled by ``option`` ("" when no hit is)."""
+    o = _norm(option)
+    return next((h.text for h in hits if _norm(h.title or "") == o), "")
+
+
+def _about(option: str, hits, cands, pick: int) -> str:
+    """What the hits say of ``option``: its best sentence, and the opening sentence of a passage titled
+    by it (where a passage says what its subject is: "X is a breed of dog")."""
+    o = _norm(option)
+    lead = next((t for n, t in cands if _norm(hits[n - 1].title or "") == o), "")
+    return cands[pick][1] if lead == cands[pick][1] else f"{cands[pick][1]} {lead}".strip()
 
 
 def _first_value(text: str, kind: str) -> float | None:
@@ -239,17 +343,28 @@ def _first_value(text: str, kind: str) -> float | None:
         return None
 
 
-def _choose(qt, texts) -> tuple[str, int]:
+def _choose(question, qt, texts, passages=None) -> tuple[str, int]:
     """(option, index of its sentence): the earlier date for "first / older", the later for "later /
-    younger", the larger number for "more", the smaller for "fewer"; else the first option."""
+    younger", the larger number for "more", the smaller for "fewer" (each option's value read from its
+    sentences, else from its own passage); when there is no comparison or no value to compare, the
+    option whose sentences hold more of what the question says of it; else the first option."""
     if qt.target:
         kind = "date" if qt.target in ("earlier", "later") else "number"
-        v = [_first_value(t, kind) for t in texts]
+        v = []
+        for j, t in enumerate(texts):
+            x = _first_value(t, kind)
+            if x is None and passages and passages[j]:
+                x = _first_value(passages[j], kind)
+            v.append(x)
         if all(x is not None for x in v) and v[0] != v[1]:
             pick_small = qt.target in ("earlier", "fewer")
             i = int(np.argmin(v) if pick_small else np.argmax(v))
             return qt.options[i], i
-    return qt.options[0], 0
+    opts = _roots(set().union(set(), *(qtype.words(o) for o in qt.options)))
+    rest = _roots(content_words(question)) - opts
+    share = [len(rest & _roots(qtype.words(t))) for t in texts]
+    i = int(np.argmax(share)) if share[0] != share[1] else 0
+    return qt.options[i], i
 
 
 def _stems(words) -> set[str]:
@@ -257,16 +372,26 @@ def _stems(words) -> set[str]:
     return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words}
 
 
+def _roots(words) -> set[str]:
+    """Word roots for matching a claim against a sentence: the first five letters ("documentaries"
+    meets "documentary", "novelists" meets "novels")."""
+    return {w[:5] for w in words}
+
+
 def _yes_no(question, qt, texts) -> str:
-    """"yes" when each option's sentence holds what the question says of both: most of the question's
-    own words beyond the options (a "same …" question: a word the two sentences share beyond the
-    question's)."""
-    opts = _stems(set().union(*(qtype.words(o) for o in qt.options)))
-    rest = _stems(content_words(question)) - opts
-    if re.search(r"\bsame\b", question, flags=re.IGNORECASE):
-        a, b = (_stems(content_words(t)) - opts - _stems(content_words(question)) for t in texts)
-        return "yes" if a & b else "no"
+    """"yes" when what the question says of the options holds for each: every option's sentences
+    hold at least half of the question's own words beyond the options (their roots); a "same …"
+    question: the options' sentences share a word beyond the question's ("different …": they do not)."""
+    opts = _roots(set().union(set(), *(qtype.words(o) for o in qt.options)))
+    q = _roots(content_words(question) - {"both", "either", "each", "all"})
+    rest = q - opts
+    same = re.search(r"\bsame\b", question, flags=re.IGNORECASE)
+    differ = re.search(r"\bdiffer(?:ent|ently|s)?\b", question, flags=re.IGNORECASE)
+    if (same or differ) and len(texts) == 2:
+        a, b = (_roots(content_words(t)) - opts - q for t in texts)
+        shared = bool(a & b)
+        return "yes" if shared == bool(same) else "no"
     if not rest:
         return "yes"
-    share = [len(rest & _stems(qtype.words(t))) / len(rest) for t in texts]
+    share = [len(rest & _roots(qtype.words(t))) / len(rest) for t in texts]
     return "yes" if min(share) >= 0.5 else "no"

@@ -16,8 +16,12 @@ Question types (:func:`question_type`):
 
 A candidate (:func:`candidates`) is a ``(start, end)`` character span of a sentence: numbers for
 ``number``, dates and years for ``date``, runs of capitalised words (with the connectors of names:
-"of", "the", "de", "von" …) for the name types. Candidates made only of the question's own words are
-dropped: the answer is what the question does not already say.
+"of", "the", "de", "von" …) for the name types, without dates ("October 14"), lone initials and a
+possessive's "'s". Candidates made only of the question's own words are dropped: the answer is what
+the question does not already say.
+
+A what / which / how many question also names the thing it asks for (``QuestionType.head``: "what
+Kentucky county" -> "county"), which the span prefers a candidate to hold (query/extractive.py).
 """
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ _MONTHS = ("January|February|March|April|May|June|July|August|September|October|
            "Jan\\.?|Feb\\.?|Mar\\.?|Apr\\.?|Jun\\.?|Jul\\.?|Aug\\.?|Sep\\.?|Sept\\.?|Oct\\.?|Nov\\.?|Dec\\.?")
 _DATE = re.compile(rf"\b(?:\d{{1,2}}\s+(?:{_MONTHS})\s+\d{{3,4}}|(?:{_MONTHS})\s+\d{{1,2}},?\s+\d{{3,4}}|"
                    rf"(?:{_MONTHS})\s+\d{{3,4}}|\d{{3,4}}s|1\d{{3}}|20\d{{2}}|\d{{1,2}}(?:st|nd|rd|th)\s+century)\b")
+_DATE_OR_DAY = re.compile(rf"\b(?:{_MONTHS})(?:\s+\d{{1,4}})+\b|\b\d{{1,2}}\s+(?:{_MONTHS})\b")
 _NUMBER_WORDS = ("one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
                  "fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|"
                  "eighty|ninety|hundred|thousand|dozen")
@@ -69,6 +74,7 @@ class QuestionType:
     kind: str                        # yesno, choice, number, date, place, person, entity, other
     options: tuple = ()              # the two options of a choice (or a yes/no question comparing two)
     target: str = ""                 # what a choice compares on ("first", "more" …): the comparison's word
+    head: str = ""                   # the noun a what/which question asks for ("year", "nationality" …)
 
 
 def words(text: str) -> list[str]:
@@ -88,8 +94,30 @@ def question_type(question: str) -> QuestionType:
         return QuestionType("choice", options, _comparison(low))
     for kind, pat in _RULES:
         if re.search(pat, low):
-            return QuestionType(kind)
-    return QuestionType("other")
+            return QuestionType(kind, head=_head(q))
+    return QuestionType("other", head=_head(q))
+
+
+_HEAD_STOP = set("""of in on at to for from by with and or is are was were be been do does did has have had
+can could would will that which who whom whose where when what the a an first also both most only""".split())
+
+
+def _head(q: str) -> str:
+    """The common nouns a what / which / how many question asks for, up to four words, stemmed, without the
+    names in it ("what kind of musicians" -> "musician", "which major international airport in" ->
+    "major international airport", "what Kentucky county" -> "county"), or ""."""
+    m = re.search(r"\b(?:[Ww]hat|[Ww]hich|[Hh]ow many|[Hh]ow much)\s+(?:(?:kind|type|sort|class)s?\s+of\s+)?"
+                  r"((?:[\w-]+\s*){1,4})", q)
+    if not m:
+        return ""
+    out = []
+    for w in m.group(1).split():
+        low = w.lower()
+        if low in _HEAD_STOP or re.fullmatch(_AUX, low):
+            break
+        if not w[0].isupper():
+            out.append(low[:-1] if len(low) > 3 and low.endswith("s") and not low.endswith("ss") else low)
+    return " ".join(out)
 
 
 def _options(q: str) -> tuple:
@@ -142,8 +170,11 @@ def candidates(sentence: str, kind: str, question_words: set[str] = frozenset())
     elif kind == "date":
         spans = [m.span() for m in _DATE.finditer(sentence)]
     elif kind in NAME_TYPES:
+        dates = [m.span() for m in _DATE_OR_DAY.finditer(sentence)]
         spans = [_trim_name(sentence, m) for m in _NAME.finditer(sentence)]
-        spans = [s for s in spans if s is not None]
+        # a date ("October 14", "April 1998") is capitalised but names no one; an initial alone is no name
+        spans = [s for s in spans if s is not None and len(sentence[s[0]:s[1]].strip(".")) > 1
+                 and not any(a <= s[0] < b for a, b in dates)]
     else:
         return []
     out = []
@@ -162,7 +193,8 @@ def _trim_name(sentence: str, m) -> tuple[int, int] | None:
     """A name match without leading words that only start a sentence ("The", "In", "He") and without
     trailing connectors ("of", "the"); None when nothing of a name is left."""
     toks = [(t.start() + m.start(), t.end() + m.start()) for t in re.finditer(r"\S+", m.group())]
-    while toks and sentence[toks[0][0]:toks[0][1]].lower().strip(".") in _NOT_NAMES:
+    while toks and sentence[toks[0][0]:toks[0][1]].lower().strip(".") in _NOT_NAMES and not (
+            len(toks) > 1 and sentence[toks[0][0]:toks[0][1]] in ("New", "Old")):     # New York, Old Trafford
         toks = toks[1:]
     while toks and sentence[toks[-1][0]:toks[-1][1]].lower() in ("of", "the", "and", "for", "on", "in", "&",
                                                                   "de", "y"):
@@ -170,6 +202,8 @@ def _trim_name(sentence: str, m) -> tuple[int, int] | None:
     if not toks or not sentence[toks[0][0]].isupper():
         return None
     a, b = toks[0][0], toks[-1][1]
+    if sentence[max(a, b - 2):b] in ("'s", "’s"):         # "Benedict Arnold's surrender": the name, not its 's
+        b -= 2
     if sentence[b - 1] in ".,;:'’-" and toks[-1][1] - toks[-1][0] > 2:     # a full stop, not an initial's
         b -= 1
     return (a, b) if a < b else None
