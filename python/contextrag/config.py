@@ -78,11 +78,13 @@ class Config:
     n_rewrites: int = 3
     rrf_k: int = 60
     # ---- query-time spreading over the lexical fuzzy context (docs/MULTIHOP.md)
-    # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = one Łukasiewicz step
+    # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = Łukasiewicz steps
     # seeds -> shared entity/term attributes -> chunks (query/spread.py). 0 = the paper's flat eq. 13.
     w_spread: float = 1.0
     spread_families: dict = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
     spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
+    spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
+    spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
 
     def __post_init__(self):
         self.rq_sizes = tuple(self.rq_sizes)
@@ -102,6 +104,10 @@ class Config:
         if isinstance(self.w_spread, bool) or not isinstance(self.w_spread, (int, float)) \
                 or not math.isfinite(self.w_spread) or self.w_spread < 0:
             raise ValueError(f"Config.w_spread must be a finite number >= 0, got {self.w_spread!r}")
+        if not isinstance(self.spread_entities, bool):
+            raise ValueError(f"Config.spread_entities must be a bool, got {self.spread_entities!r}")
+        if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:
+            raise ValueError(f"Config.spread_steps must be an int >= 1, got {self.spread_steps!r}")
         if not isinstance(self.spread_families, dict) or any(
                 isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1
                 for w in self.spread_families.values()):

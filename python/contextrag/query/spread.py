@@ -107,6 +107,13 @@ class LexicalState:
     def I(self) -> sp.csr_matrix:
         return self.G.csr()
 
+    @property
+    def title_csc(self) -> sp.csc_matrix:
+        """The title family by columns (the entity seeds' own pages), built once."""
+        if getattr(self, "_title_csc", None) is None:
+            self._title_csc = self.ctx.families["title"].incidence.tocsc()
+        return self._title_csc
+
     def mu(self, question: str) -> np.ndarray:
         return self.ctx.query_activation_dense(question, self.weights)
 
@@ -205,61 +212,187 @@ def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
     return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
 
 
+def named_entities(title_family, question: str) -> np.ndarray:
+    """Columns of the title attributes the question names: every title n-gram of the question that
+    lies inside no longer title n-gram it also names ("cars 3", not "cars"), so each entity counts
+    once, by its fullest name. Quoted titles are title n-grams once normalised."""
+    from ..index.lexical.tokens import normalise
+    toks = normalise(question).split()
+    vocab, spans = title_family.vocab, []
+    for i in range(len(toks)):
+        for n in range(1, min(int(title_family.max_n), len(toks) - i) + 1):
+            j = vocab.get(" ".join(toks[i:i + n]))
+            if j is not None:
+                spans.append((i, i + n, j))
+    keep = {j for a, b, j in spans
+            if not any(a2 <= a and b <= b2 and b2 - a2 > b - a for a2, b2, _ in spans)}
+    return np.asarray(sorted(keep), dtype=np.int64)
+
+
+def entity_seeds(st: LexicalState, question: str, base: np.ndarray, mask=None) -> np.ndarray:
+    """One seed per entity the question names (:func:`named_entities`): the entity's own page, the
+    chunk holding its title attribute with degree 1 (the best by ``base`` when its document has
+    several chunks). Its seed degree is 1: the question names the entity, so μ(q, e) is crisp, and
+    1 ⊗ I(s, e) = 1. So both sides of a comparison spread, whatever their rank by relevance."""
+    fam = st.ctx.families.get("title")
+    if fam is None:
+        return np.zeros(0, np.int64)
+    cols = named_entities(fam, question)
+    if not cols.size:
+        return np.zeros(0, np.int64)
+    T = st.title_csc
+    out = []
+    for j in cols:
+        rows, vals = T.indices[T.indptr[j]:T.indptr[j + 1]], T.data[T.indptr[j]:T.indptr[j + 1]]
+        own = rows[vals >= 1.0]
+        if mask is not None:
+            own = own[mask[own]]
+        if own.size:
+            out.append(int(own[np.argmax(base[own])]))
+    return np.asarray(sorted(set(out)), dtype=np.int64)
+
+
 def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
     """What the hop of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·), document
-    codes of all N items, relevance r), or None when spreading is off. query/explain.py uses it, so an
+    codes of all N items, relevance r), or None when spreading is off. The seeds are those of every
+    step (relevance seeds, entity seeds, the later steps' frontiers) and ρ holds each one's degree,
+    so the strongest one-step path from them is the item's hop. query/explain.py uses it, so an
     explanation starts from the seeds that scored the item."""
     base = np.asarray(base, dtype=np.float32)
     fam = cfg.spread_families
     if not _families_key(fam):
         return None
     st = lexical_state(view, fam)
-    got = _seeds_of(st, base, cfg, mask)
-    if got is None:
+    got = _spread_batch(st, [question], [base], cfg, mask)
+    if got[0][0] is None:
         return None
-    r, seeds, rho = got
+    (r, _, seeds, degs, _), = got
+    rho = np.zeros(base.size, np.float32)
+    np.maximum.at(rho, seeds, degs)
     doc = np.concatenate([st.doc, -1 - np.arange(base.size - st.n_chunks)])   # virtual items: own "documents"
     return st, seeds, rho, st.mu(question), doc, r
 
 
-def _seed_rows(st: LexicalState, bases, cfg, mask):
-    """Per query: (relevance r, seeds, seed degrees); seeds padded to cfg.spread_seeds with −1."""
-    S = max(int(cfg.spread_seeds), 1)
-    rs, seeds, degs = [], np.full((len(bases), S), -1, np.int64), np.zeros((len(bases), S), np.float32)
+def _padded(rows, width: int):
+    """(Q, width) seeds (−1 padded) and degrees from per-query (seeds, degrees) pairs."""
+    S = np.full((len(rows), max(width, 1)), -1, np.int64)
+    D = np.zeros((len(rows), max(width, 1)), np.float32)
+    for q, (s, d) in enumerate(rows):
+        S[q, :s.size], D[q, :s.size] = s, d
+    return S, D
+
+
+def _frontier(st: LexicalState, score, raised, taken, n_seeds: int):
+    """The next step's seeds of one query: the n_seeds best chunks (by score, distinct documents)
+    among those whose degree the last step raised, excluding earlier seeds."""
+    key = np.where(raised[:st.n_chunks], score[:st.n_chunks], -np.inf)
+    if taken.size:
+        key[taken[taken < st.n_chunks]] = -np.inf
+    if not np.isfinite(key).any():
+        return np.zeros(0, np.int64)
+    sd = pick_seeds(key, n_seeds, st.doc)
+    return sd[np.isfinite(key[sd])]
+
+
+def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
+    """Per query (r, hop, seeds of every step, their degrees, steps that added something), or
+    (None, …) when no item is allowed.
+
+    Step 1 is ``ops.spread_hop`` from the relevance seeds (degrees ρ) and the entity seeds (degree
+    1) with the question's own activation μ. Each later step is the same op again, from the frontier:
+    the best ``spread_seeds`` chunks (distinct documents, allowed, not seeds before) whose degree the
+    previous step raised, each with that degree. A step's paths are ρ ⊗ I ⊗ I composed with the path
+    that reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
+    (1 − I(s, a)) + (1 − I(c, a)) of its degree, only rare shared attributes carry it further, and a
+    degree never exceeds the seed's. Degrees combine by max, so the iteration is monotone and
+    bounded; it stops at ``Config.spread_steps`` or as soon as a step raises no allowed item's
+    degree (the fixpoint: nothing added, nothing more to spread)."""
+    from .. import ops
+    Q, S = len(bases), max(int(cfg.spread_seeds), 1)
+    rs, rows, hop = [], [], [None] * Q
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
-        rs.append(None if got is None else got[0])
-        if got is not None:
-            sd = got[1]
-            seeds[q, :sd.size] = sd
-            degs[q, :sd.size] = got[2][sd]
-    return rs, seeds, degs
+        if got is None:
+            rs.append(None)
+            rows.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+            continue
+        r, sd, rho = got
+        es = entity_seeds(st, questions[q], base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
+        deg = np.concatenate([rho[sd], np.ones(es.size, np.float32)])
+        sd = np.concatenate([sd, es])
+        u, inv = np.unique(sd, return_inverse=True)
+        d = np.zeros(u.size, np.float32)
+        np.maximum.at(d, inv, deg)
+        rs.append(r)
+        rows.append((u, d))
+    seeds, degs = _padded(rows, max(s.size for s, _ in rows))
+    H = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
+    if mask is not None:
+        H = np.where(mask[None, :], H, 0.0).astype(np.float32)
+    all_s = [s for s, _ in rows]
+    all_d = [d for _, d in rows]
+    fired = np.zeros(Q, np.int64)
+    raised = H > 0
+    live = np.asarray([r is not None for r in rs])
+    for _ in range(1, int(cfg.spread_steps)):
+        front = []
+        for q in range(Q):
+            if not live[q]:
+                front.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+                continue
+            sd = _frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
+            front.append((sd, H[q, sd]))
+        if not any(s.size for s, _ in front):
+            break
+        fs, fd = _padded(front, S)
+        H2 = ops.spread_hop(st.G, fs, fd, None)
+        if mask is not None:
+            H2 = np.where(mask[None, :], H2, 0.0).astype(np.float32)
+        raised = H2 > H
+        step = raised.any(axis=1) & live
+        fired += step
+        H = np.maximum(H, H2)
+        for q in range(Q):
+            all_s[q] = np.concatenate([all_s[q], front[q][0]])
+            all_d[q] = np.concatenate([all_d[q], front[q][1]])
+        live &= step
+        if not live.any():
+            break
+    return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
 
 
 def spread_many(view, questions, bases, cfg, mask=None):
-    """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call for all.
+    """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call per step
+    for all of them.
 
     bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · hop,
-    with r = base / max over the allowed items, seeds = the best cfg.spread_seeds chunks of distinct
-    documents among the allowed ones, seed degrees min-max scaled over the top cfg.candidates, no hop
-    to the seeds' sibling chunks (``ops.spread_hop``).
+    with r = base / max over the allowed items and hop the degree of :func:`_spread_batch`'s steps
+    (seeds: the best cfg.spread_seeds chunks of distinct documents among the allowed ones, degrees
+    min-max scaled over the top cfg.candidates, and the own page of every entity the question names,
+    degree 1; no hop to the seeds' sibling chunks, ``ops.spread_hop``).
     """
-    from .. import ops
     bases = [np.asarray(b, dtype=np.float32) for b in bases]
     fam = cfg.spread_families
     if not _families_key(fam) or not bases:
         return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)
-    rs, seeds, degs = _seed_rows(st, bases, cfg, mask)
-    hops = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
     out = []
-    for q, b in enumerate(bases):
-        if rs[q] is None:
+    for b, (r, g, *_rest) in zip(bases, _spread_batch(st, list(questions), bases, cfg, mask)):
+        if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        g = hops[q] if mask is None else np.where(mask, hops[q], 0.0).astype(np.float32)
-        out.append(((rs[q] + float(cfg.w_spread) * g).astype(np.float32), g))
+        out.append(((r + float(cfg.w_spread) * g).astype(np.float32), g.astype(np.float32)))
     return out
+
+
+def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
+    """Per question, how many steps after the first raised some item's degree (0: the first step
+    was the fixpoint). For the benchmarks' report of how often the later steps fire."""
+    bases = [np.asarray(b, dtype=np.float32) for b in bases]
+    if not _families_key(cfg.spread_families) or not bases:
+        return np.zeros(len(bases), np.int64)
+    st = lexical_state(view, cfg.spread_families)
+    return np.asarray([x[4] for x in _spread_batch(st, list(questions), bases, cfg, mask)], np.int64)
 
 
 def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
