@@ -83,6 +83,9 @@ class Config:
     w_spread: float = 1.0
     spread_families: dict = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
     spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
+    # Snowball stemmer of the BM25 tokens and the "term" family (PyStemmer; None: words as they are).
+    # Index-time: a query is stemmed as its index was.
+    stemmer: str | None = "english"
     spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
 
@@ -104,6 +107,8 @@ class Config:
         if isinstance(self.w_spread, bool) or not isinstance(self.w_spread, (int, float)) \
                 or not math.isfinite(self.w_spread) or self.w_spread < 0:
             raise ValueError(f"Config.w_spread must be a finite number >= 0, got {self.w_spread!r}")
+        if self.stemmer is not None and (not isinstance(self.stemmer, str) or not self.stemmer):
+            raise ValueError(f"Config.stemmer must be a Snowball language name or None, got {self.stemmer!r}")
         if not isinstance(self.spread_entities, bool):
             raise ValueError(f"Config.spread_entities must be a bool, got {self.spread_entities!r}")
         if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:

@@ -207,9 +207,10 @@ def build_bm25(ix: Index):
     """The BM25 index over every item; returns its tokenisation (reused by the lexical "term" family)."""
     import bm25s
 
-    from .core import bm25_tokenize_ids
+    from .core import bm25_tokenize_ids, index_stemmer
     retriever = bm25s.BM25()
-    tokens = bm25_tokenize_ids(ix.search_texts())    # = bm25s.tokenize(..., stopwords="en"), faster
+    # = bm25s.tokenize(..., stopwords="en", stemmer=...), faster
+    tokens = bm25_tokenize_ids(ix.search_texts(), index_stemmer(ix.config))
     retriever.index(tokens, show_progress=False)
     ix.bm25 = retriever
     return tokens
@@ -224,8 +225,9 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     if prebuilt is not None:
         ix.lexical = prebuilt
         return
+    from .core import index_stemmer
     ix.lexical = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
-                                  tokens=tokens)
+                                  tokens=tokens, stemmer=index_stemmer(ix.config))
 
 
 def lexical_nodes_of(ix: Index, families) -> list:
@@ -283,21 +285,22 @@ def _chunk_search_texts(chunks) -> list[str]:
 def _lexical_of_index(ix: Index):
     """The lexical families of the index's current chunks, tokenised on their own (the build's
     ``_lexical_of_chunks`` on the chunk table)."""
-    from .core import bm25_tokenize_ids
+    from .core import bm25_tokenize_ids, index_stemmer
     from .lexical.families import lexical_families
-    names = lexical_family_names(ix.config)
+    names, stem = lexical_family_names(ix.config), index_stemmer(ix.config)
     texts = [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(ix.chunk_titles, ix.chunk_texts)]
-    tokens = bm25_tokenize_ids(texts) if "term" in names else None
-    return lexical_families(ix.chunk_titles, ix.chunk_texts, names, tokens=tokens)
+    tokens = bm25_tokenize_ids(texts, stem) if "term" in names else None
+    return lexical_families(ix.chunk_titles, ix.chunk_texts, names, tokens=tokens, stemmer=stem)
 
 
 def _lexical_of_chunks(chunks, config):
     """The lexical families from the chunks alone (they need no vectors): run beside the embedder."""
-    from .core import bm25_tokenize_ids
+    from .core import bm25_tokenize_ids, index_stemmer
     from .lexical.families import lexical_families
-    names = lexical_family_names(config)
-    tokens = bm25_tokenize_ids(_chunk_search_texts(chunks)) if "term" in names else None
-    return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens)
+    names, stem = lexical_family_names(config), index_stemmer(config)
+    tokens = bm25_tokenize_ids(_chunk_search_texts(chunks), stem) if "term" in names else None
+    return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens,
+                            stemmer=stem)
 
 
 def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed=None,
