@@ -88,6 +88,7 @@ class Config:
     stemmer: str | None = "english"
     spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
+    w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self):
         self.rq_sizes = tuple(self.rq_sizes)
@@ -109,6 +110,9 @@ class Config:
             raise ValueError(f"Config.w_spread must be a finite number >= 0, got {self.w_spread!r}")
         if self.stemmer is not None and (not isinstance(self.stemmer, str) or not self.stemmer):
             raise ValueError(f"Config.stemmer must be a Snowball language name or None, got {self.stemmer!r}")
+        if isinstance(self.w_residual, bool) or not isinstance(self.w_residual, (int, float)) \
+                or not math.isfinite(self.w_residual) or self.w_residual < 0:
+            raise ValueError(f"Config.w_residual must be a finite number >= 0, got {self.w_residual!r}")
         if not isinstance(self.spread_entities, bool):
             raise ValueError(f"Config.spread_entities must be a bool, got {self.spread_entities!r}")
         if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:

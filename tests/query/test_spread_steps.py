@@ -123,8 +123,8 @@ def test_both_entities_of_a_comparison_are_seeded():
     tr = SP.spread_trace(view, COMP_Q, base, cfg)
     _, seeds, rho, *_ = tr
     assert {0, 1} <= set(seeds.tolist()) and rho[0] == 1.0 and rho[1] == 1.0
-    off = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, spread_entities=False))[1]
-    on = SP.spread_view(view, COMP_Q, base, cfg)[1]
+    off = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, spread_entities=False, w_residual=0.0))[1]
+    on = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, w_residual=0.0))[1]
     # a seed of degree 1 reaches itself through its own title (1 ⊗ 1 ⊗ 1); without the entity
     # seeds the pages get only the question's mention μ(q, e) = w(e) < 1
     assert on[0] == pytest.approx(1.0) and on[1] == pytest.approx(1.0)
@@ -144,3 +144,38 @@ def test_spread_steps_is_validated():
         Config(spread_steps=0)
     with pytest.raises(ValueError, match="spread_entities"):
         Config(spread_entities=1)
+
+
+RES_TITLES = ["Baraki Barak District", "Baraki Rajan", "Logar Province", "Kabul"]
+RES_TEXTS = [
+    "Baraki Barak District is a district in the western part of Logar Province.",
+    "Baraki Rajan is a village in Baraki Barak District.",
+    "Logar Province is a province whose capital is Pul-i-Alam.",
+    "Kabul is the capital of Afghanistan.",
+]
+RES_Q = "Baraki Barak District is situated in a province whose capital is what?"
+
+
+def test_residual_coverage_is_the_weighted_subsethood_of_what_is_left():
+    view = make_view(RES_TITLES, RES_TEXTS, [10.0, 8.0, 2.0, 1.0])
+    st = SP.lexical_state(view, Config().spread_families)
+    fam = st.ctx.families["term"]
+    cols, w = fam.query_columns(RES_Q)
+    res = SP.residual_coverage(st, RES_Q, 0)
+    held = st.term_csc.toarray()[:, cols] > 0
+    left = ~held[0]
+    np.testing.assert_allclose(res, (held[:, left] * w[left]).sum(1) / w.sum(), atol=1e-6)
+    assert res[0] == 0.0                      # the best chunk leaves itself nothing
+    assert res[2] > res[1]                    # "capital" is left for Logar Province, not the sibling village
+    assert res[2] == res[3] > 0.0             # both hold "capital", the one term the best chunk lacks
+    off = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config(w_residual=0.0))[1]
+    on = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config())[1]
+    np.testing.assert_allclose(on - off, res, atol=1e-6)   # unit weight, added to the spreading part
+
+
+def test_residual_coverage_edge_cases():
+    view = make_view(RES_TITLES, RES_TEXTS, [10.0, 8.0, 2.0, 1.0])
+    st = SP.lexical_state(view, Config().spread_families)
+    assert not SP.residual_coverage(st, "the of and", 0).any()     # no question terms
+    with pytest.raises(ValueError, match="w_residual"):
+        Config(w_residual=-1.0)

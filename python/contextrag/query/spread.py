@@ -108,6 +108,15 @@ class LexicalState:
         return self.G.csr()
 
     @property
+    def term_csc(self) -> sp.csc_matrix:
+        """The term family by columns, degrees replaced by 1 (held or not), built once."""
+        if getattr(self, "_term_csc", None) is None:
+            T = self.ctx.families["term"].incidence.tocsc().astype(np.float32)
+            T.data[:] = 1.0
+            self._term_csc = T
+        return self._term_csc
+
+    @property
     def title_csc(self) -> sp.csc_matrix:
         """The title family by columns (the entity seeds' own pages), built once."""
         if getattr(self, "_title_csc", None) is None:
@@ -361,12 +370,39 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
 
 
+def residual_coverage(st: LexicalState, question: str, best: int) -> np.ndarray:
+    """(n_chunks,) degree to which each chunk covers what the best chunk leaves of the question:
+    the question's terms t (the "term" family's, weights w(t)) that ``best`` does not hold, and
+
+        res(c) = Σ_{t ∈ q, t ∉ best} w(t) · [c holds t] / Σ_{t ∈ q} w(t)     in [0, 1]
+
+    the weighted subsethood of the question's residual q ∧ ¬best in c. The second passage of a
+    two-passage answer holds the question's words the first one lacks; a near duplicate of the first
+    passage holds the same words and gains nothing. Zeros without a term family or question terms."""
+    fam = st.ctx.families.get("term")
+    if fam is None:
+        return np.zeros(st.n_chunks, np.float32)
+    cols, w = fam.query_columns(question)
+    total = float(w.sum()) if cols.size else 0.0
+    if total <= 0.0:
+        return np.zeros(st.n_chunks, np.float32)
+    T = st.term_csc
+    row = fam.incidence[best]
+    left = ~np.isin(cols, row.indices[row.data > 0])
+    if not left.any():
+        return np.zeros(st.n_chunks, np.float32)
+    sub = T[:, cols[left]]
+    return np.asarray(sub @ (w[left] / total), dtype=np.float32).ravel()
+
+
 def spread_many(view, questions, bases, cfg, mask=None):
     """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call per step
     for all of them.
 
-    bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · hop,
-    with r = base / max over the allowed items and hop the degree of :func:`_spread_batch`'s steps
+    bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · g,
+    g = hop + cfg.w_residual · res, with r = base / max over the allowed items, res the
+    :func:`residual_coverage` of the best chunk by r + w_spread · hop, and hop the degree of
+    :func:`_spread_batch`'s steps
     (seeds: the best cfg.spread_seeds chunks of distinct documents among the allowed ones, degrees
     min-max scaled over the top cfg.candidates, and the own page of every entity the question names,
     degree 1; no hop to the seeds' sibling chunks, ``ops.spread_hop``).
@@ -377,11 +413,22 @@ def spread_many(view, questions, bases, cfg, mask=None):
         return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)
     out = []
-    for b, (r, g, *_rest) in zip(bases, _spread_batch(st, list(questions), bases, cfg, mask)):
+    lam, wres = float(cfg.w_spread), float(cfg.w_residual)
+    for q, (b, (r, g, *_rest)) in enumerate(zip(bases, _spread_batch(st, list(questions), bases, cfg, mask))):
         if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        out.append(((r + float(cfg.w_spread) * g).astype(np.float32), g.astype(np.float32)))
+        g = g.astype(np.float32)
+        if wres > 0 and st.n_chunks:
+            s = (r + lam * g)[:st.n_chunks]
+            if mask is not None:
+                s = np.where(mask[:st.n_chunks], s, -np.inf)
+            res = np.zeros_like(g)
+            res[:st.n_chunks] = residual_coverage(st, questions[q], int(np.argmax(s)))
+            if mask is not None:
+                res = np.where(mask, res, 0.0).astype(np.float32)
+            g = g + np.float32(wres) * res
+        out.append(((r + lam * g).astype(np.float32), g))
     return out
 
 
@@ -396,5 +443,5 @@ def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
 
 
 def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
-    """The hook for one query: (new base, hop); see :func:`spread_many`."""
+    """The hook for one query: (new base, g); see :func:`spread_many`."""
     return spread_many(view, [question], [base], cfg, mask)[0]
