@@ -162,7 +162,7 @@ def test_residual_coverage_is_the_weighted_subsethood_of_what_is_left():
     fam = st.ctx.families["term"]
     cols, w = fam.query_columns(RES_Q)
     res = SP.residual_coverage(st, RES_Q, 0)
-    held = st.term_csc.toarray()[:, cols] > 0
+    held = st.ctx.families["term"].incidence.toarray()[:, cols] > 0
     left = ~held[0]
     np.testing.assert_allclose(res, (held[:, left] * w[left]).sum(1) / w.sum(), atol=1e-6)
     assert res[0] == 0.0                      # the best chunk leaves itself nothing

@@ -109,11 +109,9 @@ class LexicalState:
 
     @property
     def term_csc(self) -> sp.csc_matrix:
-        """The term family by columns, degrees replaced by 1 (held or not), built once."""
+        """The term family by columns (which chunks hold each term), built once."""
         if getattr(self, "_term_csc", None) is None:
-            T = self.ctx.families["term"].incidence.tocsc().astype(np.float32)
-            T.data[:] = 1.0
-            self._term_csc = T
+            self._term_csc = self.ctx.families["term"].incidence.tocsc()
         return self._term_csc
 
     @property
@@ -386,13 +384,16 @@ def residual_coverage(st: LexicalState, question: str, best: int) -> np.ndarray:
     total = float(w.sum()) if cols.size else 0.0
     if total <= 0.0:
         return np.zeros(st.n_chunks, np.float32)
-    T = st.term_csc
-    row = fam.incidence[best]
-    left = ~np.isin(cols, row.indices[row.data > 0])
+    I = fam.incidence
+    held = I.indices[I.indptr[best]:I.indptr[best + 1]]
+    left = ~np.isin(cols, held)
     if not left.any():
         return np.zeros(st.n_chunks, np.float32)
-    sub = T[:, cols[left]]
-    return np.asarray(sub @ (w[left] / total), dtype=np.float32).ravel()
+    T, c = st.term_csc, cols[left]
+    a, b = T.indptr[c], T.indptr[c + 1]
+    rows = np.concatenate([T.indices[x:y] for x, y in zip(a.tolist(), b.tolist())])
+    vals = np.repeat((w[left] / total).astype(np.float64), b - a)
+    return np.bincount(rows, weights=vals, minlength=st.n_chunks)[:st.n_chunks].astype(np.float32)
 
 
 def spread_many(view, questions, bases, cfg, mask=None):
