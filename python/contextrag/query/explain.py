@@ -8,8 +8,10 @@ For every hit, ``Hit.explain`` gets
 * ``hop``: the spreading term of query/spread.py (``parts["spread"]``), and when it is > 0, ``via``:
   ``"seed"`` with ``from`` (the seed passage) and ``attribute`` (the lexical attribute both share,
   its family and the two incidence degrees), or ``"question"`` when the attribute is one the question
-  itself mentions. The strongest such path is the one reported: the hop is a max over paths, so the
-  reported path alone gives the hop's value.
+  itself mentions. The strongest such path is the one reported: the hop is a max over paths (over
+  the seeds of every spreading step), so the reported path gives the hop's value, plus
+* ``residual``: the part of ``hop`` that is the item's residual coverage of the question (its terms
+  the best chunk lacks, ``spread.residual_coverage``).
 
 :func:`neighbourhood` turns explained hits into a small graph (question → seed → attribute → passage)
 for drawing. The explanation re-runs the spreading's own seed choice (``spread.spread_trace``), so it
@@ -73,7 +75,7 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
     tr = spread_trace(view, question, eq13, cfg, mask) if eq13 is not None and cfg.w_spread else None
     pos = {x: i for i, x in enumerate(view.ids)}
     if tr is not None:
-        st, seeds, rho, mu, doc, r = tr
+        st, seeds, rho, mu, doc, r, res = tr
         seed_set = {int(s) for s in seeds}
         cols = _columns(st)
     else:
@@ -90,7 +92,8 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
             if e["seed"]:
                 e["seed_degree"] = float(rho[i])
             hop, via, s, col, d_from, d_to = _best_path(i, st, seeds, rho, mu, doc)
-            e["hop"] = hop
+            e["residual"] = float(res[i])      # the question's terms the best chunk lacks, held here
+            e["hop"] = hop + e["residual"]
             if via is not None:
                 fam, name = cols[col]
                 e["via"] = via

@@ -260,11 +260,11 @@ def entity_seeds(st: LexicalState, question: str, base: np.ndarray, mask=None) -
 
 
 def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
-    """What the hop of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·), document
-    codes of all N items, relevance r), or None when spreading is off. The seeds are those of every
-    step (relevance seeds, entity seeds, the later steps' frontiers) and ρ holds each one's degree,
-    so the strongest one-step path from them is the item's hop. query/explain.py uses it, so an
-    explanation starts from the seeds that scored the item."""
+    """What the spreading of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·),
+    document codes of all N items, relevance r, weighted residual coverage w_residual · res), or None
+    when spreading is off. The seeds are those of every step (relevance seeds, entity seeds, the later
+    steps' frontiers) and ρ holds each one's degree, so the strongest one-step path from them is the
+    item's hop. query/explain.py uses it, so an explanation starts from the seeds that scored the item."""
     base = np.asarray(base, dtype=np.float32)
     fam = cfg.spread_families
     if not _families_key(fam):
@@ -273,11 +273,12 @@ def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
     got = _spread_batch(st, [question], [base], cfg, mask)
     if got[0][0] is None:
         return None
-    (r, _, seeds, degs, _), = got
+    (r, hop, seeds, degs, _), = got
     rho = np.zeros(base.size, np.float32)
     np.maximum.at(rho, seeds, degs)
     doc = np.concatenate([st.doc, -1 - np.arange(base.size - st.n_chunks)])   # virtual items: own "documents"
-    return st, seeds, rho, st.mu(question), doc, r
+    res = _residual_part(st, question, r, hop, cfg, mask)
+    return st, seeds, rho, st.mu(question), doc, r, res
 
 
 def _padded(rows, width: int):
@@ -414,23 +415,29 @@ def spread_many(view, questions, bases, cfg, mask=None):
         return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)
     out = []
-    lam, wres = float(cfg.w_spread), float(cfg.w_residual)
+    lam = float(cfg.w_spread)
     for q, (b, (r, g, *_rest)) in enumerate(zip(bases, _spread_batch(st, list(questions), bases, cfg, mask))):
         if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        g = g.astype(np.float32)
-        if wres > 0 and st.n_chunks:
-            s = (r + lam * g)[:st.n_chunks]
-            if mask is not None:
-                s = np.where(mask[:st.n_chunks], s, -np.inf)
-            res = np.zeros_like(g)
-            res[:st.n_chunks] = residual_coverage(st, questions[q], int(np.argmax(s)))
-            if mask is not None:
-                res = np.where(mask, res, 0.0).astype(np.float32)
-            g = g + np.float32(wres) * res
+        g = g.astype(np.float32) + _residual_part(st, questions[q], r, g, cfg, mask)
         out.append(((r + lam * g).astype(np.float32), g))
     return out
+
+
+def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.ndarray:
+    """(N,) w_residual · :func:`residual_coverage` from the best allowed chunk by r + w_spread · hop."""
+    res = np.zeros(np.asarray(r).size, np.float32)
+    wres = float(cfg.w_residual)
+    if wres <= 0 or not st.n_chunks:
+        return res
+    s = (r + float(cfg.w_spread) * hop)[:st.n_chunks]
+    if mask is not None:
+        s = np.where(mask[:st.n_chunks], s, -np.inf)
+    res[:st.n_chunks] = residual_coverage(st, question, int(np.argmax(s)))
+    if mask is not None:
+        res = np.where(mask, res, 0.0).astype(np.float32)
+    return (np.float32(wres) * res).astype(np.float32)
 
 
 def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
