@@ -182,14 +182,13 @@ def bm25_tokenize(texts, block: int = 16384, native: bool | None = None, stemmer
     Natively in one pass when the extension loads (``native`` not False), else block by block with
     the C-level steps of this module; both tested equal to bm25s. ``stemmer``: a Snowball language
     ("english"): the tokens are then stems (:func:`stem_tokenized`, as bm25s with that stemmer)."""
-    if stemmer:
-        return stem_tokenized(bm25_tokenize(texts, block, native), stemmer)
     from bm25s.tokenization import Tokenized
     m = _bm25_mapper() if native is not False else None
     if native and m is None:
         raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
     if m is not None:
         ids, offsets, words = m.token_ids(list(texts))
+        words, ids = stem_ids(words, ids, stemmer)       # before the lists are made: one pass
         flat, off = ids.tolist(), offsets.tolist()
         return Tokenized(ids=[flat[a:b] for a, b in zip(off[:-1], off[1:])], vocab=dict(zip(words, range(len(words)))))
     stop = bm25_stopwords()
@@ -214,7 +213,7 @@ def bm25_tokenize(texts, block: int = 16384, native: bool | None = None, stemmer
         bounds = np.zeros(n + 1, np.int64)
         np.cumsum(lens, out=bounds[1:])
         out += [a.tolist() for a in np.split(g[keep], kept[bounds[1:-1]])] if n else []
-    return Tokenized(ids=out, vocab=vocab)
+    return stem_tokenized(Tokenized(ids=out, vocab=vocab), stemmer)
 
 
 def query_tokens(text: str, stemmer: str | None = None) -> list:
