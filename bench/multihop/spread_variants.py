@@ -28,13 +28,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_sets import RESULTS, SETS, data_file  # noqa: E402
 
-# the query-time settings of the spreading before entity seeds, later steps and residual coverage
-BEFORE = {"spread_entities": False, "spread_steps": 1, "w_residual": 0.0}
+# the query-time settings of the spreading before entity seeds, named titles, later steps and residual coverage
+BEFORE = {"spread_entities": False, "spread_steps": 1, "w_residual": 0.0, "spread_mentions": False}
 # name -> (index-time overrides, query-time overrides) of Config()
 VARIANTS = {
     "default": ({}, {}),
     "before (one step, no entity seeds, no residual)": ({}, BEFORE),
     "no entity seeds": ({}, {"spread_entities": False}),
+    "no named-title step": ({}, {"spread_mentions": False}),
     "one step": ({}, {"spread_steps": 1}),
     "up to 3 steps": ({}, {"spread_steps": 3}),
     "w_residual 0": ({}, {"w_residual": 0.0}),

@@ -88,6 +88,7 @@ class Config:
     stemmer: str | None = "english"
     spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
+    spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
     w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self):
@@ -113,8 +114,9 @@ class Config:
         if isinstance(self.w_residual, bool) or not isinstance(self.w_residual, (int, float)) \
                 or not math.isfinite(self.w_residual) or self.w_residual < 0:
             raise ValueError(f"Config.w_residual must be a finite number >= 0, got {self.w_residual!r}")
-        if not isinstance(self.spread_entities, bool):
-            raise ValueError(f"Config.spread_entities must be a bool, got {self.spread_entities!r}")
+        for name in ("spread_entities", "spread_mentions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
         if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:
             raise ValueError(f"Config.spread_steps must be an int >= 1, got {self.spread_steps!r}")
         if not isinstance(self.spread_families, dict) or any(

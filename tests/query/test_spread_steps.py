@@ -52,8 +52,10 @@ def hop_of(view, question, cfg):
 
 
 def test_second_step_reaches_the_third_passage(chain):
-    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1))
-    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2))
+    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1,
+                                           spread_mentions=False))
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2,
+                                           spread_mentions=False))
     assert one[2] == 0.0                     # one step: C shares no attribute with any seed
     assert two[2] > 0.0                      # two steps: A -> "bob smith" -> B -> "carl jones" -> C
     assert np.all(two >= one - 1e-7)         # a later step only adds (max)
@@ -66,7 +68,7 @@ def test_second_step_reaches_the_third_passage(chain):
 
 def test_steps_equal_two_reference_hops(chain):
     """Step 2 is ops.spread_hop again from the frontier: check against the float64 reference."""
-    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2)
+    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2, spread_mentions=False)
     st = SP.lexical_state(chain, TITLE_ONLY)
     base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
     (r, hop, seeds, degs, fired), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
@@ -123,8 +125,8 @@ def test_both_entities_of_a_comparison_are_seeded():
     tr = SP.spread_trace(view, COMP_Q, base, cfg)
     _, seeds, rho, *_ = tr
     assert {0, 1} <= set(seeds.tolist()) and rho[0] == 1.0 and rho[1] == 1.0
-    off = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, spread_entities=False, w_residual=0.0))[1]
-    on = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, w_residual=0.0))[1]
+    off = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, spread_entities=False, w_residual=0.0, spread_mentions=False))[1]
+    on = SP.spread_view(view, COMP_Q, base, Config(spread_seeds=2, w_residual=0.0, spread_mentions=False))[1]
     # a seed of degree 1 reaches itself through its own title (1 ⊗ 1 ⊗ 1); without the entity
     # seeds the pages get only the question's mention μ(q, e) = w(e) < 1
     assert on[0] == pytest.approx(1.0) and on[1] == pytest.approx(1.0)
@@ -179,3 +181,19 @@ def test_residual_coverage_edge_cases():
     assert not SP.residual_coverage(st, "the of and", 0).any()     # no question terms
     with pytest.raises(ValueError, match="w_residual"):
         Config(w_residual=-1.0)
+
+
+def test_a_seed_reaches_the_page_it_names_with_its_own_degree(chain):
+    """A (the only relevance seed, degree 1) mentions "Bob Smith": B's own page gets 1 with the
+    named-title step, w(bob smith) < 1 through the symmetric title path alone."""
+    off, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1,
+                                           spread_mentions=False))
+    on, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1))
+    st = SP.lexical_state(chain, TITLE_ONLY)
+    w = st.ctx.families["title"].weight[st.ctx.families["title"].vocab["bob smith"]]
+    assert off[1] == pytest.approx(w, abs=1e-6) and w < 1.0
+    assert on[1] == pytest.approx(1.0)
+    assert on[2] == off[2] == 0.0            # C is named by B, which is no seed after one step
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2))
+    assert two[2] > 0.0                      # with two steps B seeds, and names C: degree hop₁(B)
+    np.testing.assert_allclose(np.delete(on, [1]), np.delete(off, [1]), atol=1e-6)   # only named pages move

@@ -115,6 +115,20 @@ class LexicalState:
         return self._term_csc
 
     @property
+    def own_pages(self):
+        """``ops.SpreadIncidence`` of the title family's own-page entries only (I(c, a) = 1: c is a
+        chunk of the document titled a), over all N items, built once: the attributes → chunks half
+        of the named-title step."""
+        if getattr(self, "_own", None) is None:
+            from .. import ops
+            O = self.ctx.families["title"].incidence.tocsr().astype(np.float32)
+            O.data = (O.data >= 1.0).astype(np.float32)
+            O.eliminate_zeros()
+            O.resize((self.G.n, O.shape[1]))
+            self._own = ops.SpreadIncidence(O, np.concatenate([self.doc, -1 - np.arange(self.G.n - self.n_chunks)]))
+        return self._own
+
+    @property
     def title_csc(self) -> sp.csc_matrix:
         """The title family by columns (the entity seeds' own pages), built once."""
         if getattr(self, "_title_csc", None) is None:
@@ -366,7 +380,45 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         live &= step
         if not live.any():
             break
+    if cfg.spread_mentions and "title" in st.ctx.families:
+        H = np.maximum(H, _named_title_step(st, all_s, all_d, mask))
     return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
+
+
+def _named_title_step(st: LexicalState, seeds, degs, mask) -> np.ndarray:
+    """(Q, N) degrees of the pages whose titles the seeds name: a seed s of degree ρ that mentions
+    title a (0 < I(s, a) < 1) reaches a's own page with degree ρ. The naming is crisp, as an entity
+    the question names is (the entity seeds): ρ ⊗ 1 ⊗ 1 = ρ, where the title family's symmetric
+    path ρ ⊗ w(a) ⊗ 1 would charge a common title's weight to the page the seed names outright.
+    The seeds' mentions are gathered here (a few rows); the attributes → chunks half is
+    ``ops.spread_hop`` over the own-page incidence, with those degrees as the activation."""
+    from .. import ops
+    T = st.ctx.families["title"].incidence
+    rows, cols, vals = [], [], []
+    for q, (sd, dg) in enumerate(zip(seeds, degs)):
+        for s, d in zip(sd.tolist(), dg.tolist()):
+            if s >= st.n_chunks or d <= 0:
+                continue
+            c, v = T.indices[T.indptr[s]:T.indptr[s + 1]], T.data[T.indptr[s]:T.indptr[s + 1]]
+            c = c[(v > 0) & (v < 1.0)]
+            rows.append(np.full(c.size, q, np.int64))
+            cols.append(c.astype(np.int64))
+            vals.append(np.full(c.size, d, np.float32))
+    Q, M = len(seeds), T.shape[1]
+    if not rows or not sum(r.size for r in rows):
+        return np.zeros((Q, st.G.n), np.float32)
+    r_, c_, v_ = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    best: dict = {}                          # (query, title) -> the largest degree naming it
+    for q, a, v in zip(r_.tolist(), c_.tolist(), v_.tolist()):
+        if v > best.get((q, a), 0.0):
+            best[(q, a)] = v
+    k = np.asarray(list(best), np.int64).reshape(-1, 2)
+    act = sp.csr_matrix((np.asarray(list(best.values()), np.float32), (k[:, 0], k[:, 1])), shape=(Q, M))
+    none = np.full((Q, 1), -1, np.int64)
+    H = ops.spread_hop(st.own_pages, none, np.zeros((Q, 1), np.float32), act)
+    if mask is not None:
+        H = np.where(mask[None, :], H, 0.0).astype(np.float32)
+    return H
 
 
 def residual_coverage(st: LexicalState, question: str, best: int) -> np.ndarray:
