@@ -331,7 +331,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     degree (the fixpoint: nothing added, nothing more to spread)."""
     from .. import ops
     Q, S = len(bases), max(int(cfg.spread_seeds), 1)
-    rs, rows, hop = [], [], [None] * Q
+    rs, rows = [], []
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
         if got is None:
