@@ -85,11 +85,18 @@ class Config:
     n_rewrites: int = 3
     rrf_k: int = 60
     # ---- query-time spreading over the lexical fuzzy context (docs/MULTIHOP.md)
-    # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = one Łukasiewicz step
+    # score = r + w_spread · hop, r = eq. 13 score / its per-query max, hop = Łukasiewicz steps
     # seeds -> shared entity/term attributes -> chunks (query/spread.py). 0 = the paper's flat eq. 13.
     w_spread: float = 1.0
     spread_families: dict[str, float] = field(default_factory=lambda: {"title": 1.0, "term": 1.0})
     spread_seeds: int = 5                # best chunks of distinct documents the hop starts from
+    # Snowball stemmer of the BM25 tokens and the "term" family (PyStemmer; None: words as they are).
+    # Index-time: a query is stemmed as its index was.
+    stemmer: str | None = "english"
+    spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
+    spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
+    spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
+    w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self) -> None:
         self.rq_sizes = tuple(self.rq_sizes)
@@ -109,6 +116,16 @@ class Config:
         if isinstance(self.w_spread, bool) or not isinstance(self.w_spread, (int, float)) \
                 or not math.isfinite(self.w_spread) or self.w_spread < 0:
             raise ValueError(f"Config.w_spread must be a finite number >= 0, got {self.w_spread!r}")
+        if self.stemmer is not None and (not isinstance(self.stemmer, str) or not self.stemmer):
+            raise ValueError(f"Config.stemmer must be a Snowball language name or None, got {self.stemmer!r}")
+        if isinstance(self.w_residual, bool) or not isinstance(self.w_residual, (int, float)) \
+                or not math.isfinite(self.w_residual) or self.w_residual < 0:
+            raise ValueError(f"Config.w_residual must be a finite number >= 0, got {self.w_residual!r}")
+        for name in ("spread_entities", "spread_mentions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
+        if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:
+            raise ValueError(f"Config.spread_steps must be an int >= 1, got {self.spread_steps!r}")
         if not isinstance(self.spread_families, dict) or any(
                 isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 <= w <= 1
                 for w in self.spread_families.values()):

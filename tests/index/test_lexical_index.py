@@ -26,7 +26,7 @@ def _same_family(a, b):
 def _fresh_families(rag):
     from contextrag.index.lexical.families import lexical_families
     ix = rag.index
-    return lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families))
+    return lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families), stemmer=ix.config.stemmer)
 
 
 def test_built_stored_and_loaded(base):

@@ -20,11 +20,12 @@ def _check_like_a_build(ix, questions):
     computes from the current chunks' text (column order included)."""
     import bm25s
     from contextrag.index.build import lexical_family_names, title_own_columns
-    from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids
+    from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids, index_stemmer
     from contextrag.index.lexical import words as lw
     from contextrag.index.lexical.families import lexical_families
     from contextrag.index.lexical.nodes import select_lexical_nodes
-    ref = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config))
+    stem = index_stemmer(ix.config)
+    ref = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config), stemmer=stem)
     assert list(ix.lexical.families) == list(ref.families)
     for name, g in ref.families.items():
         f = ix.lexical.families[name]
@@ -36,7 +37,7 @@ def _check_like_a_build(ix, questions):
         B.sort_indices()
         for part in ("indptr", "indices", "data"):
             np.testing.assert_array_equal(getattr(A, part), getattr(B, part), err_msg=f"{name}.{part}")
-        assert f.max_n == g.max_n
+        assert f.max_n == g.max_n and f.stemmer == g.stemmer
     np.testing.assert_array_equal(ix.words.title_own, title_own_columns(ix))
     W = lw.from_chunks(ix.chunk_titles, ix.chunk_texts)
     for i in range(ix.n_chunks):
@@ -49,9 +50,9 @@ def _check_like_a_build(ix, questions):
     lexical_items = [i for i in ix.item_ids if i.startswith(("join:", "meet:")) and not i.split(":", 1)[1].isdigit()]
     assert sorted(f"{n.kind}:{n.label}" for n in nodes) == sorted(lexical_items)
     fresh = bm25s.BM25()
-    fresh.index(bm25_tokenize_ids(ix.search_texts()), show_progress=False)
+    fresh.index(bm25_tokenize_ids(ix.search_texts(), stem), show_progress=False)
     for q in questions:
-        toks = bm25_tokenize([q])[0]
+        toks = bm25_tokenize([q], stem)[0]
         np.testing.assert_array_equal(ix.bm25.get_scores(toks), fresh.get_scores(toks), err_msg=q)
 
 

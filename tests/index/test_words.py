@@ -91,23 +91,26 @@ def _items(titles, texts):
     return np.asarray(kinds, np.int8), S, {n + 2: extra_texts[n + 2]}, extra_texts
 
 
-def test_bm25_from_counts_equals_bm25s(corpus):
+@pytest.mark.parametrize("stem", [None, "english"])
+def test_bm25_from_counts_equals_bm25s(corpus, stem):
     import bm25s
     from contextrag.index.bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
     from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids
     from contextrag.index.lexical import words as lw
+    if stem:
+        pytest.importorskip("Stemmer")
     titles, texts, questions = corpus
     W = lw.from_chunks(titles, texts)
     kinds, S, summaries, item_texts = _items(titles, texts)
-    counts, names = item_counts(chunk_counts(W), kinds, S, summaries, word_terms(W)[1])
+    counts, names = item_counts(chunk_counts(W, stem), kinds, S, summaries, word_terms(W, stem)[1], stem)
     mine = bm25_from_counts(counts, names)
     ref = bm25s.BM25()
-    ref.index(bm25_tokenize_ids(item_texts), show_progress=False)
+    ref.index(bm25_tokenize_ids(item_texts, stem), show_progress=False)
     assert set(mine.vocab_dict) == set(ref.vocab_dict)
     assert mine.scores["num_docs"] == ref.scores["num_docs"] == len(item_texts)
     n_checked = 0
     for q in questions + ["derrickson films"]:
-        toks = bm25_tokenize([q])[0]
+        toks = bm25_tokenize([q], stem)[0]
         if not toks:
             continue
         np.testing.assert_array_equal(mine.get_scores(toks), ref.get_scores(toks))

@@ -169,12 +169,13 @@ def build_index_arrays(shards, config, *, init="k-means++", reduce: str = "order
     return out
 
 
-def lexical_on_ray(titles, texts, names, n_tasks: int):
+def lexical_on_ray(titles, texts, names, n_tasks: int, stemmer: str | None = None):
     """The lexical families with the map on Ray tasks and the reduce in the driver: each task takes a
     run of consecutive blocks (a shard of the chunks), builds the title matcher once, tokenises and
     matches its blocks (``index.lexical.tokens.map_block``); the driver merges the term vocabularies in block
     order, counts the document frequencies and assembles the CSR incidence
-    (``lexical.map_reduce_families``). The same families as the single-process build (tested)."""
+    (``lexical.map_reduce_families``); with ``stemmer`` the term vocabulary is stemmed after the
+    reduce. The same families as the single-process build (tested)."""
     import ray
 
     from ..index.lexical import families as lexical
@@ -192,7 +193,7 @@ def lexical_on_ray(titles, texts, names, n_tasks: int):
         return [r for part in ray.get(parts) for r in part]
 
     block = max(1, min(lexical.BLOCK, -(-len(texts) // max(n_tasks, 1))))   # at least one block per task
-    return lexical.lexical_families(titles, texts, names, block=block, map_fn=map_fn)
+    return lexical.lexical_families(titles, texts, names, block=block, map_fn=map_fn, stemmer=stemmer)
 
 
 def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = None, n_shards: int | None = None,
@@ -202,7 +203,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
     from ..index.build import Timer, embed_inputs, finish_items, lexical_family_names, make_chunker
     from ..index.context import FamilyResult, FuzzyContext, block_from
     from ..index.chunking import doc_entry
-    from ..index.core import Index
+    from ..index.core import Index, index_stemmer
     from ..llm.ledger import CostLedger
     from .cluster import RayCluster, ShardSet
     from .embed import embed_to_shards
@@ -235,7 +236,7 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                 E = np.concatenate(shards.get(shards.map("embeddings")))
             with Timer(timings, "ray_lexical"):
                 lex = lexical_on_ray([c.title for c in chunks], [c.text for c in chunks],
-                                     lexical_family_names(config), ns)
+                                     lexical_family_names(config), ns, stemmer=index_stemmer(config))
     finally:
         if own_dir:
             shutil.rmtree(wd, ignore_errors=True)

@@ -20,28 +20,30 @@ import scipy.sparse as sp
 from .lexical.words import CorpusWords
 
 
-def word_terms(words: CorpusWords) -> tuple:
-    """(term id per word (−1: no BM25 term), term strings): the BM25 term of each stored word, cached
-    on ``words``; a cache inherited from an older vocabulary (a prefix of this one) is extended into
-    new objects, so the older words stay valid."""
+def word_terms(words: CorpusWords, stemmer: str | None = None) -> tuple:
+    """(term id per word (−1: no BM25 term), term strings): the BM25 term of each stored word (its
+    Snowball stem with ``stemmer``), cached on ``words`` per stemmer; a cache inherited from an older
+    vocabulary (a prefix of this one) is extended into new objects, so the older words stay valid."""
     from .lexical.tokens import bm25_word_terms
-    cache = getattr(words, "_terms", None)
+    caches = getattr(words, "_terms", None) or {}
+    cache = caches.get(stemmer)
     vocab = words.vocab
     if cache is None or cache[0].size > len(vocab):
         cache = (np.zeros(0, np.int32), [], {})
     tid, names, index = cache
     if tid.size < len(vocab):
-        new = bm25_word_terms(vocab[tid.size:])
+        new = bm25_word_terms(vocab[tid.size:], stemmer)
         index = dict(index)
         ext = np.fromiter((-1 if t is None else index.setdefault(t, len(index)) for t in new), np.int32, len(new))
         cache = (np.concatenate([tid, ext]), names + list(index)[len(names):], index)
-    words._terms = cache
+    words._terms = {**caches, stemmer: cache}
     return cache[0], cache[1]
 
 
-def chunk_counts(words: CorpusWords) -> sp.csr_matrix:
-    """(chunks × terms) float64 BM25 term counts of the chunks, from the stored word counts."""
-    tid, names = word_terms(words)
+def chunk_counts(words: CorpusWords, stemmer: str | None = None) -> sp.csr_matrix:
+    """(chunks × terms) float64 BM25 term counts of the chunks, from the stored word counts (terms
+    are Snowball stems with ``stemmer``)."""
+    tid, names = word_terms(words, stemmer)
     t = tid[words.bag_words]
     keep = t >= 0
     n = words.n_chunks
@@ -53,7 +55,8 @@ def chunk_counts(words: CorpusWords) -> sp.csr_matrix:
     return M
 
 
-def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: dict, names: list) -> tuple:
+def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: dict, names: list,
+                stemmer: str | None = None) -> tuple:
     """(items × terms) counts of every item and the term strings (``names``, extended by the terms of
     ``extra_texts`` {item index: text}, the items tokenised from their text)."""
     from .core import CHUNK
@@ -65,7 +68,7 @@ def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: di
     names = list(names)
     rows_t, cols_t, vals_t = [], [], []
     for i, text in extra_texts.items():
-        toks = query_tokens(text)
+        toks = query_tokens(text, stemmer)
         if not toks:
             continue
         ids = np.fromiter((index.setdefault(t, len(index)) for t in toks), np.int64, len(toks))

@@ -212,13 +212,14 @@ def build_bm25(ix: Index):
     here when the index has none yet) and the summaries' text (index/bm25_index.py). Returns None:
     the "term" family is built from the chunks by the lexical map."""
     from .bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
-    from .core import SUMMARY
+    from .core import SUMMARY, index_stemmer
     from .lexical import words as lw
     if ix.words is None:
         ix.words = lw.from_chunks(ix.chunk_titles, ix.chunk_texts)
-    C = chunk_counts(ix.words)
+    stem = index_stemmer(ix.config)
+    C = chunk_counts(ix.words, stem)
     extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
-    counts, names = item_counts(C, ix.item_kinds, ix.item_sources, extra, word_terms(ix.words)[1])
+    counts, names = item_counts(C, ix.item_kinds, ix.item_sources, extra, word_terms(ix.words, stem)[1], stem)
     ix.bm25 = bm25_from_counts(counts, names)
     return None
 
@@ -245,8 +246,9 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     if prebuilt is not None:
         ix.lexical = prebuilt
         return
+    from .core import index_stemmer
     ix.lexical = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
-                                  tokens=tokens)
+                                  tokens=tokens, stemmer=index_stemmer(ix.config))
 
 
 def lexical_nodes_of(ix: Index, families) -> list:
@@ -304,21 +306,22 @@ def _chunk_search_texts(chunks) -> list[str]:
 def _lexical_of_index(ix: Index):
     """The lexical families of the index's current chunks, tokenised on their own (the build's
     ``_lexical_of_chunks`` on the chunk table)."""
-    from .core import bm25_tokenize_ids
+    from .core import bm25_tokenize_ids, index_stemmer
     from .lexical.families import lexical_families
-    names = lexical_family_names(ix.config)
+    names, stem = lexical_family_names(ix.config), index_stemmer(ix.config)
     texts = [f"{ti}\n{tx}" if ti else tx for ti, tx in zip(ix.chunk_titles, ix.chunk_texts)]
-    tokens = bm25_tokenize_ids(texts) if "term" in names else None
-    return lexical_families(ix.chunk_titles, ix.chunk_texts, names, tokens=tokens)
+    tokens = bm25_tokenize_ids(texts, stem) if "term" in names else None
+    return lexical_families(ix.chunk_titles, ix.chunk_texts, names, tokens=tokens, stemmer=stem)
 
 
 def _lexical_of_chunks(chunks, config):
     """The lexical families from the chunks alone (they need no vectors): run beside the embedder."""
-    from .core import bm25_tokenize_ids
+    from .core import bm25_tokenize_ids, index_stemmer
     from .lexical.families import lexical_families
-    names = lexical_family_names(config)
-    tokens = bm25_tokenize_ids(_chunk_search_texts(chunks)) if "term" in names else None
-    return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens)
+    names, stem = lexical_family_names(config), index_stemmer(config)
+    tokens = bm25_tokenize_ids(_chunk_search_texts(chunks), stem) if "term" in names else None
+    return lexical_families([c.title for c in chunks], [c.text for c in chunks], names, tokens=tokens,
+                            stemmer=stem)
 
 
 def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed=None,

@@ -61,19 +61,25 @@ BM25_STOPWORDS = "en"
 _EXTENTS_LOCK = threading.Lock()
 
 
-def bm25_tokenize(texts: list[str]) -> list[list[str]]:
-    """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords):
-    bm25s.tokenize(texts, stopwords="en", return_ids=False), token for token."""
+def bm25_tokenize(texts: list[str], stemmer: str | None = None) -> list[list[str]]:
+    """The tokenizer the BM25 index was built with (lowercase, \\w\\w+ tokens, English stopwords,
+    then ``Config.stemmer``'s stems): bm25s.tokenize(texts, stopwords="en", return_ids=False), token
+    for token."""
     from .lexical.tokens import query_tokens
-    return [query_tokens(t) for t in texts]
+    return [query_tokens(t, stemmer) for t in texts]
 
 
-def bm25_tokenize_ids(texts: list[str]):
+def bm25_tokenize_ids(texts: list[str], stemmer: str | None = None):
     """bm25s.tokenize(texts, stopwords="en")'s ``Tokenized`` (token ids per text, vocabulary), computed
-    with C-level loops (``lexical.tokens.bm25_tokenize``, tested equal): what the BM25 index and the
-    lexical "term" family are both built from (one tokenisation pass)."""
+    with C-level loops (``lexical.tokens.bm25_tokenize``, tested equal), over stems with ``stemmer``:
+    what the BM25 index and the lexical "term" family are both built from (one tokenisation pass)."""
     from .lexical.tokens import bm25_tokenize
-    return bm25_tokenize(list(texts))
+    return bm25_tokenize(list(texts), stemmer=stemmer)
+
+
+def index_stemmer(config) -> str | None:
+    """The stemmer an index's tokens were made with (None for a config that names none)."""
+    return getattr(config, "stemmer", None) or None
 
 
 @dataclass
@@ -158,7 +164,7 @@ class Index:
         """(N,) raw BM25 scores of every item for ``query`` (unnormalised)."""
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
-        toks = bm25_tokenize([query])[0]
+        toks = bm25_tokenize([query], index_stemmer(self.config))[0]
         if self.bm25 is None or not toks:
             return np.zeros(self.n_items, np.float32)
         return np.asarray(self.bm25.get_scores(toks), dtype=np.float32)

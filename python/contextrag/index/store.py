@@ -612,4 +612,6 @@ def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:
 
 
 def _config_dict(d: dict) -> dict:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    out = {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+    out.setdefault("stemmer", None)    # an index saved before Config.stemmer existed has unstemmed tokens
+    return out

@@ -35,7 +35,9 @@ __all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "a
            "CorpusView", "view_of", "rrf"]
 
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
-                "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds")
+                "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds",
+                "spread_steps", "spread_entities", "w_residual",
+                "spread_mentions")
 
 
 def _config(index, overrides: dict) -> Config:

@@ -8,8 +8,10 @@ For every hit, ``Hit.explain`` gets
 * ``hop``: the spreading term of query/spread.py (``parts["spread"]``), and when it is > 0, ``via``:
   ``"seed"`` with ``from`` (the seed passage) and ``attribute`` (the lexical attribute both share,
   its family and the two incidence degrees), or ``"question"`` when the attribute is one the question
-  itself mentions. The strongest such path is the one reported: the hop is a max over paths, so the
-  reported path alone gives the hop's value.
+  itself mentions. The strongest such path is the one reported: the hop is a max over paths (over
+  the seeds of every spreading step), so the reported path gives the hop's value, plus
+* ``residual``: the part of ``hop`` that is the item's residual coverage of the question (its terms
+  the best chunk lacks, ``spread.residual_coverage``).
 
 :func:`neighbourhood` turns explained hits into a small graph (question → seed → attribute → passage)
 for drawing. The explanation re-runs the spreading's own seed choice (``spread.spread_trace``), so it
@@ -36,8 +38,21 @@ def _row(I, i):
     return I.indices[a:b], I.data[a:b]
 
 
-def _best_path(c: int, st, seeds, rho, mu, doc):
-    """(hop, via, seed index or None, column, seed degree, item degree) of the strongest path into c."""
+def _title_span(st):
+    """[start, end) of the title family's columns in the spreading incidence, or None."""
+    off = 0
+    for name in st.ctx.names(st.weights):
+        n = len(st.ctx.families[name].vocab)
+        if name == "title":
+            return off, off + n
+        off += n
+    return None
+
+
+def _best_path(c: int, st, seeds, rho, mu, doc, named: bool = False):
+    """(hop, via, seed index or None, column, seed degree, item degree) of the strongest path into c.
+    ``named``: a seed that mentions the title of c's own page reaches it with the seed's degree
+    (``Config.spread_mentions``)."""
     best = (0.0, None, None, -1, 0.0, 0.0)
     if c >= st.I.shape[0]:
         return best
@@ -58,6 +73,10 @@ def _best_path(c: int, st, seeds, rho, mu, doc):
         if common.size == 0:
             continue
         v = rho[s] + vals_s[ia] + vals_c[ib] - 2.0
+        span = _title_span(st) if named else None
+        if span is not None:
+            crisp = (common >= span[0]) & (common < span[1]) & (vals_s[ia] < 1.0) & (vals_c[ib] >= 1.0)
+            v = np.where(crisp, np.maximum(v, rho[s]), v)
         j = int(np.argmax(v))
         if v[j] > best[0]:
             best = (float(v[j]), "seed", s, int(common[j]), float(vals_s[ia[j]]), float(vals_c[ib[j]]))
@@ -73,7 +92,7 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
     tr = spread_trace(view, question, eq13, cfg, mask) if eq13 is not None and cfg.w_spread else None
     pos = {x: i for i, x in enumerate(view.ids)}
     if tr is not None:
-        st, seeds, rho, mu, doc, r = tr
+        st, seeds, rho, mu, doc, r, res = tr
         seed_set = {int(s) for s in seeds}
         cols = _columns(st)
     else:
@@ -89,8 +108,9 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
             e["seed"] = i in seed_set
             if e["seed"]:
                 e["seed_degree"] = float(rho[i])
-            hop, via, s, col, d_from, d_to = _best_path(i, st, seeds, rho, mu, doc)
-            e["hop"] = hop
+            hop, via, s, col, d_from, d_to = _best_path(i, st, seeds, rho, mu, doc, bool(cfg.spread_mentions))
+            e["residual"] = float(res[i])      # the question's terms the best chunk lacks, held here
+            e["hop"] = hop + e["residual"]
             if via is not None:
                 fam, name = cols[col]
                 e["via"] = via

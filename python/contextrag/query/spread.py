@@ -107,6 +107,34 @@ class LexicalState:
     def I(self) -> sp.csr_matrix:
         return self.G.csr()
 
+    @property
+    def term_csc(self) -> sp.csc_matrix:
+        """The term family by columns (which chunks hold each term), built once."""
+        if getattr(self, "_term_csc", None) is None:
+            self._term_csc = self.ctx.families["term"].incidence.tocsc()
+        return self._term_csc
+
+    @property
+    def own_pages(self):
+        """``ops.SpreadIncidence`` of the title family's own-page entries only (I(c, a) = 1: c is a
+        chunk of the document titled a), over all N items, built once: the attributes → chunks half
+        of the named-title step."""
+        if getattr(self, "_own", None) is None:
+            from .. import ops
+            O = self.ctx.families["title"].incidence.tocsr().astype(np.float32)
+            O.data = (O.data >= 1.0).astype(np.float32)
+            O.eliminate_zeros()
+            O.resize((self.G.n, O.shape[1]))
+            self._own = ops.SpreadIncidence(O, np.concatenate([self.doc, -1 - np.arange(self.G.n - self.n_chunks)]))
+        return self._own
+
+    @property
+    def title_csc(self) -> sp.csc_matrix:
+        """The title family by columns (the entity seeds' own pages), built once."""
+        if getattr(self, "_title_csc", None) is None:
+            self._title_csc = self.ctx.families["title"].incidence.tocsc()
+        return self._title_csc
+
     def mu(self, question: str) -> np.ndarray:
         return self.ctx.query_activation_dense(question, self.weights)
 
@@ -205,63 +233,275 @@ def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
     return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
 
 
+def named_entities(title_family, question: str) -> np.ndarray:
+    """Columns of the title attributes the question names: every title n-gram of the question that
+    lies inside no longer title n-gram it also names ("cars 3", not "cars"), so each entity counts
+    once, by its fullest name. Quoted titles are title n-grams once normalised."""
+    from ..index.lexical.tokens import normalise
+    toks = normalise(question).split()
+    vocab, spans = title_family.vocab, []
+    for i in range(len(toks)):
+        for n in range(1, min(int(title_family.max_n), len(toks) - i) + 1):
+            j = vocab.get(" ".join(toks[i:i + n]))
+            if j is not None:
+                spans.append((i, i + n, j))
+    keep = {j for a, b, j in spans
+            if not any(a2 <= a and b <= b2 and b2 - a2 > b - a for a2, b2, _ in spans)}
+    return np.asarray(sorted(keep), dtype=np.int64)
+
+
+def entity_seeds(st: LexicalState, question: str, base: np.ndarray, mask=None) -> np.ndarray:
+    """One seed per entity the question names (:func:`named_entities`): the entity's own page, the
+    chunk holding its title attribute with degree 1 (the best by ``base`` when its document has
+    several chunks). Its seed degree is 1: the question names the entity, so μ(q, e) is crisp, and
+    1 ⊗ I(s, e) = 1. So both sides of a comparison spread, whatever their rank by relevance."""
+    fam = st.ctx.families.get("title")
+    if fam is None:
+        return np.zeros(0, np.int64)
+    cols = named_entities(fam, question)
+    if not cols.size:
+        return np.zeros(0, np.int64)
+    T = st.title_csc
+    out = []
+    for j in cols:
+        rows, vals = T.indices[T.indptr[j]:T.indptr[j + 1]], T.data[T.indptr[j]:T.indptr[j + 1]]
+        own = rows[vals >= 1.0]
+        if mask is not None:
+            own = own[mask[own]]
+        if own.size:
+            out.append(int(own[np.argmax(base[own])]))
+    return np.asarray(sorted(set(out)), dtype=np.int64)
+
+
 def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
-    """What the hop of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·), document
-    codes of all N items, relevance r), or None when spreading is off. query/explain.py uses it, so an
-    explanation starts from the seeds that scored the item."""
+    """What the spreading of one query starts from: (LexicalState, seeds, seed degrees ρ, μ(q, ·),
+    document codes of all N items, relevance r, weighted residual coverage w_residual · res), or None
+    when spreading is off. The seeds are those of every step (relevance seeds, entity seeds, the later
+    steps' frontiers) and ρ holds each one's degree, so the strongest one-step path from them is the
+    item's hop. query/explain.py uses it, so an explanation starts from the seeds that scored the item."""
     base = np.asarray(base, dtype=np.float32)
     fam = cfg.spread_families
     if not _families_key(fam):
         return None
     st = lexical_state(view, fam)
-    got = _seeds_of(st, base, cfg, mask)
-    if got is None:
+    got = _spread_batch(st, [question], [base], cfg, mask)
+    if got[0][0] is None:
         return None
-    r, seeds, rho = got
+    (r, hop, seeds, degs, _), = got
+    rho = np.zeros(base.size, np.float32)
+    np.maximum.at(rho, seeds, degs)
     doc = np.concatenate([st.doc, -1 - np.arange(base.size - st.n_chunks)])   # virtual items: own "documents"
-    return st, seeds, rho, st.mu(question), doc, r
+    res = _residual_part(st, question, r, hop, cfg, mask)
+    return st, seeds, rho, st.mu(question), doc, r, res
 
 
-def _seed_rows(st: LexicalState, bases, cfg, mask):
-    """Per query: (relevance r, seeds, seed degrees); seeds padded to cfg.spread_seeds with −1."""
-    S = max(int(cfg.spread_seeds), 1)
-    rs, seeds, degs = [], np.full((len(bases), S), -1, np.int64), np.zeros((len(bases), S), np.float32)
+def _padded(rows, width: int):
+    """(Q, width) seeds (−1 padded) and degrees from per-query (seeds, degrees) pairs."""
+    S = np.full((len(rows), max(width, 1)), -1, np.int64)
+    D = np.zeros((len(rows), max(width, 1)), np.float32)
+    for q, (s, d) in enumerate(rows):
+        S[q, :s.size], D[q, :s.size] = s, d
+    return S, D
+
+
+def _frontier(st: LexicalState, score, raised, taken, n_seeds: int):
+    """The next step's seeds of one query: the n_seeds best chunks (by score, distinct documents)
+    among those whose degree the last step raised, excluding earlier seeds."""
+    key = np.where(raised[:st.n_chunks], score[:st.n_chunks], -np.inf)
+    if taken.size:
+        key[taken[taken < st.n_chunks]] = -np.inf
+    if not np.isfinite(key).any():
+        return np.zeros(0, np.int64)
+    sd = pick_seeds(key, n_seeds, st.doc)
+    return sd[np.isfinite(key[sd])]
+
+
+def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
+    """Per query (r, hop, seeds of every step, their degrees, steps that added something), or
+    (None, …) when no item is allowed.
+
+    Step 1 is ``ops.spread_hop`` from the relevance seeds (degrees ρ) and the entity seeds (degree
+    1) with the question's own activation μ. Each later step is the same op again, from the frontier:
+    the best ``spread_seeds`` chunks (distinct documents, allowed, not seeds before) whose degree the
+    previous step raised, each with that degree. A step's paths are ρ ⊗ I ⊗ I composed with the path
+    that reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
+    (1 − I(s, a)) + (1 − I(c, a)) of its degree, only rare shared attributes carry it further, and a
+    degree never exceeds the seed's. Degrees combine by max, so the iteration is monotone and
+    bounded; it stops at ``Config.spread_steps`` or as soon as a step raises no allowed item's
+    degree (the fixpoint: nothing added, nothing more to spread)."""
+    from .. import ops
+    Q, S = len(bases), max(int(cfg.spread_seeds), 1)
+    rs, rows = [], []
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
-        rs.append(None if got is None else got[0])
-        if got is not None:
-            sd = got[1]
-            seeds[q, :sd.size] = sd
-            degs[q, :sd.size] = got[2][sd]
-    return rs, seeds, degs
+        if got is None:
+            rs.append(None)
+            rows.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+            continue
+        r, sd, rho = got
+        es = entity_seeds(st, questions[q], base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
+        deg = np.concatenate([rho[sd], np.ones(es.size, np.float32)])
+        sd = np.concatenate([sd, es])
+        u, inv = np.unique(sd, return_inverse=True)
+        d = np.zeros(u.size, np.float32)
+        np.maximum.at(d, inv, deg)
+        rs.append(r)
+        rows.append((u, d))
+    seeds, degs = _padded(rows, max(s.size for s, _ in rows))
+    H = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
+    if mask is not None:
+        H = np.where(mask[None, :], H, 0.0).astype(np.float32)
+    all_s = [s for s, _ in rows]
+    all_d = [d for _, d in rows]
+    fired = np.zeros(Q, np.int64)
+    raised = H > 0
+    live = np.asarray([r is not None for r in rs])
+    for _ in range(1, int(cfg.spread_steps)):
+        front = []
+        for q in range(Q):
+            if not live[q]:
+                front.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+                continue
+            sd = _frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
+            front.append((sd, H[q, sd]))
+        if not any(s.size for s, _ in front):
+            break
+        fs, fd = _padded(front, S)
+        H2 = ops.spread_hop(st.G, fs, fd, None)
+        if mask is not None:
+            H2 = np.where(mask[None, :], H2, 0.0).astype(np.float32)
+        raised = H2 > H
+        step = raised.any(axis=1) & live
+        fired += step
+        H = np.maximum(H, H2)
+        for q in range(Q):
+            all_s[q] = np.concatenate([all_s[q], front[q][0]])
+            all_d[q] = np.concatenate([all_d[q], front[q][1]])
+        live &= step
+        if not live.any():
+            break
+    if cfg.spread_mentions and "title" in st.ctx.families:
+        H = np.maximum(H, _named_title_step(st, all_s, all_d, mask))
+    return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
+
+
+def _named_title_step(st: LexicalState, seeds, degs, mask) -> np.ndarray:
+    """(Q, N) degrees of the pages whose titles the seeds name: a seed s of degree ρ that mentions
+    title a (0 < I(s, a) < 1) reaches a's own page with degree ρ. The naming is crisp, as an entity
+    the question names is (the entity seeds): ρ ⊗ 1 ⊗ 1 = ρ, where the title family's symmetric
+    path ρ ⊗ w(a) ⊗ 1 would charge a common title's weight to the page the seed names outright.
+    The seeds' mentions are gathered here (a few rows); the attributes → chunks half is
+    ``ops.spread_hop`` over the own-page incidence, with those degrees as the activation."""
+    from .. import ops
+    T = st.ctx.families["title"].incidence
+    rows, cols, vals = [], [], []
+    for q, (sd, dg) in enumerate(zip(seeds, degs)):
+        for s, d in zip(sd.tolist(), dg.tolist()):
+            if s >= st.n_chunks or d <= 0:
+                continue
+            c, v = T.indices[T.indptr[s]:T.indptr[s + 1]], T.data[T.indptr[s]:T.indptr[s + 1]]
+            c = c[(v > 0) & (v < 1.0)]
+            rows.append(np.full(c.size, q, np.int64))
+            cols.append(c.astype(np.int64))
+            vals.append(np.full(c.size, d, np.float32))
+    Q, M = len(seeds), T.shape[1]
+    if not rows or not sum(r.size for r in rows):
+        return np.zeros((Q, st.G.n), np.float32)
+    r_, c_, v_ = np.concatenate(rows), np.concatenate(cols), np.concatenate(vals)
+    best: dict = {}                          # (query, title) -> the largest degree naming it
+    for q, a, v in zip(r_.tolist(), c_.tolist(), v_.tolist()):
+        if v > best.get((q, a), 0.0):
+            best[(q, a)] = v
+    k = np.asarray(list(best), np.int64).reshape(-1, 2)
+    act = sp.csr_matrix((np.asarray(list(best.values()), np.float32), (k[:, 0], k[:, 1])), shape=(Q, M))
+    none = np.full((Q, 1), -1, np.int64)
+    H = ops.spread_hop(st.own_pages, none, np.zeros((Q, 1), np.float32), act)
+    if mask is not None:
+        H = np.where(mask[None, :], H, 0.0).astype(np.float32)
+    return H
+
+
+def residual_coverage(st: LexicalState, question: str, best: int) -> np.ndarray:
+    """(n_chunks,) degree to which each chunk covers what the best chunk leaves of the question:
+    the question's terms t (the "term" family's, weights w(t)) that ``best`` does not hold, and
+
+        res(c) = Σ_{t ∈ q, t ∉ best} w(t) · [c holds t] / Σ_{t ∈ q} w(t)     in [0, 1]
+
+    the weighted subsethood of the question's residual q ∧ ¬best in c. The second passage of a
+    two-passage answer holds the question's words the first one lacks; a near duplicate of the first
+    passage holds the same words and gains nothing. Zeros without a term family or question terms."""
+    fam = st.ctx.families.get("term")
+    if fam is None:
+        return np.zeros(st.n_chunks, np.float32)
+    cols, w = fam.query_columns(question)
+    total = float(w.sum()) if cols.size else 0.0
+    if total <= 0.0:
+        return np.zeros(st.n_chunks, np.float32)
+    I = fam.incidence
+    held = I.indices[I.indptr[best]:I.indptr[best + 1]]
+    left = ~np.isin(cols, held)
+    if not left.any():
+        return np.zeros(st.n_chunks, np.float32)
+    T, c = st.term_csc, cols[left]
+    a, b = T.indptr[c], T.indptr[c + 1]
+    rows = np.concatenate([T.indices[x:y] for x, y in zip(a.tolist(), b.tolist())])
+    vals = np.repeat((w[left] / total).astype(np.float64), b - a)
+    return np.bincount(rows, weights=vals, minlength=st.n_chunks)[:st.n_chunks].astype(np.float32)
 
 
 def spread_many(view, questions, bases, cfg, mask=None):
-    """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call for all.
+    """The hook for a batch: [(new base, hop)] per question, one ``ops.spread_hop`` call per step
+    for all of them.
 
-    bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · hop,
-    with r = base / max over the allowed items, seeds = the best cfg.spread_seeds chunks of distinct
-    documents among the allowed ones, seed degrees min-max scaled over the top cfg.candidates, no hop
-    to the seeds' sibling chunks (``ops.spread_hop``).
+    bases: the (N,) eq. 13 scores before boosts, one per question. new base = r + cfg.w_spread · g,
+    g = hop + cfg.w_residual · res, with r = base / max over the allowed items, res the
+    :func:`residual_coverage` of the best chunk by r + w_spread · hop, and hop the degree of
+    :func:`_spread_batch`'s steps
+    (seeds: the best cfg.spread_seeds chunks of distinct documents among the allowed ones, degrees
+    min-max scaled over the top cfg.candidates, and the own page of every entity the question names,
+    degree 1; no hop to the seeds' sibling chunks, ``ops.spread_hop``).
     """
-    from .. import ops
     bases = [np.asarray(b, dtype=np.float32) for b in bases]
     fam = cfg.spread_families
     if not _families_key(fam) or not bases:
         return [(b, np.zeros_like(b)) for b in bases]
     st = lexical_state(view, fam)
-    rs, seeds, degs = _seed_rows(st, bases, cfg, mask)
-    hops = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
     out = []
-    for q, b in enumerate(bases):
-        if rs[q] is None:
+    lam = float(cfg.w_spread)
+    for q, (b, (r, g, *_rest)) in enumerate(zip(bases, _spread_batch(st, list(questions), bases, cfg, mask))):
+        if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        g = hops[q] if mask is None else np.where(mask, hops[q], 0.0).astype(np.float32)
-        out.append(((rs[q] + float(cfg.w_spread) * g).astype(np.float32), g))
+        g = g.astype(np.float32) + _residual_part(st, questions[q], r, g, cfg, mask)
+        out.append(((r + lam * g).astype(np.float32), g))
     return out
 
 
+def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.ndarray:
+    """(N,) w_residual · :func:`residual_coverage` from the best allowed chunk by r + w_spread · hop."""
+    res = np.zeros(np.asarray(r).size, np.float32)
+    wres = float(cfg.w_residual)
+    if wres <= 0 or not st.n_chunks:
+        return res
+    s = (r + float(cfg.w_spread) * hop)[:st.n_chunks]
+    if mask is not None:
+        s = np.where(mask[:st.n_chunks], s, -np.inf)
+    res[:st.n_chunks] = residual_coverage(st, question, int(np.argmax(s)))
+    if mask is not None:
+        res = np.where(mask, res, 0.0).astype(np.float32)
+    return (np.float32(wres) * res).astype(np.float32)
+
+
+def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
+    """Per question, how many steps after the first raised some item's degree (0: the first step
+    was the fixpoint). For the benchmarks' report of how often the later steps fire."""
+    bases = [np.asarray(b, dtype=np.float32) for b in bases]
+    if not _families_key(cfg.spread_families) or not bases:
+        return np.zeros(len(bases), np.int64)
+    st = lexical_state(view, cfg.spread_families)
+    return np.asarray([x[4] for x in _spread_batch(st, list(questions), bases, cfg, mask)], np.int64)
+
+
 def spread_view(view, question: str, base: np.ndarray, cfg, mask=None):
-    """The hook for one query: (new base, hop); see :func:`spread_many`."""
+    """The hook for one query: (new base, g); see :func:`spread_many`."""
     return spread_many(view, [question], [base], cfg, mask)[0]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from .tokens import STOPWORDS, WORD, normalise, normalise_title, sorted_unique  # noqa: F401  (re-exported)
+from .tokens import STOPWORDS, WORD, normalise, normalise_title, sorted_unique, stem_words  # noqa: F401  (re-exported)
 
 FAMILIES = ("title", "phrase", "term")
 
@@ -94,6 +94,7 @@ class Family:
     weight: np.ndarray                # normalised IDF per attribute, in [0, 1]
     incidence: sp.csr_matrix          # (n_chunks, n_attrs) float32 in [0, 1]
     max_n: int = 1                    # longest attribute in tokens (for query matching)
+    stemmer: str | None = None        # "term": attributes are Snowball stems of this language
 
     @property
     def attributes(self) -> list[str]:
@@ -115,6 +116,8 @@ class Family:
             keys = entity_phrases(query) | set(_ngrams(normalise(query).split(), min(self.max_n, 4)))
         else:
             keys = terms(query)
+            if self.stemmer:
+                keys = set(stem_words(keys, self.stemmer))
         cols = np.asarray(sorted({self.vocab[k] for k in keys if k in self.vocab}), dtype=np.int64)
         vals = self.weight[cols].astype(np.float32) if cols.size else np.zeros(0, np.float32)
         return cols, vals
@@ -286,16 +289,18 @@ def term_family(titles, texts, block: int = BLOCK) -> Family:
     return acc.family(len(texts))
 
 
-def term_family_from_tokens(ids, vocab: dict, n: int, block: int = BLOCK) -> Family:
+def term_family_from_tokens(ids, vocab: dict, n: int, block: int = BLOCK, stemmer: str | None = None) -> Family:
     """The term family from the BM25 index's own tokenisation of the chunks (``ids[:n]``, ``vocab``):
     lower-case \\w\\w+ tokens minus the BM25 stopwords, and minus :data:`STOPWORDS` here, so the family
     is "word tokens of 2+ characters minus STOPWORDS", the same as :func:`term_family` builds.
-    Columns in the vocabulary's order (first occurrence), block by block with NumPy."""
+    Columns in the vocabulary's order (first occurrence), block by block with NumPy. ``stemmer``: the
+    tokens are stems of that language (``bm25_tokenize(..., stemmer=)``); the stems of STOPWORDS are
+    dropped, and queries are stemmed alike (:meth:`Family.query_columns`)."""
     inv = [""] * len(vocab)
     for t, j in vocab.items():
         inv[j] = t
     ok = np.fromiter(map(len, inv), np.int64, len(inv)) > 1
-    for w in STOPWORDS:
+    for w in (set(stem_words(sorted(STOPWORDS), stemmer)) if stemmer else STOPWORDS):
         j = vocab.get(w)
         if j is not None:
             ok[j] = False
@@ -309,7 +314,28 @@ def term_family_from_tokens(ids, vocab: dict, n: int, block: int = BLOCK) -> Fam
         key = np.repeat(np.arange(len(part), dtype=np.int64), lens) * V + flat
         key = sorted_unique(key[ok[flat]])
         red.add(s, len(part), (s + key // V).astype(np.int32), col[key % V])
-    return red.family()
+    fam = red.family()
+    fam.stemmer = stemmer or None
+    return fam
+
+
+def stem_term_family(fam: Family, stemmer: str) -> Family:
+    """The "term" family over Snowball stems from the family over words (``fam``, columns in order
+    of first occurrence, as every builder makes them): the words of one stem become one column, in
+    order of their first column, and the stems of STOPWORDS (and 1-character stems) go. Equal to
+    :func:`term_family_from_tokens` over stemmed tokens (tested), without tokenising again: the map
+    (one process, worker processes or Ray shards) tokenises once, and only the vocabulary is stemmed."""
+    stems = stem_words(fam.attributes, stemmer)
+    stop = set(stem_words(sorted(STOPWORDS), stemmer))
+    index: dict = {}
+    col = np.fromiter((-1 if len(t) <= 1 or t in stop else index.setdefault(t, len(index)) for t in stems),
+                      np.int64, len(stems))
+    I = fam.incidence.tocoo()
+    c = col[I.col]
+    keep = c >= 0
+    out = _family_from_pairs("term", I.row[keep], c[keep], list(index), fam.incidence.shape[0])
+    out.stemmer = stemmer
+    return out
 
 
 BUILDERS = {"title": title_family, "phrase": phrase_family, "term": term_family}
@@ -363,7 +389,8 @@ class LexicalContext:
 # ---- index families: built with the index, stored in its snapshot -----------------------------
 
 def lexical_families(titles, texts, names, *, tokens=None, workers: int | None = None,
-                     block: int | None = None, mp_context=None, map_fn=None, native: bool | None = None) -> LexicalContext:
+                     block: int | None = None, mp_context=None, map_fn=None, native: bool | None = None,
+                     stemmer: str | None = None) -> LexicalContext:
     """The families ``names`` over the chunks, built by map/reduce over blocks of ``block`` chunks.
 
     Map (per block, in a thread or a worker process): tokenise each chunk once and find its title
@@ -376,7 +403,9 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
     ``tokens``: the BM25 tokenisation (``Tokenized`` with ``ids`` and ``vocab``) of a list whose
     first ``len(texts)`` entries are "title\\ntext" of the chunks: "term" then reuses it.
     ``map_fn``: runs the map elsewhere (see :func:`map_reduce_families`; the Ray build's shards).
-    ``block``: chunks per block (None: :data:`NATIVE_BLOCK` for the native map, else :data:`BLOCK`)."""
+    ``block``: chunks per block (None: :data:`NATIVE_BLOCK` for the native map, else :data:`BLOCK`).
+    ``stemmer``: "term" over Snowball stems of that language (``tokens``, when given, must be stemmed
+    alike; without them the map's word family is stemmed, :func:`stem_term_family`)."""
     titles = [t or "" for t in titles]
     texts = list(texts)
     if len(titles) != len(texts):
@@ -391,7 +420,9 @@ def lexical_families(titles, texts, names, *, tokens=None, workers: int | None =
                                map_fn=map_fn, native=native) if want else {}
     for name in names:
         if name == "term" and tokens is not None:
-            fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts))
+            fams[name] = term_family_from_tokens(tokens.ids, tokens.vocab, len(texts), stemmer=stemmer)
+        elif name == "term" and stemmer:
+            fams[name] = stem_term_family(fams[name], stemmer)
         elif name == "phrase":
             fams[name] = phrase_family(titles, texts)
     return LexicalContext({name: fams[name] for name in names})
@@ -575,7 +606,7 @@ def lexical_arrays(ctx: LexicalContext) -> dict:
 def lexical_meta(ctx: LexicalContext) -> dict:
     """The JSON-able description stored beside :func:`lexical_arrays` (read back by :func:`lexical_from_arrays`)."""
     return {"families": [{"name": name, "chunks": int(f.incidence.shape[0]), "attributes": int(f.incidence.shape[1]),
-                          "nnz": int(f.incidence.nnz), "max_n": int(f.max_n),
+                          "nnz": int(f.incidence.nnz), "max_n": int(f.max_n), "stemmer": f.stemmer,
                           "linking_attributes": int((f.df >= 2).sum())} for name, f in ctx.families.items()]}
 
 
@@ -592,7 +623,8 @@ def lexical_from_arrays(arrs: dict, meta: dict) -> LexicalContext:
                           shape=(n, M))
         df = np.asarray(arrs[f"lex.{name}.df"], np.int64)
         fams[name] = Family(name=name, vocab=dict(zip(names, range(M))), df=df,
-                            weight=idf_weight(df, n).astype(np.float32), incidence=I, max_n=int(m["max_n"]))
+                            weight=idf_weight(df, n).astype(np.float32), incidence=I, max_n=int(m["max_n"]),
+                            stemmer=m.get("stemmer") or None)
     return LexicalContext(fams)
 
 

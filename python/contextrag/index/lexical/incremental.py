@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .families import STOPWORDS, TITLE_MAX_TOKENS, Family, idf_weight
-from .tokens import normalise_title
+from .tokens import normalise_title, stem_words
 from .words import CorpusWords, bags, search_texts, title_lengths, tokenize_words, utf8_lines
 
 
@@ -260,12 +260,14 @@ def title_after_delete(fam: Family, own: np.ndarray, keep: np.ndarray, n: int) -
 
 # ---- the "term" family ---------------------------------------------------------------------------
 
-def _term_of_words(W: CorpusWords) -> tuple:
-    """(term attribute string or None per word id): a word's BM25 term when it is a "term" attribute
-    (2+ characters, outside the term stopwords), as the build's term family takes it."""
+def _term_of_words(W: CorpusWords, stemmer: str | None = None) -> tuple:
+    """(term attribute string or None per word id): a word's BM25 term (its stem with ``stemmer``)
+    when it is a "term" attribute (2+ characters, outside the term stopwords, or their stems), as
+    the build's term family takes it."""
     from ..bm25_index import word_terms
-    tid, names = word_terms(W)
-    ok = np.fromiter((len(t) > 1 and t not in STOPWORDS for t in names), bool, len(names))
+    tid, names = word_terms(W, stemmer)
+    stop = set(stem_words(sorted(STOPWORDS), stemmer)) if stemmer else STOPWORDS
+    ok = np.fromiter((len(t) > 1 and t not in stop for t in names), bool, len(names))
     return tid, names, ok
 
 
@@ -273,7 +275,7 @@ def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray,
     """The "term" family after the chunks of ``new_ids`` (global word ids, flat, ``new_off``) were
     appended to ``W`` at rows n_old ..: new terms get columns in order of first occurrence."""
     n = W.n_chunks
-    tid, tnames, ok = _term_of_words(W)
+    tid, tnames, ok = _term_of_words(W, fam.stemmer)
     vocab = dict(fam.vocab)
     names = fam.attributes
     # new attributes in order of first occurrence in the new chunks' text
@@ -298,7 +300,9 @@ def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray,
     New = _pairs_csr(rows[keep] - n_old, col[tw[keep]], n - n_old, len(names))
     Old = fam.incidence.tocsr().copy()
     Old.resize((n_old, len(names)))
-    return _degrees("term", _stack_rows(Old, New), n, None, names, fam.max_n, vocab)
+    out = _degrees("term", _stack_rows(Old, New), n, None, names, fam.max_n, vocab)
+    out.stemmer = fam.stemmer
+    return out
 
 
 def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Family:
@@ -334,7 +338,7 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
         u, first = np.unique(hit_col, return_index=True)
         key_row[u] = hit_row[first]
         # rows that now introduce a mover: order all the columns they introduce by first position
-        tid, tnames, ok = _term_of_words(W_old)
+        tid, tnames, ok = _term_of_words(W_old, fam.stemmer)
         vocab = fam.vocab
         for r in np.unique(key_row[u]).tolist():
             old_r = int(keep[r])
@@ -355,4 +359,6 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     remap[order] = np.arange(order.size)
     P = sp.csr_matrix((Ik.data, remap[Ik.indices].astype(np.int32), Ik.indptr), shape=(keep.size, order.size))
     P.sort_indices()
-    return _degrees("term", P, keep.size, None, names, fam.max_n)
+    out = _degrees("term", P, keep.size, None, names, fam.max_n)
+    out.stemmer = fam.stemmer
+    return out

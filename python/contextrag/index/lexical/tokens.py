@@ -44,6 +44,55 @@ def bm25_stopwords() -> frozenset:
     return frozenset(STOPWORDS_EN)
 
 
+@functools.lru_cache(maxsize=4)
+def _stemmer(language: str):
+    try:
+        import Stemmer
+    except ImportError as e:
+        raise ImportError(f"Config.stemmer={language!r} needs PyStemmer (pip install 'contextrag[index]'), "
+                          "or Config(stemmer=None) for an index without stemming") from e
+    try:
+        return Stemmer.Stemmer(language)
+    except KeyError:
+        raise ValueError(f"Config.stemmer: no Snowball stemmer for {language!r} "
+                         f"(have {sorted(Stemmer.algorithms())})") from None
+
+
+def stem_words(words, language: str | None) -> list:
+    """The Snowball stems of ``words`` (PyStemmer, the stemmer bm25s takes); the words themselves
+    when ``language`` is None. A pure function of each word: "report" and "reports" give "report"."""
+    words = list(words)
+    return _stemmer(language).stemWords(words) if language and words else words
+
+
+def stem_ids(words, ids: np.ndarray, language: str | None):
+    """(stems, ids over the stems) for a tokenisation given as its vocabulary ``words`` (in order of
+    first occurrence) and token ``ids`` into it: words with one stem become one entry, the stems
+    again in order of first occurrence. Unchanged when ``language`` is None."""
+    if not language:
+        return list(words), ids
+    stems: dict = {}
+    lut = np.fromiter((stems.setdefault(t, len(stems)) for t in stem_words(words, language)), np.int64, len(words))
+    return list(stems), lut[np.asarray(ids, dtype=np.int64)] if len(words) else np.asarray(ids, np.int64)
+
+
+def stem_tokenized(tok, language: str | None):
+    """:func:`stem_ids` of a bm25s ``Tokenized`` (ids per text): what ``bm25s.tokenize(texts,
+    stopwords="en", stemmer=Stemmer.Stemmer(language))`` returns, token for token."""
+    if not language:
+        return tok
+    from bm25s.tokenization import Tokenized
+    inv = [""] * len(tok.vocab)
+    for t, j in tok.vocab.items():
+        inv[j] = t
+    lens = np.fromiter(map(len, tok.ids), np.int64, len(tok.ids))
+    flat = np.fromiter(chain.from_iterable(tok.ids), np.int64, int(lens.sum()))
+    stems, flat = stem_ids(inv, flat, language)
+    bounds = np.cumsum(lens)[:-1]
+    ids = [a.tolist() for a in np.split(flat, bounds)] if len(tok.ids) else []
+    return Tokenized(ids=ids, vocab=dict(zip(stems, range(len(stems)))))
+
+
 def normalise(text: str) -> str:
     """Lower-case word tokens joined by single spaces."""
     return " ".join(WORD.findall(text.lower()))
@@ -127,17 +176,19 @@ def _bm25_mapper():
     return C.LexicalMapper(sorted(bm25_stopwords()), None, 1) if C is not None else None
 
 
-def bm25_tokenize(texts, block: int = 16384, native: bool | None = None):
+def bm25_tokenize(texts, block: int = 16384, native: bool | None = None, stemmer: str | None = None):
     """What ``bm25s.tokenize(texts, stopwords="en")`` returns (a ``Tokenized``: ids per text and the
     vocabulary, ids in order of first occurrence; tokens of 2+ characters minus the BM25 stopwords).
     Natively in one pass when the extension loads (``native`` not False), else block by block with
-    the C-level steps of this module; both tested equal to bm25s."""
+    the C-level steps of this module; both tested equal to bm25s. ``stemmer``: a Snowball language
+    ("english"): the tokens are then stems (:func:`stem_tokenized`, as bm25s with that stemmer)."""
     from bm25s.tokenization import Tokenized
     m = _bm25_mapper() if native is not False else None
     if native and m is None:
         raise RuntimeError("native=True needs contextrag._C with the lexical mapper, which failed to import")
     if m is not None:
         ids, offsets, words = m.token_ids(list(texts))
+        words, ids = stem_ids(words, ids, stemmer)       # before the lists are made: one pass
         flat, off = ids.tolist(), offsets.tolist()
         return Tokenized(ids=[flat[a:b] for a, b in zip(off[:-1], off[1:])], vocab=dict(zip(words, range(len(words)))))
     stop = bm25_stopwords()
@@ -162,21 +213,26 @@ def bm25_tokenize(texts, block: int = 16384, native: bool | None = None):
         bounds = np.zeros(n + 1, np.int64)
         np.cumsum(lens, out=bounds[1:])
         out += [a.tolist() for a in np.split(g[keep], kept[bounds[1:-1]])] if n else []
-    return Tokenized(ids=out, vocab=vocab)
+    return stem_tokenized(Tokenized(ids=out, vocab=vocab), stemmer)
 
 
-def bm25_word_terms(words) -> list:
+def bm25_word_terms(words, stemmer: str | None = None) -> list:
     """The BM25 term of each lower-case ``\\w+`` word, None for a word BM25 drops (1 character, or a
-    BM25 stopword): what :func:`bm25_tokenize` keeps, word by word. The index derives its BM25 counts
-    from its stored word counts with this map (index/bm25_index.py)."""
+    BM25 stopword), its Snowball stem with ``stemmer``: what :func:`bm25_tokenize` keeps, word by
+    word. The index derives its BM25 counts from its stored word counts with this map
+    (index/bm25_index.py)."""
     stop = bm25_stopwords()
-    return [w if len(w) > 1 and w not in stop else None for w in words]
+    words = list(words)
+    keep = [len(w) > 1 and w not in stop for w in words]
+    stems = iter(stem_words([w for w, k in zip(words, keep) if k], stemmer))
+    return [next(stems) if k else None for k in keep]
 
 
-def query_tokens(text: str) -> list:
-    """``bm25s.tokenize([text], stopwords="en", return_ids=False)[0]``: a question's BM25 tokens."""
+def query_tokens(text: str, stemmer: str | None = None) -> list:
+    """``bm25s.tokenize([text], stopwords="en", return_ids=False)[0]``: a question's BM25 tokens
+    (their stems with ``stemmer``)."""
     stop = bm25_stopwords()
-    return [t for t in WORD.findall(text.lower()) if len(t) > 1 and t not in stop]
+    return stem_words([t for t in WORD.findall(text.lower()) if len(t) > 1 and t not in stop], stemmer)
 
 
 # ---- title mentions ----------------------------------------------------------------------------
