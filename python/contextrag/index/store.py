@@ -471,6 +471,41 @@ def verify(snap: Path, manifest: dict) -> None:
             raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
 
 
+_ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+              "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
+              "U8": np.uint8, "BOOL": np.bool_}
+
+
+def map_arrays(path: Path) -> dict:
+    """The arrays of a safetensors file as views of one private memory map: a load reads no array
+    until a query touches it, so it costs the header, not the file (safetensors' own loader copies
+    every array into memory). The map is copy-on-write: an update that changes an array in place
+    changes this process's pages only, never the snapshot's file."""
+    import mmap
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise ValueError("shorter than its 8-byte header length")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    n = int.from_bytes(mm[:8], "little")
+    if n > size - 8:
+        raise ValueError("its header length exceeds the file")
+    header = json.loads(bytes(mm[8:8 + n]))
+    base, out = 8 + n, {}
+    for key, spec in header.items():
+        if key == "__metadata__":
+            continue
+        dt = np.dtype(_ST_DTYPES[spec["dtype"]])
+        a, b = (int(x) for x in spec["data_offsets"])
+        shape = tuple(int(x) for x in spec["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= a <= b <= size - base or b - a != count * dt.itemsize:
+            raise ValueError(f"array {key!r} lies outside the file or disagrees with its shape")
+        arr = np.frombuffer(mm, dtype=dt, count=count, offset=base + a).reshape(shape)
+        out[key] = arr if arr.flags.aligned else arr.copy()
+    return out
+
+
 def load(path, *, embedder=None, preload_embedder: bool = False):
     """Load the index at ``path`` (verifying format, version and checksums). ``preload_embedder``:
     start loading the index's embedder model in the background while the tables are read
@@ -496,7 +531,6 @@ def load(path, *, embedder=None, preload_embedder: bool = False):
 
 def _load_once(path, embedder, preload_embedder: bool = False):
     import bm25s
-    from safetensors.numpy import load_file
 
     from ..config import Config
     from ..llm.ledger import CostLedger
@@ -516,8 +550,8 @@ def _load_once(path, embedder, preload_embedder: bool = False):
         emb.preload()          # the model loads while the files are checked and read
     verify(snap, m)
     try:
-        a = load_file(str(snap / ARRAYS))
-    except Exception as e:  # safetensors raises its own error types
+        a = map_arrays(snap / ARRAYS)
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"{ARRAYS} cannot be read: {e}") from None
     try:
         con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
@@ -558,7 +592,7 @@ def _load_once(path, embedder, preload_embedder: bool = False):
                item_kinds=a["item_kinds"], item_texts=[r[3] for r in rows] + [v[1] for v in vitems],
                item_node=a["item_node"], item_members=_get_csr(a, "item_members", boolean=True),
                item_sources=_get_csr(a, "item_sources", boolean=True), embeddings=a["embeddings"],
-               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False), embedder=emb,
+               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False, mmap=True), embedder=emb,
                ledger=CostLedger({k: v for k, v in kv.get("ledger", {}).items() if k != "total"}),
                timings=kv.get("timings", {}), info=kv.get("info", {}))
     if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):
