@@ -523,8 +523,10 @@ class LexicalMapper {
 
   // The BM25 tokenisation of `texts` (bm25s.tokenize with this mapper's stopwords): (ids int32, one
   // per kept token, offsets int64 (len(texts) + 1,) where each text's ids start, the vocabulary in
-  // order of first occurrence). Kept: tokens of 2+ characters outside the stopwords.
-  py::tuple token_ids(const py::list& texts) const {
+  // order of first occurrence). Kept: tokens of `min_chars`+ characters outside the stopwords (1 with
+  // no stopwords: every \w+ token, the word sequences the index stores for its updates).
+  py::tuple token_ids(const py::list& texts, int64_t min_chars) const {
+    if (min_chars < 1) throw py::value_error("min_chars must be >= 1");
     const int64_t n = static_cast<int64_t>(texts.size());
     std::vector<py::object> keep;
     keep.reserve(n);
@@ -540,7 +542,7 @@ class LexicalMapper {
         for_each_token(tv[i], ct_, buf, [&](const char* p, uint32_t len, uint32_t nch) {
           auto r = vocab.insert(p, len);
           StringTable::Entry& e = vocab.entry(r.first);
-          if (r.second && nch >= 2 && stop_.find(p, len) < 0) {
+          if (r.second && static_cast<int64_t>(nch) >= min_chars && stop_.find(p, len) < 0) {
             e.a = static_cast<int32_t>(kept.size());
             kept.push_back(r.first);
           }
@@ -632,9 +634,9 @@ void register_lexical(py::module_& m) {
            "(term attributes, term rows, term cols, title rows, title cols) of one block; None for a family "
            "not asked for. Pairs are unique and sorted by row, then column.")
       .def("tokens", &LexicalMapper::tokens, py::arg("text"), "re.findall(r'\\w+', text.lower())")
-      .def("token_ids", &LexicalMapper::token_ids, py::arg("texts"),
-           "(ids, offsets, vocabulary) of the texts' tokens of 2+ characters outside the stopwords, ids in "
-           "order of first occurrence: bm25s.tokenize(texts, stopwords=...) as flat arrays.");
+      .def("token_ids", &LexicalMapper::token_ids, py::arg("texts"), py::arg("min_chars") = 2,
+           "(ids, offsets, vocabulary) of the texts' tokens of min_chars+ characters outside the stopwords, "
+           "ids in order of first occurrence: bm25s.tokenize(texts, stopwords=...) as flat arrays.");
 }
 
 }  // namespace contextrag

@@ -204,15 +204,30 @@ def make_summaries(ix: Index, llm, chunk_E) -> list[dict]:
 
 
 def build_bm25(ix: Index):
-    """The BM25 index over every item; returns its tokenisation (reused by the lexical "term" family)."""
-    import bm25s
+    """The BM25 index over every item, from the chunks' stored word counts (``ix.words``, tokenised
+    here when the index has none yet) and the summaries' text (index/bm25_index.py). Returns None:
+    the "term" family is built from the chunks by the lexical map."""
+    from .bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
+    from .core import SUMMARY
+    from .lexical import words as lw
+    if ix.words is None:
+        ix.words = lw.from_chunks(ix.chunk_titles, ix.chunk_texts)
+    C = chunk_counts(ix.words)
+    extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
+    counts, names = item_counts(C, ix.item_kinds, ix.item_sources, extra, word_terms(ix.words)[1])
+    ix.bm25 = bm25_from_counts(counts, names)
+    return None
 
-    from .core import bm25_tokenize_ids
-    retriever = bm25s.BM25()
-    tokens = bm25_tokenize_ids(ix.search_texts())    # = bm25s.tokenize(..., stopwords="en"), faster
-    retriever.index(tokens, show_progress=False)
-    ix.bm25 = retriever
-    return tokens
+
+def title_own_columns(ix: Index) -> np.ndarray:
+    """(n_chunks,) int32: the column of each chunk's own title in the "title" family, −1 for none."""
+    from .lexical.tokens import normalise_title
+    fam = ix.lexical.families.get("title") if getattr(ix, "lexical", None) is not None else None
+    if fam is None:
+        return np.full(ix.n_chunks, -1, np.int32)
+    cache: dict = {}
+    return np.fromiter((cache[t] if t in cache else cache.setdefault(t, fam.vocab.get(normalise_title(t), -1))
+                        for t in ix.chunk_titles), np.int32, ix.n_chunks)
 
 
 def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
@@ -408,6 +423,7 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
     with stage("lexical"):
         # a job's wait only: its work overlapped the embedder
         build_lexical(ix, tokens, prebuilt=fams.result() if isinstance(fams, _Job) else fams)
+    ix.words.title_own = title_own_columns(ix)
 
 
 def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
@@ -491,9 +507,11 @@ def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict) 
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items, l_nodes)
     with _Timer(t, "bm25"):
+        ix.words = None                  # the chunks changed: their words are tokenised again
         tokens = build_bm25(ix)
     with _Timer(t, "lexical"):
         build_lexical(ix, tokens, prebuilt=fams)
+    ix.words.title_own = title_own_columns(ix)
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:

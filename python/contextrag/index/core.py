@@ -97,6 +97,7 @@ class Index:
     timings: dict = field(default_factory=dict)
     info: dict = field(default_factory=dict)
     lexical: object = None          # index/lexical/families.py LexicalContext: the spreading families (title, term)
+    words: object = None            # index/lexical/words.py CorpusWords: the chunks' stored words (updates read no old text)
     _extents: np.ndarray | None = None
 
     # ---- sizes

@@ -10,6 +10,7 @@ Layout::
     DIR/snap-<ns>-<id>/arrays.safetensors every array (embeddings, context, graph, items, codebooks)
     DIR/snap-<ns>-<id>/meta.sqlite        texts and metadata (docs, chunks, virtual items, attributes)
     DIR/snap-<ns>-<id>/bm25/...           bm25s's own files (.npy saved with allow_pickle=False, JSON)
+    DIR/snap-<ns>-<id>/tokens.safetensors the chunks' words and word counts, memory-mapped (lexical/words.py)
 
 Why a pointer file: replacing a directory by rename takes two renames (old away, new in), and a
 kill between them leaves no index at DIR. Instead a save writes DIR/.tmp-<id>/ completely (each file
@@ -280,6 +281,9 @@ def write_snapshot(ix, d: Path) -> dict:
     _write_sqlite(ix, d / META)
     (d / "bm25").mkdir()
     ix.bm25.save(str(d / "bm25"), allow_pickle=False)
+    if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
+        from .lexical import words as lw
+        lw.save(ix.words, d / lw.FILE)
     files = {}
     for p in sorted(d.rglob("*")):
         if p.is_file():
@@ -294,6 +298,7 @@ def write_snapshot(ix, d: Path) -> dict:
                       "passage_prefix": getattr(emb, "passage_prefix", None)},
         "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
         "lexical_families": list(ix.lexical.families) if getattr(ix, "lexical", None) is not None else [],
+        "words": ({"file": "tokens.safetensors", "version": 1} if getattr(ix, "words", None) is not None else None),
         "files": files, _SELF_SUM: _ZERO_SUM.decode(),
     }
     body = json.dumps(manifest, indent=2, default=str).encode()
@@ -599,7 +604,20 @@ def _load_once(path, embedder, preload_embedder: bool = False):
         raise IndexFormatError("index tables disagree in length (corrupt index)")
     ix.info["path"] = str(snap)
     _load_lexical(ix, a, kv.get("lexical"), m)
+    _load_words(ix, snap, m)
     return ix
+
+
+def _load_words(ix, snap: Path, manifest: dict) -> None:
+    """The chunks' stored words, memory-mapped (index/lexical/words.py); a snapshot written before
+    they were stored has none: its first update tokenises the corpus once (build.ensure_words)."""
+    from .lexical import words as lw
+    if lw.FILE not in manifest.get("files", {}):
+        return
+    try:
+        ix.words = lw.load(snap / lw.FILE, ix.n_chunks)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"{lw.FILE} cannot be read: {e} (corrupt index)") from None
 
 
 def _load_lexical(ix, arrays: dict, meta, manifest: dict) -> None:

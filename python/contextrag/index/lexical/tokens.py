@@ -165,6 +165,14 @@ def bm25_tokenize(texts, block: int = 16384, native: bool | None = None):
     return Tokenized(ids=out, vocab=vocab)
 
 
+def bm25_word_terms(words) -> list:
+    """The BM25 term of each lower-case ``\\w+`` word, None for a word BM25 drops (1 character, or a
+    BM25 stopword): what :func:`bm25_tokenize` keeps, word by word. The index derives its BM25 counts
+    from its stored word counts with this map (index/bm25_index.py)."""
+    stop = bm25_stopwords()
+    return [w if len(w) > 1 and w not in stop else None for w in words]
+
+
 def query_tokens(text: str) -> list:
     """``bm25s.tokenize([text], stopwords="en", return_ids=False)[0]``: a question's BM25 tokens."""
     stop = bm25_stopwords()
