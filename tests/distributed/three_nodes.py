@@ -14,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))     # tests/: shared_data
+sys.path.insert(0, str(Path(__file__).resolve().parent))         # tests/distributed/: its conftest
 
 NODES = 3
 STORE = 80 * 1024 * 1024      # bytes of object store per node (Ray's minimum is 75 MiB)

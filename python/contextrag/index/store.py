@@ -457,7 +457,13 @@ def _refuse_links(snap: Path, rel: str) -> None:
                                    "(an index holds plain files only)")
 
 
-def verify(snap: Path, manifest: dict) -> None:
+def verify(snap: Path, manifest: dict, *, wait: bool = True):
+    """Check that every file the manifest lists is there, a plain file of its size and sha256.
+
+    ``wait=False``: the names and sizes are checked now, the checksums in threads (hashlib releases
+    the GIL: the files are hashed while the caller reads them); returns a function that waits for the
+    hashes and raises IndexFormatError on a mismatch. At a million chunks the snapshot holds GBs, so
+    hashing them on the caller's thread first would double the load time."""
     files = manifest["files"]
     for req in (ARRAYS, META):
         if req not in files:
@@ -472,8 +478,26 @@ def verify(snap: Path, manifest: dict) -> None:
         if p.stat().st_size != meta.get("bytes"):     # (no sizes in the message: only ours, but still)
             raise IndexFormatError(f"index file {rel} does not have the size its manifest gives "
                                    "(truncated or modified)")
-        if _sha256(p) != meta.get("sha256"):
-            raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
+    jobs = sorted(files.items(), key=lambda kv: -int(kv[1].get("bytes") or 0))   # largest first
+    if wait:
+        for rel, meta in jobs:
+            _check_sum(snap, rel, _sha256(snap / rel), meta)
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1)),
+                              thread_name_prefix="contextrag-verify")
+    futures = [(rel, pool.submit(_sha256, snap / rel), meta) for rel, meta in jobs]
+    pool.shutdown(wait=False)
+
+    def finish() -> None:
+        for rel, fut, meta in futures:
+            _check_sum(snap, rel, fut.result(), meta)
+    return finish
+
+
+def _check_sum(snap: Path, rel: str, digest: str, meta: dict) -> None:
+    if digest != meta.get("sha256"):
+        raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
 
 
 _ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
@@ -535,14 +559,8 @@ def load(path, *, embedder=None, preload_embedder: bool = False):
 
 
 def _load_once(path, embedder, preload_embedder: bool = False):
-    import bm25s
-
     from ..config import Config
-    from ..llm.ledger import CostLedger
-    from .context import FamilyBlock, FuzzyContext
-    from .core import Index
     from ..embed.embedder import Embedder
-    from .graph import ConceptGraph
 
     snap = snapshot_dir(path)
     m = read_manifest(snap)
@@ -553,7 +571,23 @@ def _load_once(path, embedder, preload_embedder: bool = False):
     emb = embedder if embedder is not None else Embedder.from_config(config)
     if preload_embedder and callable(getattr(emb, "preload", None)):
         emb.preload()          # the model loads while the files are checked and read
-    verify(snap, m)
+    checked = verify(snap, m, wait=False)   # the checksums are computed while the tables are read
+    try:
+        ix = _read_snapshot(snap, m, config, emb)
+    except BaseException:
+        checked()          # a corrupt file is reported as such, not as the error reading it caused
+        raise
+    checked()
+    return ix
+
+
+def _read_snapshot(snap: Path, m: dict, config, emb):
+    import bm25s
+
+    from ..llm.ledger import CostLedger
+    from .context import FamilyBlock, FuzzyContext
+    from .core import Index
+    from .graph import ConceptGraph
     try:
         a = map_arrays(snap / ARRAYS)
     except (OSError, ValueError, KeyError, TypeError) as e:
