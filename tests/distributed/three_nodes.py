@@ -79,4 +79,4 @@ def main(n_docs: int) -> dict:
 
 
 if __name__ == "__main__":
-    print("RESULT " + json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 36)), flush=True)
+    print("RESULT " + json.dumps(main(int(sys.argv[1]) if len(sys.argv) > 1 else 48)), flush=True)
