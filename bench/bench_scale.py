@@ -173,7 +173,8 @@ def build(args) -> None:
     stages: dict = {}
     la0 = os.getloadavg()
     with sampler.interval("corpus", stages):
-        docs, info = scale_corpus(args.chunks, seed=args.seed, chunks_per_doc=args.chunks_per_doc)
+        docs, info = scale_corpus(args.chunks, seed=args.seed, chunks_per_doc=args.chunks_per_doc,
+                                  hotpotqa_distractors=not args.no_hotpotqa_pool)
         info.pop("qa")
     cfg = Config(embedder=args.embedder)
     _hook_stages(sampler, stages)
@@ -190,7 +191,7 @@ def build(args) -> None:
            "attributes": ix.context.n_attributes, "nodes": int(ix.graph.n_nodes),
            "goal": {"seconds": 1800, "peak_rss_bytes": 16 * 10**9}}
     sampler.stop()
-    update_json(args.chunks, "build", out)
+    update_json(args.chunks, args.build_key, out)
 
 
 def _questions(n: int | None = None):
@@ -271,6 +272,9 @@ def main(argv=None) -> int:
     p.add_argument("--questions", type=int, default=None)
     p.add_argument("--docs", type=int, default=100, help="update: documents to add and delete")
     p.add_argument("--key", help="query: the JSON key to write (default 'query')")
+    p.add_argument("--build-key", default="build", help="build: the JSON key to write (default 'build')")
+    p.add_argument("--no-hotpotqa-pool", action="store_true",
+                   help="build: recombine UltraDomain and MultiHop-RAG sentences only (an ablation)")
     args = p.parse_args(argv)
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile

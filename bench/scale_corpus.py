@@ -43,14 +43,16 @@ def hotpotqa(d: Path | None = None):
     return ds.load((d or data_dir()) / "hotpotqa_500.json", "hotpotqa")
 
 
-def sentence_pool(d: Path) -> tuple[list[str], list[str]]:
-    """(sentences, titles) of the recombination pool; see the module docstring."""
+def sentence_pool(d: Path, hotpotqa_distractors: bool = True) -> tuple[list[str], list[str]]:
+    """(sentences, titles) of the recombination pool; see the module docstring.
+    ``hotpotqa_distractors=False``: no HotpotQA-500 sentence or title at all (the ablation that
+    separates the corpus's size from copies of the questions' own distractor sentences)."""
     recs = json.loads((d / "hotpotqa_500.json").read_text())
     gold_titles = {f[0] for r in recs for f in r.get("supporting_facts") or []}
     sents, titles = [], []
     for r in recs:
         for t, ss in r["context"]:
-            if t in gold_titles:
+            if t in gold_titles or not hotpotqa_distractors:
                 continue
             titles.append(t)
             sents += [" ".join(s.split()) for s in ss if len(s.strip()) > 20]
@@ -64,8 +66,8 @@ def sentence_pool(d: Path) -> tuple[list[str], list[str]]:
     return sents, list(dict.fromkeys(titles + phrases))
 
 
-def recombined(n_docs: int, seed: int, d: Path) -> tuple[list[dict], dict]:
-    sents, titles = sentence_pool(d)
+def recombined(n_docs: int, seed: int, d: Path, hotpotqa_distractors: bool = True) -> tuple[list[dict], dict]:
+    sents, titles = sentence_pool(d, hotpotqa_distractors)
     rng = np.random.default_rng(seed)
     S, T = len(sents), len(titles)
     seen: set[bytes] = set()
@@ -92,13 +94,14 @@ def recombined(n_docs: int, seed: int, d: Path) -> tuple[list[dict], dict]:
     return docs, {"pool_sentences": S, "pool_titles": T, "repeated_draws_rejected": rejected}
 
 
-def scale_corpus(n_chunks: int, seed: int = 0, chunks_per_doc: float = 1.0):
+def scale_corpus(n_chunks: int, seed: int = 0, chunks_per_doc: float = 1.0, hotpotqa_distractors: bool = True):
     """(documents, description): HotpotQA-500's corpus plus recombined documents, about ``n_chunks``
     chunks in all (``chunks_per_doc``: the recombined documents' measured chunks per document, ~1)."""
     d = data_dir()
     qa = hotpotqa(d)
     base = qa.docs_for_index()
     n_fill = max(0, int(round((n_chunks - 5522) / chunks_per_doc)))   # HotpotQA-500: 5,522 chunks
-    fill, info = recombined(n_fill, seed, d)
+    fill, info = recombined(n_fill, seed, d, hotpotqa_distractors)
     return base + fill, {"hotpotqa500_docs": len(base), "recombined_docs": len(fill), "seed": seed,
-                         "max_chars": MAX_CHARS, **info, "qa": qa}
+                         "max_chars": MAX_CHARS, "pool_has_hotpotqa_distractors": hotpotqa_distractors,
+                         **info, "qa": qa}
