@@ -245,8 +245,10 @@ def update(args) -> None:
     with sampler.interval("load", st):
         rag = ContextRAG.load(args.index)
     existing = set(rag.index.docs)
-    new, _ = recombined(args.docs * 2, seed=10_000 + args.seed, d=data_dir())
-    new = [{**d, "id": "upd:" + d["id"]} for d in new if d["id"] not in existing][:args.docs]
+    new, _ = recombined(args.docs, seed=10_000 + args.seed, d=data_dir())   # texts drawn anew: not in the index
+    new = [{**d, "id": f"upd:{i}"} for i, d in enumerate(new)]
+    if any(d["id"] in existing for d in new):
+        raise SystemExit("the index already holds the update's document ids (upd:*): use a fresh index")
     la0 = os.getloadavg()
     with sampler.interval("add", st):
         r = rag.add(new)
