@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Stages 2-3 of the index on a local Ray cluster of three nodes: the driver's memory against N.
 
-    python bench/bench_scale_ray.py --n 20000 100000 300000      # -> bench/results/scale_ray.json
+    python bench/bench_scale_ray.py --n 20000 100000 300000 1000000   # -> bench/results/scale_ray.json
 
 Three raylets on this machine (``ray.cluster_utils.Cluster``: a head and two nodes, one CPU and an
 object store of their own each), one shard actor per node. As in bench_ray.py the embeddings are
@@ -100,7 +100,7 @@ def run_one(n: int, seed: int) -> dict:
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, nargs="+", default=[20_000, 100_000, 300_000])
+    ap.add_argument("--n", type=int, nargs="+", default=[20_000, 100_000, 300_000, 1_000_000])
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results", "scale_ray.json"))
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
