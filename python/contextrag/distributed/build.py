@@ -227,7 +227,8 @@ def build_index_ray(docs, config, embedder, llm=None, *, address: str | None = N
                 specs = embed_to_shards(texts, os.path.join(wd, "emb"), ns,
                                         model=getattr(embedder, "name", config.embedding_model),
                                         passage_prefix=getattr(embedder, "passage_prefix", None),
-                                        batch_size=config.embed_batch_size, doc_ids=doc_ids)
+                                        batch_size=config.embed_batch_size, doc_ids=doc_ids,
+                                        backend=getattr(embedder, "backend_requested", config.embedder))
             metas = [{"doc_ids": doc_ids[s.start:s.stop], "positions": positions[s.start:s.stop]} for s in specs]
             with ShardSet(specs, n, os.path.join(wd, "state"), metas=metas) as shards:
                 arrays = build_index_arrays(shards, config, reduce=reduce)

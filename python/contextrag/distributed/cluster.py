@@ -46,7 +46,9 @@ class RayCluster:
         if not ray.is_initialized():
             kw = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             kw.update(self.kw)
-            ray.init(address=self.address, **kw)
+            # "local": a new local cluster even when one started by `ray start` runs on this machine
+            # (ray.init() without an address would join that one, and refuse num_cpus for it)
+            ray.init(address=self.address if self.address is not None else "local", **kw)
             self.started = True
         return self
 

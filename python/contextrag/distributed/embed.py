@@ -28,10 +28,10 @@ class EmbedShardWriter:
     """Ray Data UDF: {'row': int64, 'text': str} batches -> part files; returns metadata rows."""
 
     def __init__(self, model: str, work_dir: str, bounds: list, passage_prefix: str | None = None,
-                 batch_size: int = 64, device: str | None = None):
+                 batch_size: int = 64, device: str | None = None, backend: str = "auto"):
         from ..embed.embedder import Embedder
-        self.emb = Embedder(model, passage_prefix=passage_prefix, batch_size=batch_size, device=device,
-                            show_progress=False)
+        self.emb = Embedder(model, backend=backend, passage_prefix=passage_prefix, batch_size=batch_size,
+                            device=device, show_progress=False)
         self.work_dir = work_dir
         self.starts = np.asarray([a for a, _ in bounds], dtype=np.int64)
         self.bounds = bounds
@@ -99,13 +99,15 @@ def _actor_pool(ray, size: int):
 
 def embed_to_shards(texts, work_dir: str, n_shards: int, *, model: str = "all-MiniLM-L6-v2",
                     passage_prefix: str | None = None, batch_size: int = 64, concurrency: int | None = None,
-                    num_gpus: float | None = None, doc_ids=None) -> list[ShardSpec]:
+                    num_gpus: float | None = None, doc_ids=None, backend: str = "auto") -> list[ShardSpec]:
     """Embed ``texts`` (a list of str, in corpus order) with Ray Data into ``n_shards`` shard files.
 
     ``batch_size``: rows per ``map_batches`` call and per model forward batch. ``concurrency``: the
     number of model actors (default: the cluster's GPUs when it has any, else its CPUs, at most
     ``n_shards``). ``num_gpus``: GPUs per actor (default 1 when the cluster has GPUs, else 0).
-    ``doc_ids``: per text, so shards hold whole documents. Returns the ShardSpec of each shard.
+    ``doc_ids``: per text, so shards hold whole documents. ``backend``: the embedder backend of the
+    actors (``Config.embedder``: the one the single-process build would use). Returns the ShardSpec
+    of each shard.
     """
     ray = require_ray()
     import ray.data
@@ -132,7 +134,7 @@ def embed_to_shards(texts, work_dir: str, n_shards: int, *, model: str = "all-Mi
     out = ds.map_batches(EmbedShardWriter, batch_size=batch_size, batch_format="numpy",
                          fn_constructor_kwargs={"model": model, "work_dir": work_dir, "bounds": bounds,
                                                 "passage_prefix": passage_prefix, "batch_size": batch_size,
-                                                "device": "cuda" if num_gpus else "cpu"},
+                                                "device": "cuda" if num_gpus else "cpu", "backend": backend},
                          compute=_actor_pool(ray, concurrency), num_gpus=num_gpus,
                          num_cpus=0.5 if num_gpus else 1)
     meta = out.take_all()

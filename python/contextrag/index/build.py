@@ -278,6 +278,9 @@ def lexical_family_names(config) -> list[str]:
 # ---- build ---------------------------------------------------------------------------------
 
 EMBED_BLOCK = 512     # texts per embedder call in a build: the bar advances per block
+# documents tokenised per batch by the chunker: a batch's encodings are held until its documents are
+# split, so memory stays bounded however large the corpus (all at once: GBs at a million documents)
+PREFETCH_DOCS = 8192
 
 
 def embed_all(embedder, texts: list[str], tick=None) -> np.ndarray:
@@ -342,12 +345,15 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                 embedder.load()
             chunker = make_chunker(config, embedder)
         with stage("chunk", total=len(docs), unit="doc") as tick:
-            if callable(getattr(chunker.tokenizer, "prefetch", None)):
-                chunker.tokenizer.prefetch([d.text for d in docs])   # one batch, in Rust threads
+            prefetch = getattr(chunker.tokenizer, "prefetch", None)
             chunks = []
-            for d in docs:
-                chunks.extend(chunker.split(d))
-                tick(1)
+            for s in range(0, len(docs), PREFETCH_DOCS):
+                block = docs[s:s + PREFETCH_DOCS]
+                if callable(prefetch):
+                    prefetch([d.text for d in block])   # one batch per block, in Rust threads
+                for d in block:
+                    chunks.extend(chunker.split(d))
+                tick(len(block))
         if chunks:
             lexical_job = _start(_lexical_of_chunks, chunks, config)
         with stage("embed", total=len(chunks), unit="chunk") as tick:

@@ -153,10 +153,23 @@ def _regex_spans(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _TOKEN_RE.finditer(text)]
 
 
+def _tokenizer_offsets(tokenizer, text: str) -> list:
+    """The tokens' character offsets, empty ones (b == a) included."""
+    return tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
+                     verbose=False)["offset_mapping"]
+
+
 def _tokenizer_spans(tokenizer, text: str) -> list[tuple[int, int]]:
-    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, truncation=False,
-                    verbose=False)
-    return [(int(a), int(b)) for a, b in enc["offset_mapping"] if b > a]
+    return [(int(a), int(b)) for a, b in _tokenizer_offsets(tokenizer, text) if b > a]
+
+
+def _outer_span(offsets) -> tuple[int, int] | None:
+    """(start of the first non-empty token, end of the last one), None when every token is empty."""
+    first = next((o for o in offsets if o[1] > o[0]), None)
+    if first is None:
+        return None
+    last = next(o for o in reversed(offsets) if o[1] > o[0])
+    return int(first[0]), int(last[1])
 
 
 class Chunker:
@@ -184,7 +197,18 @@ class Chunker:
         return _tokenizer_spans(self.tokenizer, text) if self.tokenizer is not None else _regex_spans(text)
 
     def split(self, doc: Document) -> list[Chunk]:
-        toks = self.spans(doc.text)
+        if self.tokenizer is not None:
+            offsets = _tokenizer_offsets(self.tokenizer, doc.text)
+            if len(offsets) <= self.size:
+                # at most ``size`` tokens: one chunk from the first token to the last, found without
+                # a Python pass over every token (most documents of a large corpus are this short)
+                span = _outer_span(offsets)
+                if span is not None:
+                    a, b = span
+                    return [Chunk(doc.doc_id, 0, doc.text[a:b], doc.title, a, b)]
+            toks = [(int(a), int(b)) for a, b in offsets if b > a]
+        else:
+            toks = _regex_spans(doc.text)
         if not toks:  # text of only whitespace/control characters: keep it whole
             return [Chunk(doc.doc_id, 0, doc.text.strip(), doc.title, 0, len(doc.text))]
         n, step = len(toks), self.size - self.overlap

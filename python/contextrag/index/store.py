@@ -457,7 +457,13 @@ def _refuse_links(snap: Path, rel: str) -> None:
                                    "(an index holds plain files only)")
 
 
-def verify(snap: Path, manifest: dict) -> None:
+def verify(snap: Path, manifest: dict, *, wait: bool = True):
+    """Check that every file the manifest lists is there, a plain file of its size and sha256.
+
+    ``wait=False``: the names and sizes are checked now, the checksums in threads (hashlib releases
+    the GIL: the files are hashed while the caller reads them); returns a function that waits for the
+    hashes and raises IndexFormatError on a mismatch. At a million chunks the snapshot holds GBs, so
+    hashing them on the caller's thread first would double the load time."""
     files = manifest["files"]
     for req in (ARRAYS, META):
         if req not in files:
@@ -472,8 +478,61 @@ def verify(snap: Path, manifest: dict) -> None:
         if p.stat().st_size != meta.get("bytes"):     # (no sizes in the message: only ours, but still)
             raise IndexFormatError(f"index file {rel} does not have the size its manifest gives "
                                    "(truncated or modified)")
-        if _sha256(p) != meta.get("sha256"):
-            raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
+    jobs = sorted(files.items(), key=lambda kv: -int(kv[1].get("bytes") or 0))   # largest first
+    if wait:
+        for rel, meta in jobs:
+            _check_sum(snap, rel, _sha256(snap / rel), meta)
+        return None
+    from concurrent.futures import ThreadPoolExecutor
+    pool = ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1)),
+                              thread_name_prefix="contextrag-verify")
+    futures = [(rel, pool.submit(_sha256, snap / rel), meta) for rel, meta in jobs]
+    pool.shutdown(wait=False)
+
+    def finish() -> None:
+        for rel, fut, meta in futures:
+            _check_sum(snap, rel, fut.result(), meta)
+    return finish
+
+
+def _check_sum(snap: Path, rel: str, digest: str, meta: dict) -> None:
+    if digest != meta.get("sha256"):
+        raise IndexFormatError(f"index file {rel} fails its sha256 checksum (corrupt or modified)")
+
+
+_ST_DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+              "I16": np.int16, "I8": np.int8, "U64": np.uint64, "U32": np.uint32, "U16": np.uint16,
+              "U8": np.uint8, "BOOL": np.bool_}
+
+
+def map_arrays(path: Path) -> dict:
+    """The arrays of a safetensors file as views of one private memory map: a load reads no array
+    until a query touches it, so it costs the header, not the file (safetensors' own loader copies
+    every array into memory). The map is copy-on-write: an update that changes an array in place
+    changes this process's pages only, never the snapshot's file."""
+    import mmap
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise ValueError("shorter than its 8-byte header length")
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY)
+    n = int.from_bytes(mm[:8], "little")
+    if n > size - 8:
+        raise ValueError("its header length exceeds the file")
+    header = json.loads(bytes(mm[8:8 + n]))
+    base, out = 8 + n, {}
+    for key, spec in header.items():
+        if key == "__metadata__":
+            continue
+        dt = np.dtype(_ST_DTYPES[spec["dtype"]])
+        a, b = (int(x) for x in spec["data_offsets"])
+        shape = tuple(int(x) for x in spec["shape"])
+        count = int(np.prod(shape, dtype=np.int64))
+        if not 0 <= a <= b <= size - base or b - a != count * dt.itemsize:
+            raise ValueError(f"array {key!r} lies outside the file or disagrees with its shape")
+        arr = np.frombuffer(mm, dtype=dt, count=count, offset=base + a).reshape(shape)
+        out[key] = arr if arr.flags.aligned else arr.copy()
+    return out
 
 
 def load(path, *, embedder=None, preload_embedder: bool = False):
@@ -500,15 +559,8 @@ def load(path, *, embedder=None, preload_embedder: bool = False):
 
 
 def _load_once(path, embedder, preload_embedder: bool = False):
-    import bm25s
-    from safetensors.numpy import load_file
-
     from ..config import Config
-    from ..llm.ledger import CostLedger
-    from .context import FamilyBlock, FuzzyContext
-    from .core import Index
     from ..embed.embedder import Embedder
-    from .graph import ConceptGraph
 
     snap = snapshot_dir(path)
     m = read_manifest(snap)
@@ -519,10 +571,26 @@ def _load_once(path, embedder, preload_embedder: bool = False):
     emb = embedder if embedder is not None else Embedder.from_config(config)
     if preload_embedder and callable(getattr(emb, "preload", None)):
         emb.preload()          # the model loads while the files are checked and read
-    verify(snap, m)
+    checked = verify(snap, m, wait=False)   # the checksums are computed while the tables are read
     try:
-        a = load_file(str(snap / ARRAYS))
-    except Exception as e:  # safetensors raises its own error types
+        ix = _read_snapshot(snap, m, config, emb)
+    except BaseException:
+        checked()          # a corrupt file is reported as such, not as the error reading it caused
+        raise
+    checked()
+    return ix
+
+
+def _read_snapshot(snap: Path, m: dict, config, emb):
+    import bm25s
+
+    from ..llm.ledger import CostLedger
+    from .context import FamilyBlock, FuzzyContext
+    from .core import Index
+    from .graph import ConceptGraph
+    try:
+        a = map_arrays(snap / ARRAYS)
+    except (OSError, ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"{ARRAYS} cannot be read: {e}") from None
     try:
         con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
@@ -563,7 +631,7 @@ def _load_once(path, embedder, preload_embedder: bool = False):
                item_kinds=a["item_kinds"], item_texts=[r[3] for r in rows] + [v[1] for v in vitems],
                item_node=a["item_node"], item_members=_get_csr(a, "item_members", boolean=True),
                item_sources=_get_csr(a, "item_sources", boolean=True), embeddings=a["embeddings"],
-               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False), embedder=emb,
+               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False, mmap=True), embedder=emb,
                ledger=CostLedger({k: v for k, v in kv.get("ledger", {}).items() if k != "total"}),
                timings=kv.get("timings", {}), info=kv.get("info", {}))
     if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):

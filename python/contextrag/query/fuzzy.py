@@ -47,7 +47,8 @@ def _theta_tuple(theta, L: int) -> np.ndarray:
 class Router:
     """Precomputed pieces of eq. 14–16 for one index."""
 
-    def __init__(self, centroids, attr_level, node_kind, node_attr, node_parents, I_items):
+    def __init__(self, centroids, attr_level, node_kind, node_attr, node_parents, I_items, *,
+                 node_major: bool = False):
         self.A = np.ascontiguousarray(centroids, dtype=np.float32)            # (M, d)
         self.attr_level = np.asarray(attr_level, dtype=np.int64)              # (M,) -1: not an RQ level
         self.kind = np.asarray(node_kind, dtype=np.int8)                      # (V,)
@@ -55,7 +56,9 @@ class Router:
         self.parents = np.asarray(node_parents, dtype=np.int64).reshape(-1, 2)  # (V, 2)
         # Stored node-major (V, N) and handed to the kernel as its transposed view (N, V): the CPU
         # kernel reduces over the rows of Iᵀ, so no per-query transpose copy of the whole matrix.
-        self._It = np.ascontiguousarray(np.asarray(I_items, dtype=np.float32).T)    # (V, N)
+        # ``node_major``: I_items is given as (V, N) already (taken as it is when float32 and contiguous).
+        It = np.asarray(I_items, dtype=np.float32)
+        self._It = np.ascontiguousarray(It if node_major else It.T)                 # (V, N)
         self.I = self._It.T                                                      # (N, V) view
         V = len(self.kind)
         if self._It.size and (not np.isfinite(self._It).all() or self._It.min() < 0 or self._It.max() > 1):
@@ -89,14 +92,16 @@ class Router:
             pass
         n = len(ix.chunk_ids)
         N = len(ix.item_ids)
-        V = g.n_nodes
-        I = np.zeros((N, V), dtype=np.float32)
-        I[:n] = np.asarray(ix.node_extents(), dtype=np.float32).T
+        ext = np.asarray(ix.node_extents(), dtype=np.float32)       # (V, n): node-major already
         if N > n:   # a virtual item's memberships: the mean over its member chunks (a pseudo-chunk)
+            It = np.empty((g.n_nodes, N), dtype=np.float32)
+            It[:, :n] = ext
             mem = ix.item_members[n:].astype(np.float32)
             cnt = np.maximum(np.asarray(mem.sum(axis=1)).ravel(), 1.0)
-            I[n:] = np.asarray(mem @ I[:n]) / cnt[:, None]
-        return cls(A, level, g.kind, g.attr, g.parents, I)
+            It[:, n:] = (np.asarray(mem @ ext.T) / cnt[:, None]).T
+        else:       # chunks only: the extents themselves (no (N, V) copy and transpose back, 0.5 GB at 1M)
+            It = ext
+        return cls(A, level, g.kind, g.attr, g.parents, It, node_major=True)
 
     def activations(self, qvecs: np.ndarray, theta) -> np.ndarray:
         """μ (Q, V) of eq. 15 for unit query embeddings (Q, d)."""
