@@ -25,6 +25,10 @@ def main(mode: str, path: str) -> None:
     from hash_embedder import HashEmbedder
 
     from contextrag import ContextRAG
+    from contextrag.index import small_batch
+    # a small add runs without torch (index/small_batch.py); the race needs a write that imports it,
+    # as a large add does: every add here takes the torch path
+    small_batch.MAX_ROWS = 0
     rag = ContextRAG.load(path, embedder=HashEmbedder())
     torch_before = "torch" in sys.modules
     stop = threading.Event()
