@@ -7,7 +7,7 @@ path derives concept extents with them); the float64 definitions are in ``ref/la
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -124,6 +124,15 @@ def _pair(A1: ArrayT, A2: Array) -> tuple[torch.Tensor, torch.Tensor, Kind[Array
     return t1.to(dt), t2.to(dt), kind
 
 
+def _extent_op(A1: ArrayT, A2: Array, op: str) -> ArrayT:
+    """``np.<op>`` / ``torch.<op>`` of two extents of one shape (NumPy stays NumPy, torch stays torch)."""
+    if isinstance(A1, np.ndarray) and isinstance(A2, np.ndarray):
+        return cast(ArrayT, getattr(np, op)(*_pair_np(A1, A2)))
+    import torch
+    t1, t2, kind = _pair(A1, A2)
+    return kind.out(getattr(torch, op)(t1, t2))
+
+
 @accepts_cupy
 def soft_join(A1: ArrayT, A2: Array) -> ArrayT:
     """Soft join (bridge) extent max(A1(g), A2(g)) (eq. 8 before closure).
@@ -135,12 +144,7 @@ def soft_join(A1: ArrayT, A2: Array) -> ArrayT:
     Returns:
         ``A1``'s shape, in the wider of the two dtypes, of ``A1``'s kind.
     """
-    if isinstance(A1, np.ndarray) and isinstance(A2, np.ndarray):
-        out: np.ndarray = np.maximum(*_pair_np(A1, A2))
-        return out
-    import torch
-    t1, t2, kind = _pair(A1, A2)
-    return kind.out(torch.maximum(t1, t2))
+    return _extent_op(A1, A2, "maximum")
 
 
 @accepts_cupy
@@ -154,9 +158,4 @@ def soft_meet(A1: ArrayT, A2: Array) -> ArrayT:
     Returns:
         ``A1``'s shape, in the wider of the two dtypes, of ``A1``'s kind.
     """
-    if isinstance(A1, np.ndarray) and isinstance(A2, np.ndarray):
-        out: np.ndarray = np.minimum(*_pair_np(A1, A2))
-        return out
-    import torch
-    t1, t2, kind = _pair(A1, A2)
-    return kind.out(torch.minimum(t1, t2))
+    return _extent_op(A1, A2, "minimum")
