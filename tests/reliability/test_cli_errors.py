@@ -132,7 +132,9 @@ def test_ctrl_c_during_index_exits_130_and_leaves_the_old_index(tiny, tmp_path, 
     corpus.write_text(json.dumps([p["text"] for p in paragraphs[:20]]))
     before = store.current_snapshot(tiny)
     code = textwrap.dedent(f"""
-        import sys, time
+        import signal, sys, time
+        # Python's own SIGINT handler, even when the parent process ignores SIGINT (a child inherits that)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(HERE)!r})
         from hash_embedder import HashEmbedder
         from contextrag.embed.embedder import Embedder
