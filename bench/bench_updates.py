@@ -48,15 +48,9 @@ N_DOCS = 20
 
 
 def cpu() -> dict:
-    try:
-        info = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return {}
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith("model name")), None)
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines() if ln.startswith("flags")), [])
-    field = (lambda k: next((ln.split(":", 1)[1].strip() for ln in info.splitlines() if ln.startswith(k)), None))
-    return {"model": model, "family": field("cpu family"), "model_number": field("model\t"), "cores": os.cpu_count(),
-            "flags": sorted(f for f in flags if f.startswith(("avx", "amx")))}
+    """The machine profile (CPU model, ISA, GEMM rates: contextrag.machine) and the core count."""
+    from contextrag.machine import profile
+    return {**profile().to_dict(), "cores": os.cpu_count()}
 
 
 def versions() -> dict:
