@@ -31,16 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
+from contextrag.bench.harness import clustered
+
 REPO = Path(__file__).resolve().parents[1]
 HOTPOT_FILES = ("hotpotqa_500.json", "hotpotqa_500_first201.json")
-
-
-def gaussian_mixture(n, d, seed=0, noise=1.2, components=400):
-    rng = np.random.default_rng(seed)
-    cent = rng.standard_normal((components, d)).astype(np.float32)
-    X = cent[rng.integers(0, components, n)] + noise * rng.standard_normal((n, d), dtype=np.float32)
-    X /= np.linalg.norm(X, axis=1, keepdims=True)
-    return np.ascontiguousarray(X, dtype=np.float32)
 
 
 def loadavg():
@@ -92,7 +86,7 @@ def kmeans_goals(repeats: int) -> dict:
     import faiss
     from contextrag import ops
     n, d, k, iters = 100_000, 384, 96, 20
-    X = gaussian_mixture(n, d)
+    X = clustered(n, d)
     C0 = X[np.random.default_rng(1).choice(n, k, replace=False)].copy()
 
     def faiss_same():
