@@ -130,9 +130,16 @@ def _mentions(sentence: str, title: str, option: str) -> float:
     return len(ow & set(qtype.words(sentence))) / len(ow) if ow else 0.0
 
 
+def _name_of(title: str) -> str:
+    """A title without its disambiguator: "Chris Evans (actor)" -> "Chris Evans", "Palm Springs,
+    Florida" -> "Palm Springs" (the text names the thing, not the qualifier)."""
+    t = re.sub(r"\s*\([^)]*\)\s*$", "", title or "")
+    return t.split(",")[0] if "," in t else t
+
+
 def _linked(a, b) -> bool:
     """Passages a and b are linked when one names the other's title (the bridge of a two-hop question)."""
-    ta, tb = _norm(getattr(a, "title", "") or ""), _norm(getattr(b, "title", "") or "")
+    ta, tb = _norm(_name_of(getattr(a, "title", "") or "")), _norm(_name_of(getattr(b, "title", "") or ""))
     return bool((tb.strip() and tb in _norm(a.text)) or (ta.strip() and ta in _norm(b.text)))
 
 
