@@ -69,8 +69,20 @@ class Extract:
     kind: str = "other"                             # the question's type (query/qtype.py)
 
     @property
+    def lead(self) -> str:
+        """What the answer states before its evidence: "Yes." / "No." for a yes/no question and the
+        chosen option for a which-of-two, which the sentences alone never say (they describe both
+        sides); "" for the other types, whose sentences hold their answer themselves."""
+        if not self.span or not self.sentences or self.kind not in ("yesno", "choice"):
+            return ""
+        t = self.span.strip()
+        return t[:1].upper() + t[1:] + ("" if t.endswith((".", "!", "?")) else ".")
+
+    @property
     def text(self) -> str:
-        return " ".join(self.sentences) if self.sentences else "unknown"
+        if not self.sentences:
+            return "unknown"
+        return " ".join(([self.lead] if self.lead else []) + list(self.sentences))
 
 
 def candidates(hits) -> list[tuple[int, str]]:
@@ -395,7 +407,12 @@ def _yes_no(question, qt, texts) -> str:
     same = re.search(r"\bsame\b", question, flags=re.IGNORECASE)
     differ = re.search(r"\bdiffer(?:ent|ently|s)?\b", question, flags=re.IGNORECASE)
     if (same or differ) and len(texts) == 2:
-        a, b = (_roots(content_words(t)) - opts - q for t in texts)
+        # what the two have in common: the names they hold (a country, a family, a city) when both
+        # hold one, else their words
+        qw = set(qtype.words(question)) | set(qtype.words(" ".join(qt.options)))
+        a, b = ({_norm(t[i:j]) for i, j in qtype.candidates(t, "entity", qw)} for t in texts)
+        if not (a and b):
+            a, b = (_roots(content_words(t)) - opts - q for t in texts)
         shared = bool(a & b)
         return "yes" if shared == bool(same) else "no"
     if not rest:

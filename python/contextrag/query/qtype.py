@@ -86,6 +86,9 @@ def question_type(question: str) -> QuestionType:
     q = " ".join((question or "").split()).strip()
     low = q.lower()
     options = _options(q)
+    if _YESNO_FIRST.match(low) and len(options) == 2 and _OR.search(q):
+        # "Was it a comedy or a tragedy?": an alternative question, answered by one of its options
+        return QuestionType("choice", options, _comparison(low))
     if _YESNO_FIRST.match(low):
         names = [m.group() for m in _NAME.finditer(q[1:])]      # past the capitalised first word
         return QuestionType("yesno", options or tuple(_clean_option(n) for n in names[:2]) if len(names) >= 2
