@@ -46,6 +46,7 @@ answer is at most two sentences; each cites its passage, the best sentence first
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
@@ -149,6 +150,16 @@ def _name_of(title: str) -> str:
     return t.split(",")[0] if "," in t else t
 
 
+def _as_titled(option: str, hits) -> str:
+    """An option read off the question's capitalised words, cut to the name of the passage it names
+    when it holds one and more ("Neil Jordan American" -> "Neil Jordan": the question names the
+    passages' subjects; the word after the name belongs to what is asked of it)."""
+    o = _norm(option)
+    inside = [_name_of(h.title or "") for h in hits]
+    inside = [t for t in inside if _norm(t).strip() and _norm(t) in o and _norm(t) != o]
+    return max(inside, key=len) if inside else option
+
+
 def _linked(a, b) -> bool:
     """Passages a and b are linked when one names the other's title (the bridge of a two-hop question)."""
     ta, tb = _norm(_name_of(getattr(a, "title", "") or "")), _norm(_name_of(getattr(b, "title", "") or ""))
@@ -163,6 +174,8 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
     if not cands:
         return Extract(kind=qt.kind)
     s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos) * passage_prior(hits, cands)
+    if qt.options:
+        qt = dataclasses.replace(qt, options=tuple(_as_titled(o, hits) for o in qt.options))
     if qt.kind in ("choice", "yesno") and len(qt.options) == 2:
         ex = _two_sided(question, qt, hits, cands, s)
         if ex is not None:
@@ -228,7 +241,7 @@ def _typed(question, qt, hits, cands, s) -> Extract:
         return (not has[i], rest(i) == 0, -(rest(i) + s[i]), i)
 
     second = min((i for i in range(len(cands)) if i != first),
-                 key=lambda i: (key(i)[0], not near(i), *key(i)[1:]), default=None)
+                 key=lambda i: (key(i)[0], not near(i), cands[i][0] == n1, *key(i)[1:]), default=None)
     if second is not None and not near(second):
         # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
         # anything else the first sentence's passage has to offer; else the best of that passage
