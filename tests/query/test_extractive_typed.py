@@ -3,6 +3,7 @@ passages with a bag-of-words embedder: fast, and each rule checked where it deci
 from __future__ import annotations
 
 import re
+import zlib
 
 import numpy as np
 import pytest
@@ -13,12 +14,13 @@ from contextrag.query.hybrid import Hit
 
 
 class BagOfWords:
-    """Hashed bag-of-words vectors: cosine = shared words, enough to rank sentences by overlap."""
+    """Hashed bag-of-words vectors (a fixed hash: the same buckets in every run): cosine = shared words,
+    enough to rank sentences by overlap."""
 
     def _vec(self, t):
         v = np.zeros(512)
         for w in re.findall(r"[a-z0-9]+", t.lower()):
-            v[hash(w) % 512] += 1.0
+            v[zlib.crc32(w.encode()) % 512] += 1.0
         return v
 
     def embed_queries(self, texts):
@@ -188,3 +190,57 @@ def test_span_prefers_the_asked_noun_and_new_words():
 def test_a_possessive_name_is_the_name():
     s = "He was hanged for assisting Benedict Arnold's attempted surrender."
     assert [s[a:b] for a, b in T.candidates(s, "person")] == ["Benedict Arnold"]
+
+
+# ---- the answer's path: bridge passage first, a title's name, the lead that states the answer
+@pytest.mark.parametrize("question, passage, words", [
+    # the first sentence names the bridge; the second is the bridge passage's sentence that answers
+    ("Carrie Coon plays Margo Dunne in a 2014 film set in what state?", "Gone Girl (film)", "Missouri"),
+    ("Mariana Kovacevic used horse placenta treatment to heal the captian of what team?", "Asamoah Gyan",
+     "Ghanaian national team"),
+    ("Who created the NBC sitcom that Johnny Pemberton appears in as the character Bo Thompson?",
+     "Superstore (TV series)", "Justin Spitzer"),
+])
+def test_the_second_sentence_comes_from_the_bridge_passage(question, passage, words):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert len(ex.sentences) == 2 and words in ex.sentences[1], ex.sentences
+    assert hits[ex.citations[1] - 1].title == passage and ex.citations[0] != ex.citations[1]
+
+
+def test_a_title_is_named_without_its_disambiguator():
+    assert X._name_of("Chris Evans (actor)") == "Chris Evans" and X._name_of("Palm Springs, Florida") == "Palm Springs"
+    q, hits = _hotpot_question("Mr. & Mrs. Mxyzptlk is an episode of the superhero TV series that originally "
+                               "aired on what network?")
+    ex = X.extract(q["question"], hits, BagOfWords())    # the episode's passage says "Supergirl", not its title
+    assert [hits[n - 1].title for n in ex.citations][1] == "Supergirl (TV series)"
+
+
+@pytest.mark.parametrize("question, lead", [
+    ("Were Halldór Laxness and Timothy Leary from the same country?", "No."),     # Iceland / American
+    ("Are the films Gasland from 2010 and Pumping Iron from 1977 both documentaries?", "Yes."),
+    ("Which dog is believed to dispel ghosts and evil spirits, Segugio Italiano or Sapsali?", "Sapsali."),
+])
+def test_a_yes_no_or_choice_answer_states_its_answer_first(question, lead):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert ex.text.startswith(lead + " ") and ex.text == " ".join([lead, *ex.sentences])
+    assert 1 <= len(ex.sentences) <= 2 and ex.span.lower() == lead[:-1].lower()
+
+
+def test_typed_answers_have_no_lead_and_unknown_stays_unknown():
+    q, hits = _hotpot_question("Carrie Coon plays Margo Dunne in a 2014 film set in what state?")
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert ex.lead == "" and ex.text == " ".join(ex.sentences)      # its sentences hold the answer already
+    assert X.Extract(span="yes", kind="yesno").text == "unknown"
+
+
+def test_an_alternative_question_is_a_choice_and_options_are_cut_to_titles():
+    t = T.question_type("Was the famous opera comique that was based on a Prosper Merimee novella a comedy or "
+                        "a tragedy?")
+    assert t.kind == "choice" and t.options[1] == "tragedy"
+    assert T.question_type("Are both Cooking Light and Vibe magazines?").kind == "yesno"
+    hits = [hit("Reinhold Ewald", "Reinhold Ewald is a German physicist and ESA astronaut."),
+            hit("Ernst Messerschmid", "Ernst Messerschmid is a German physicist and former astronaut.")]
+    assert X._as_titled("Reinhold Ewald ESA", hits) == "Reinhold Ewald"
+    assert X._as_titled("Ernst Messerschmid", hits) == "Ernst Messerschmid"
