@@ -5,7 +5,8 @@ Every question is retrieved once (contextrag.query.retrieve, k = 12, the default
 LLM), and each style answers from those same 12 hits (query.answer_from_hits / query.extractive):
 
   extractive            the sentences that answer (question type, passage links, relevance; at most
-                        two sentences), the default answer with no LLM;
+                        two sentences), after a one-word lead for a yes/no or which-of-two question
+                        ("Yes." / "No." / the option), the default answer with no LLM;
   span                  the name, date, number or option that answers, from those sentences;
   extractive_relevance  the sentences chosen by relevance alone (embedder + BM25 over the sentences:
                         the best one, plus the next passage's best when it beats the winner's
@@ -16,7 +17,9 @@ LLM), and each style answers from those same 12 hits (query.answer_from_hits / q
 Scores: SQuAD-normalised exact match and token F1 against the gold answer (contextrag.eval.metrics,
 as `contextrag eval` computes them), and "gold in answer": the fraction of answers that contain the
 normalised gold answer (a sentence answer is judged by it; F1 undercounts a sentence that holds the
-answer). Per question type (query/qtype.py) as well, so a reader sees where each style wins.
+answer); for the extractive style also "gold in sentences", the same without the lead, and the
+share of answers with a lead. Per question type (query/qtype.py) as well, so a reader sees where
+each style wins.
 
 Sentence embeddings are computed once, in one batched pass over the distinct sentences of all the
 hits (timed and reported), and kept in a private cache beside the index, so the per-answer times
@@ -116,6 +119,11 @@ def score(rows) -> dict:
            "gold_in_answer": round(100 * gold_in / n, 2),
            "answer_words_mean": round(float(np.mean([len(r["answer"].split()) for r in rows])), 1),
            "seconds_per_answer_p50": round(float(np.median([r["seconds"] for r in rows])), 4)}
+    if "evidence" in rows[0]:                 # the sentences alone, without the lead ("Yes." / the option)
+        out["gold_in_sentences"] = round(100 * sum(
+            1 for r in rows if normalize_answer(r["gold"]) and
+            f" {normalize_answer(r['gold'])} " in f" {normalize_answer(r['evidence'])} ") / n, 2)
+        out["lead"] = round(100 * float(np.mean([bool(r["lead"]) for r in rows])), 2)
     if "sentences" in rows[0]:
         out["sentences_mean"] = round(float(np.mean([r["sentences"] for r in rows])), 2)
         out["sentences_max"] = int(max(r["sentences"] for r in rows))
@@ -164,7 +172,8 @@ def styles(rag, qs, qkey="question", akey="answer") -> dict:
 
     def extractive(question, hits):
         e = ex_of(question, hits)
-        return e.text, {"sentences": len(e.sentences), "citations": e.citations}
+        return e.text, {"sentences": len(e.sentences), "citations": e.citations,
+                        "evidence": " ".join(e.sentences), "lead": e.lead}
 
     def span(question, hits):
         e = ex_of(question, hits)

@@ -13,20 +13,26 @@ what the question asks for. So the question is typed first (query/qtype.py: who,
 many, which of two, yes/no …) and the choice follows the type:
 
 * **which of two / yes-no**: the best sentence about each option (a sentence naming it, or any
-  sentence of a passage titled by it), so both sides of the comparison are on the page. The span of
+  sentence of a passage titled by it), so both sides of the comparison are on the page. An option
+  read off the question's capitalised words is cut to the title of a passage it holds ("Neil Jordan
+  American" -> "Neil Jordan"). The answer states its span first ("Yes." / "No." / the option), then
+  the two sentences as its evidence: those sentences describe both sides and never say which. The span of
   a choice is the option the sentences favour: the earlier date or the larger number when the
   question asks which came first or which has more (each option's value read from its sentences,
   else from its own passage, whose opening usually dates it), else the option whose sentences hold
   more of what the question says of it. The span of a yes/no question is "yes" when each option's
   sentences (with the opening sentence of its own passage, which says what it is) hold at least half
-  of the question's other words, "same …" / "different …" comparing what the two say; with no two
-  options, when the chosen sentences hold that much of the question;
+  of the question's other words, "same …" / "different …" comparing the names the two hold (a
+  country, a family), else their words; with no two options, when the chosen sentences hold that
+  much of the question;
 * **a name, date or number**: the sentences that hold a candidate of the asked type are preferred to
   those that do not (a candidate: a span of that type the question does not already contain). The
   first sentence is the best such sentence. The second says what the first leaves out: among the
-  sentences of the first one's passage and of passages *linked* to it (a passage whose title the first
-  one's text names, or which names the first one's title: the bridge of a two-hop question, the
-  passage the graph's spreading reaches through the attribute, here the name, the two share), a typed
+  sentences of passages *linked* to the first one's (a passage whose title the first one's text names,
+  or which names the first one's title, a title counted by its name without its disambiguator:
+  "Chris Evans (actor)" is named "Chris Evans"; the bridge of a two-hop question, the passage the
+  graph's spreading reaches through the attribute, here the name, the two share), then of the first
+  one's own passage (the next hop along the path before more of the same passage), a typed
   one adding a question word the first does not hold before one adding none, then the one holding most
   of those words (idf-weighted over the hits, a sentence counted with its passage's title, as it says
   "it" for its subject) plus its relevance. A sentence of an unlinked passage comes in only when it is

@@ -5,8 +5,10 @@ capitalises names and writes numbers in digits.
 
 Question types (:func:`question_type`):
 
-* ``yesno``   — starts with an auxiliary verb ("Are both …", "Was X …"); answered "yes" or "no";
-* ``choice``  — names two options ("… first, X or Y?", "Between X and Y, which …"); the answer is one;
+* ``yesno``   — starts with an auxiliary verb ("Are both …", "Was X …") and offers no "X or Y";
+  answered "yes" or "no";
+* ``choice``  — names two options ("… first, X or Y?", "Between X and Y, which …", "Was it X or Y?");
+  the answer is one;
 * ``number``  — how many / how much / how old / what percentage …;
 * ``date``    — when / what year / which century …;
 * ``place``   — where / what city / which country …;
