@@ -210,6 +210,7 @@ def test_the_second_sentence_comes_from_the_bridge_passage(question, passage, wo
 
 def test_a_title_is_named_without_its_disambiguator():
     assert X._name_of("Chris Evans (actor)") == "Chris Evans" and X._name_of("Palm Springs, Florida") == "Palm Springs"
+    assert X._name_of("Peace, Love and Understanding") == "Peace, Love and Understanding"   # a title, no qualifier
     q, hits = _hotpot_question("Mr. & Mrs. Mxyzptlk is an episode of the superhero TV series that originally "
                                "aired on what network?")
     ex = X.extract(q["question"], hits, BagOfWords())    # the episode's passage says "Supergirl", not its title

@@ -151,9 +151,13 @@ def _mentions(sentence: str, title: str, option: str) -> float:
 
 def _name_of(title: str) -> str:
     """A title without its disambiguator: "Chris Evans (actor)" -> "Chris Evans", "Palm Springs,
-    Florida" -> "Palm Springs" (the text names the thing, not the qualifier)."""
+    Florida" -> "Palm Springs" (the text names the thing, not the qualifier). A comma is a qualifier
+    only before a name (capitalised words): "Peace, Love and Understanding" stays whole."""
     t = re.sub(r"\s*\([^)]*\)\s*$", "", title or "")
-    return t.split(",")[0] if "," in t else t
+    head, _, qual = t.partition(",")
+    if qual and head.strip() and all(w[:1].isupper() for w in qual.split()):
+        return head
+    return t
 
 
 def _as_titled(option: str, hits) -> str:
