@@ -52,9 +52,9 @@ def hop_of(view, question, cfg):
 
 
 def test_second_step_reaches_the_third_passage(chain):
-    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1,
+    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=1,
                                            spread_mentions=False))
-    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2,
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2,
                                            spread_mentions=False))
     assert one[2] == 0.0                     # one step: C shares no attribute with any seed
     assert two[2] > 0.0                      # two steps: A -> "bob smith" -> B -> "carl jones" -> C
@@ -68,7 +68,7 @@ def test_second_step_reaches_the_third_passage(chain):
 
 def test_steps_equal_two_reference_hops(chain):
     """Step 2 is ops.spread_hop again from the frontier: check against the float64 reference."""
-    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2, spread_mentions=False)
+    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2, spread_mentions=False)
     st = SP.lexical_state(chain, TITLE_ONLY)
     base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
     (r, hop, seeds, degs, fired), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
@@ -86,13 +86,49 @@ def test_steps_equal_two_reference_hops(chain):
 def test_steps_stop_at_the_fixpoint(chain):
     """With room for five steps the iteration stops once a step raises nothing: the hop equals
     that of the last step that added something, and the count says how many steps added."""
-    cfg2 = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2)
-    cfg5 = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=5)
+    cfg2 = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2)
+    cfg5 = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=5)
     h2, base = hop_of(chain, CHAIN_Q, cfg2)
     h5, _ = hop_of(chain, CHAIN_Q, cfg5)
     np.testing.assert_allclose(h5, h2, atol=1e-7)
     fired = SP.spread_steps_fired(chain, [CHAIN_Q], [base.astype(np.float32)], cfg5)
     assert fired.tolist() == [1]             # step 2 added C; step 3 added nothing, so it stopped
+
+
+def test_later_steps_start_from_the_head_of_the_ranking(chain):
+    """spread_stop="head" (the default): a later step starts from the raised chunks that reach the
+    ranking's head (the spread_seeds best documents). With one seed the head is A alone and B, raised
+    but ranked below A, seeds nothing: the second step is not taken. "raised" takes it from B."""
+    head = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=3, spread_mentions=False)
+    raised = Config(**{**head.to_dict(), "spread_stop": "raised"})
+    one, base = hop_of(chain, CHAIN_Q, Config(**{**head.to_dict(), "spread_steps": 1}))
+    h, _ = hop_of(chain, CHAIN_Q, head)
+    r, _ = hop_of(chain, CHAIN_Q, raised)
+    np.testing.assert_allclose(h, one, atol=1e-7)
+    assert r[2] > 0.0 and h[2] == 0.0
+    b = [base.astype(np.float32)]
+    assert SP.spread_steps_fired(chain, [CHAIN_Q], b, head).tolist() == [0]
+    assert SP.spread_steps_fired(chain, [CHAIN_Q], b, raised).tolist() == [1]
+    with pytest.raises(ValueError, match="spread_stop"):
+        Config(spread_stop="never")
+
+
+def test_the_frontier_takes_new_documents_of_the_head_only():
+    titles = ["Alpha Corp", "Alpha Corp", "Bob Smith", "Carl Jones", "Dora Lee"]
+    texts = ["Alpha Corp ships.", "Alpha Corp was founded by Bob Smith.", "Bob Smith knew Carl Jones.",
+             "Carl Jones was a banker.", "Dora Lee paints."]
+    v = CorpusView(ids=[f"c{i}" for i in range(5)], texts=texts, kinds=np.array(["chunk"] * 5, dtype=object),
+                   doc_ids=["a", "a", "b", "c", "d"], E=np.eye(5, dtype=np.float32),
+                   embed=lambda qs: np.zeros((1, 5), np.float32), bm25_raw=lambda q: np.ones(5, np.float32))
+    st = SP.lexical_state(v, TITLE_ONLY)
+    score = np.array([0.9, 1.0, 0.8, 0.7, 0.1], np.float32)
+    raised = np.array([True, True, True, True, False])
+    taken = np.array([0])                     # a seed of document "a"
+    # head of 3 documents: a (chunk 1, its document already seeded), b, c -> new seeds b, c
+    assert SP._frontier(st, score, raised, taken, 3).tolist() == [2, 3]
+    assert SP._frontier(st, score, raised, taken, 1).tolist() == []          # head: "a" only
+    mask = np.array([True, True, False, True, True])
+    assert SP._frontier(st, score, raised, taken, 3, mask).tolist() == [3]   # b filtered out; d never raised
 
 
 def test_named_entities_takes_the_fullest_title():
@@ -194,6 +230,6 @@ def test_a_seed_reaches_the_page_it_names_with_its_own_degree(chain):
     assert off[1] == pytest.approx(w, abs=1e-6) and w < 1.0
     assert on[1] == pytest.approx(1.0)
     assert on[2] == off[2] == 0.0            # C is named by B, which is no seed after one step
-    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2))
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2))
     assert two[2] > 0.0                      # with two steps B seeds, and names C: degree hop₁(B)
     np.testing.assert_allclose(np.delete(on, [1]), np.delete(off, [1]), atol=1e-6)   # only named pages move

@@ -304,9 +304,28 @@ def _padded(rows, width: int):
     return S, D
 
 
-def _frontier(st: LexicalState, score, raised, taken, n_seeds: int):
-    """The next step's seeds of one query: the n_seeds best chunks (by score, distinct documents)
-    among those whose degree the last step raised, excluding earlier seeds."""
+def _frontier(st: LexicalState, score, raised, taken, n_seeds: int, mask=None):
+    """The next step's seeds of one query: the chunks of the ranking's head (the n_seeds best chunks
+    of distinct documents by ``score``, allowed ones only) that the last step raised and whose
+    documents hold no seed yet. Empty when the head holds no such chunk: the seeds are the head of the ranking
+    they produce, so the iteration has reached its fixpoint."""
+    key = np.asarray(score[:st.n_chunks], dtype=np.float32).copy()
+    if mask is not None:
+        key[~mask[:st.n_chunks]] = -np.inf
+    if not np.isfinite(key).any():
+        return np.zeros(0, np.int64)
+    head = pick_seeds(key, n_seeds, st.doc)
+    head = head[np.isfinite(key[head]) & raised[head]]
+    if taken.size:   # seeds stand for their documents: a head document with a seed is no new seed
+        t = taken[taken < st.n_chunks]
+        head = head[~np.isin(st.doc[head], st.doc[t])]
+    return head
+
+
+def _raised_frontier(st: LexicalState, score, raised, taken, n_seeds: int):
+    """``Config.spread_stop = "raised"``: the n_seeds best chunks (by score, distinct documents) among
+    those whose degree the last step raised, excluding earlier seeds; the iteration stops when a step
+    raises no degree at all."""
     key = np.where(raised[:st.n_chunks], score[:st.n_chunks], -np.inf)
     if taken.size:
         key[taken[taken < st.n_chunks]] = -np.inf
@@ -330,7 +349,8 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     bounded; it stops at ``Config.spread_steps`` or as soon as a step raises no allowed item's
     degree (the fixpoint: nothing added, nothing more to spread)."""
     from .. import ops
-    Q, S = len(bases), max(int(cfg.spread_seeds), 1)
+    Q, S, lam = len(bases), max(int(cfg.spread_seeds), 1), float(cfg.w_spread)
+    head = cfg.spread_stop == "head"
     rs, rows = [], []
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
@@ -362,16 +382,21 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
             if not live[q]:
                 front.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
                 continue
-            sd = _frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
+            if head:
+                sd = _frontier(st, rs[q] + lam * H[q], raised[q], all_s[q], S, mask)
+            else:
+                sd = _raised_frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
             front.append((sd, H[q, sd]))
-        if not any(s.size for s, _ in front):
+        took = np.asarray([s.size > 0 for s, _ in front])
+        if not took.any():
             break
         fs, fd = _padded(front, S)
         H2 = ops.spread_hop(st.G, fs, fd, None)
         if mask is not None:
             H2 = np.where(mask[None, :], H2, 0.0).astype(np.float32)
         raised = H2 > H
-        step = raised.any(axis=1) & live
+        # "head": a step counts when it is taken (its frontier is not empty); "raised": when it raises a degree
+        step = took if head else raised.any(axis=1) & live
         fired += step
         H = np.maximum(H, H2)
         for q in range(Q):
