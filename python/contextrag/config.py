@@ -99,6 +99,7 @@ class Config:
     spread_stop: str = "head"
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
     spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
+    spread_self: bool = False            # a relevance seed's path to itself counts (its relevance twice)
     w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self) -> None:
@@ -124,7 +125,7 @@ class Config:
         if isinstance(self.w_residual, bool) or not isinstance(self.w_residual, (int, float)) \
                 or not math.isfinite(self.w_residual) or self.w_residual < 0:
             raise ValueError(f"Config.w_residual must be a finite number >= 0, got {self.w_residual!r}")
-        for name in ("spread_entities", "spread_mentions"):
+        for name in ("spread_entities", "spread_mentions", "spread_self"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
         if self.spread_stop not in ("head", "raised"):

@@ -351,12 +351,13 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     from .. import ops
     Q, S, lam = len(bases), max(int(cfg.spread_seeds), 1), float(cfg.w_spread)
     head = cfg.spread_stop == "head"
-    rs, rows = [], []
+    rs, rows, own = [], [], []
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
         if got is None:
             rs.append(None)
             rows.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+            own.append(np.zeros(0, np.int64))
             continue
         r, sd, rho = got
         es = entity_seeds(st, questions[q], base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
@@ -367,8 +368,13 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         np.maximum.at(d, inv, deg)
         rs.append(r)
         rows.append((u, d))
+        own.append(u[~np.isin(u, es)] if not cfg.spread_self else np.zeros(0, np.int64))
     seeds, degs = _padded(rows, max(s.size for s, _ in rows))
-    H = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
+    mu = st.mu_rows(list(questions))
+    H = ops.spread_hop(st.G, seeds, degs, mu)
+    for q in range(Q):
+        if own[q].size:
+            H[q, own[q]] = _from_others(st, own[q], rows[q][0], rows[q][1], mu, q)
     if mask is not None:
         H = np.where(mask[None, :], H, 0.0).astype(np.float32)
     all_s = [s for s, _ in rows]
@@ -408,6 +414,33 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     if cfg.spread_mentions and "title" in st.ctx.families:
         H = np.maximum(H, _named_title_step(st, all_s, all_d, mask))
     return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
+
+
+def _from_others(st: LexicalState, targets, seeds, degs, mu, q: int) -> np.ndarray:
+    """The first step's degree of each relevance seed in ``targets`` without its path to itself:
+    max( max_a μ(q,a) ⊗ I(t,a),  max_{s ≠ t, doc(s) ≠ doc(t)} ρ(s) ⊗ I(s,a) ⊗ I(t,a) ), the
+    ``ops.spread_hop`` definition with the term c = s left out for these seeds. A relevance seed's
+    path to itself, ρ(t) ⊗ I(t,a) ⊗ I(t,a) = ρ(t) through its own title, only repeats its relevance,
+    which r(t) already counts; the hop is what *other* evidence adds. Gathered from the seeds' few
+    rows (the kernel computed every other item)."""
+    G = st.G
+    one = G.data.dtype.type(1)
+    A = np.zeros((seeds.size + 1, G.shape[1]), G.data.dtype)     # per seed ρ(s) ⊗ I(s, ·); last row μ(q, ·)
+    for k, (s, d) in enumerate(zip(seeds.tolist(), degs.tolist())):
+        if s >= 0 and d > 0:
+            a, b = G.indptr[s], G.indptr[s + 1]
+            A[k, G.indices[a:b]] = np.maximum(G.data.dtype.type(d) + G.data[a:b] - one, 0)
+    A[-1, mu.indices[mu.indptr[q]:mu.indptr[q + 1]]] = mu.data[mu.indptr[q]:mu.indptr[q + 1]]
+    sdoc = np.where((seeds >= 0) & (seeds < st.n_chunks), st.doc[np.clip(seeds, 0, st.n_chunks - 1)], -1)
+    out = np.zeros(targets.size, np.float32)
+    for k, t in enumerate(targets.tolist()):
+        a, b = G.indptr[t], G.indptr[t + 1]
+        if a == b:
+            continue
+        other = (seeds != t) & ((sdoc != st.doc[t]) if t < st.n_chunks else True)
+        rows = np.append(np.flatnonzero(other), seeds.size)
+        out[k] = max(0.0, float((A[rows][:, G.indices[a:b]] + G.data[a:b] - one).max()))
+    return out
 
 
 def _named_title_step(st: LexicalState, seeds, degs, mask) -> np.ndarray:
