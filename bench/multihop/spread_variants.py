@@ -34,7 +34,7 @@ from eval_sets import RESULTS, SETS, data_file  # noqa: E402
 BEFORE = {"spread_entities": False, "spread_steps": 1, "w_residual": 0.0, "spread_mentions": False,
           "spread_self": True}
 # the previous default: a relevance seed's path to itself counted, later steps until no degree rises
-PREVIOUS = {"spread_self": True, "spread_stop": "raised"}
+PREVIOUS = {"spread_self": True, "spread_stop": "raised", "w_residual": 1.0}
 # name -> (index-time overrides, query-time overrides) of Config()
 VARIANTS = {
     "default": ({}, {}),
@@ -47,7 +47,9 @@ VARIANTS = {
     "one step": ({}, {"spread_steps": 1}),
     "up to 3 steps": ({}, {"spread_steps": 3}),
     "w_residual 0": ({}, {"w_residual": 0.0}),
+    "w_residual 0.25": ({}, {"w_residual": 0.25}),
     "w_residual 0.5": ({}, {"w_residual": 0.5}),
+    "w_residual 1": ({}, {"w_residual": 1.0}),
     "w_residual 1.5": ({}, {"w_residual": 1.5}),
     "w_spread 0.5": ({}, {"w_spread": 0.5}),
     "w_spread 1.5": ({}, {"w_spread": 1.5}),

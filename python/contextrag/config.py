@@ -100,7 +100,7 @@ class Config:
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
     spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
     spread_self: bool = False            # a relevance seed's path to itself counts (its relevance twice)
-    w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
+    w_residual: float = 0.75             # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self) -> None:
         self.rq_sizes = tuple(self.rq_sizes)

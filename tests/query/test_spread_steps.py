@@ -68,7 +68,8 @@ def test_second_step_reaches_the_third_passage(chain):
 
 def test_steps_equal_two_reference_hops(chain):
     """Step 2 is ops.spread_hop again from the frontier: check against the float64 reference."""
-    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2, spread_mentions=False)
+    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2, spread_mentions=False,
+                 spread_self=True)   # the reference hop counts every seed's path to itself
     st = SP.lexical_state(chain, TITLE_ONLY)
     base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
     (r, hop, seeds, degs, fired), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
@@ -208,7 +209,7 @@ def test_residual_coverage_is_the_weighted_subsethood_of_what_is_left():
     assert res[2] == res[3] > 0.0             # both hold "capital", the one term the best chunk lacks
     off = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config(w_residual=0.0))[1]
     on = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config())[1]
-    np.testing.assert_allclose(on - off, res, atol=1e-6)   # unit weight, added to the spreading part
+    np.testing.assert_allclose(on - off, Config().w_residual * res, atol=1e-6)   # added to the spreading part
 
 
 def test_residual_coverage_edge_cases():
@@ -233,3 +234,26 @@ def test_a_seed_reaches_the_page_it_names_with_its_own_degree(chain):
     two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2))
     assert two[2] > 0.0                      # with two steps B seeds, and names C: degree hop₁(B)
     np.testing.assert_allclose(np.delete(on, [1]), np.delete(off, [1]), atol=1e-6)   # only named pages move
+
+
+def test_a_relevance_seed_gains_nothing_from_its_own_path(chain):
+    """spread_self=False (the default): a relevance seed's first-step degree is what the question's
+    own activation and the *other* seeds give it (the float64 reference without the seed itself);
+    every other item, and every item with spread_self=True, is the reference hop of all seeds."""
+    base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
+    st = SP.lexical_state(chain, Config().spread_families)
+    I, doc, mu = st.I.toarray().astype(np.float64), st.doc, st.mu(CHAIN_Q)[None, :]
+    for self_path in (False, True):
+        cfg = Config(spread_seeds=3, spread_steps=1, spread_mentions=False, spread_self=self_path)
+        (r, hop, seeds, degs, _), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
+        full = ref.spread_hop(I, seeds[None], degs[None], mu, doc)[0]
+        want = full.copy()
+        if not self_path:
+            for j, t in enumerate(seeds):
+                keep = np.arange(seeds.size) != j
+                want[t] = ref.spread_hop(I, seeds[None, keep], degs[None, keep], mu, doc)[0][t]
+        np.testing.assert_allclose(hop, want, atol=1e-6)
+        if not self_path:
+            assert (hop[seeds] < full[seeds] - 1e-6).any()   # some seed's best path was its own
+    with pytest.raises(ValueError, match="spread_self"):
+        Config(spread_self=1)
