@@ -9,6 +9,8 @@ where link(b, ·) is one ``ops.spread_hop`` from b alone with degree 1 over
 * "shared": the lexical families (a rare entity or term b and c share: 1 ⊗ I(b,a) ⊗ I(c,a));
 * "named": the own pages of the titles b mentions (the named-title step from b, degree 1);
 * "naming": the chunks that mention b's own title, crisply (1), where the title family gives w(title).
+And two parameter-free ways to join the residual coverage to the hop instead of hop + ω·res: the
+max, and the Łukasiewicz disjunction min(1, hop + res).
 On the harness's cached ``Config()`` index of each set, with the eq. 13 parts of each question computed
 once (its embedding shared by the variants); recall@k over the first k distinct documents of the top
 20 chunk hits, as the harness counts it. Writes bench/results/multihop/eval_<set>/second_slot.json.
@@ -30,7 +32,8 @@ from spread_variants import cpu_flags, cpu_model  # noqa: E402
 
 MODES = {"default (no pairing)": (), "pairing: shared": ("shared",), "pairing: named": ("named",),
          "pairing: shared + named": ("shared", "named"), "pairing: naming": ("naming",),
-         "pairing: shared + named + naming": ("shared", "named", "naming")}
+         "pairing: shared + named + naming": ("shared", "named", "naming"),
+         "residual joined by max(hop, res)": ("max",), "residual joined by min(1, hop + res)": ("luk",)}
 
 
 def main(names) -> None:
@@ -70,7 +73,12 @@ def main(names) -> None:
             rec = {2: [], 5: [], 10: []}
             for q, (qq, p) in enumerate(zip(qa.questions, parts)):
                 b, g = spread[q]
-                if mode:
+                if mode and mode[0] in ("max", "luk"):
+                    hop = batch[q][1]
+                    res = (g - hop) / float(cfg.w_residual)        # the unweighted residual coverage
+                    g = np.maximum(hop, res) if mode[0] == "max" else np.minimum(1.0, hop + res)
+                    b = (batch[q][0] + lam * g).astype(np.float32)
+                elif mode:
                     hop = batch[q][1]
                     res = g - hop
                     best = int(np.argmax(b[:st.n_chunks]))
