@@ -257,3 +257,19 @@ def test_a_relevance_seed_gains_nothing_from_its_own_path(chain):
             assert (hop[seeds] < full[seeds] - 1e-6).any()   # some seed's best path was its own
     with pytest.raises(ValueError, match="spread_self"):
         Config(spread_self=1)
+
+
+def test_the_explanation_leaves_out_the_self_path_too(chain):
+    """query/explain.py reports the strongest path into an item; for a relevance seed it skips the
+    seed's path to itself, as the hop does, so the reported value is the seed's hop."""
+    from contextrag.query.explain import _best_path
+    base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
+    cfg = Config(spread_seeds=3, spread_steps=1, spread_mentions=False, w_residual=0.0)
+    st, seeds, rho, mu, doc, r, res = SP.spread_trace(chain, CHAIN_Q, base, cfg)
+    hop = SP.spread_view(chain, CHAIN_Q, base, cfg)[1]
+    no_self = SP.self_path_excluded(st, CHAIN_Q, base, cfg)
+    assert no_self
+    for t in no_self:
+        assert _best_path(t, st, seeds, rho, mu, doc, False, no_self)[0] == pytest.approx(float(hop[t]), abs=1e-6)
+    # with the self path the explanation would report a value the hop no longer has
+    assert any(abs(_best_path(t, st, seeds, rho, mu, doc, False)[0] - float(hop[t])) > 1e-6 for t in no_self)

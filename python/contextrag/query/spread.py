@@ -295,6 +295,16 @@ def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
     return st, seeds, rho, st.mu(question), doc, r, res
 
 
+def self_path_excluded(st: LexicalState, question: str, base: np.ndarray, cfg, mask=None) -> frozenset:
+    """The relevance seeds of the first step that are no entity seeds: the items whose path to
+    themselves the hop leaves out (``Config.spread_self = False``, :func:`_from_others`)."""
+    got = _seeds_of(st, np.asarray(base, dtype=np.float32), cfg, mask)
+    if got is None:
+        return frozenset()
+    es = entity_seeds(st, question, base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
+    return frozenset(int(s) for s in got[1] if s not in set(es.tolist()))
+
+
 def _padded(rows, width: int):
     """(Q, width) seeds (−1 padded) and degrees from per-query (seeds, degrees) pairs."""
     S = np.full((len(rows), max(width, 1)), -1, np.int64)
