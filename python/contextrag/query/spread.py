@@ -346,18 +346,21 @@ def _raised_frontier(st: LexicalState, score, raised, taken, n_seeds: int):
 
 
 def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
-    """Per query (r, hop, seeds of every step, their degrees, steps that added something), or
-    (None, …) when no item is allowed.
+    """Per query (r, hop, seeds of every step, their degrees, later steps taken), or (None, …) when
+    no item is allowed.
 
     Step 1 is ``ops.spread_hop`` from the relevance seeds (degrees ρ) and the entity seeds (degree
-    1) with the question's own activation μ. Each later step is the same op again, from the frontier:
-    the best ``spread_seeds`` chunks (distinct documents, allowed, not seeds before) whose degree the
-    previous step raised, each with that degree. A step's paths are ρ ⊗ I ⊗ I composed with the path
-    that reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
+    1) with the question's own activation μ; a relevance seed's own value is then what μ and the
+    other seeds give it (:func:`_from_others`), unless ``Config.spread_self``. Each later step is the
+    same op again, from the frontier, each frontier chunk with its degree: with ``Config.spread_stop
+    = "head"`` the raised chunks among the ``spread_seeds`` best documents by r + λ·hop whose
+    documents hold no seed yet (:func:`_frontier`); with ``"raised"`` the best ``spread_seeds``
+    raised chunks whatever their rank. A step's paths are ρ ⊗ I ⊗ I composed with the path that
+    reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
     (1 − I(s, a)) + (1 − I(c, a)) of its degree, only rare shared attributes carry it further, and a
     degree never exceeds the seed's. Degrees combine by max, so the iteration is monotone and
-    bounded; it stops at ``Config.spread_steps`` or as soon as a step raises no allowed item's
-    degree (the fixpoint: nothing added, nothing more to spread)."""
+    bounded; it stops at ``Config.spread_steps`` or at the fixpoint: an empty frontier ("head": the
+    head holds no new document; "raised": the last step raised no allowed item's degree)."""
     from .. import ops
     Q, S, lam = len(bases), max(int(cfg.spread_seeds), 1), float(cfg.w_spread)
     head = cfg.spread_stop == "head"
@@ -561,8 +564,9 @@ def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.nda
 
 
 def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
-    """Per question, how many steps after the first raised some item's degree (0: the first step
-    was the fixpoint). For the benchmarks' report of how often the later steps fire."""
+    """Per question, how many steps after the first were taken (``Config.spread_stop = "head"``: a
+    frontier was found) or raised some item's degree (``"raised"``); 0: the first step was the
+    fixpoint. For the benchmarks' report of how often the later steps fire."""
     bases = [np.asarray(b, dtype=np.float32) for b in bases]
     if not _families_key(cfg.spread_families) or not bases:
         return np.zeros(len(bases), np.int64)
