@@ -24,9 +24,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_sets import RESULTS, SETS, data_file  # noqa: E402
-from spread_variants import BEFORE, cpu_flags, cpu_model  # noqa: E402
+from spread_variants import BEFORE, PREVIOUS, cpu_flags, cpu_model  # noqa: E402
 
 VARIANTS = {"no spreading": {"w_spread": 0.0}, "before (one step, no entity seeds, no residual)": BEFORE,
+            "previous default (self paths, stop when no degree rises)": PREVIOUS,
             "default": {}}
 
 

@@ -9,8 +9,10 @@ Per set, one harness run (:func:`contextrag.eval.run`, retrieval only, no LLM) i
 is a system: the query-time variants read the one index the harness caches for ``Config()``
 (stemmed), the two "unstemmed" variants the index built with ``Config(stemmer=None)`` (stemming is
 index-time); each question is embedded once per index and shared by the systems, so the run costs
-the retrievals. Then, on the default index: how often the later spreading steps fire (a step that
-raises some item's degree) and how often they change the top 10 documents.
+the retrievals. Then, on the default index: how often the later spreading steps fire under either stopping rule
+(``Config.spread_stop``: "head", a step taken because the ranking's head holds a new raised document;
+"raised", a step that raises some item's degree) and how often the second step changes the top 10
+documents.
 Writes bench/results/multihop/eval_<set>/spread_variants.json.
 """
 from __future__ import annotations
@@ -29,23 +31,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from eval_sets import RESULTS, SETS, data_file  # noqa: E402
 
 # the query-time settings of the spreading before entity seeds, named titles, later steps and residual coverage
-BEFORE = {"spread_entities": False, "spread_steps": 1, "w_residual": 0.0, "spread_mentions": False}
+BEFORE = {"spread_entities": False, "spread_steps": 1, "w_residual": 0.0, "spread_mentions": False,
+          "spread_self": True}
+# the previous default: a relevance seed's path to itself counted, later steps until no degree rises
+PREVIOUS = {"spread_self": True, "spread_stop": "raised", "w_residual": 1.0}
 # name -> (index-time overrides, query-time overrides) of Config()
 VARIANTS = {
     "default": ({}, {}),
+    "previous default (self paths, stop when no degree rises)": ({}, PREVIOUS),
     "before (one step, no entity seeds, no residual)": ({}, BEFORE),
+    "self paths of relevance seeds": ({}, {"spread_self": True}),
+    "stop when no degree rises": ({}, {"spread_stop": "raised"}),
     "no entity seeds": ({}, {"spread_entities": False}),
     "no named-title step": ({}, {"spread_mentions": False}),
     "one step": ({}, {"spread_steps": 1}),
     "up to 3 steps": ({}, {"spread_steps": 3}),
     "w_residual 0": ({}, {"w_residual": 0.0}),
+    "w_residual 0.25": ({}, {"w_residual": 0.25}),
     "w_residual 0.5": ({}, {"w_residual": 0.5}),
+    "w_residual 1": ({}, {"w_residual": 1.0}),
     "w_residual 1.5": ({}, {"w_residual": 1.5}),
     "w_spread 0.5": ({}, {"w_spread": 0.5}),
     "w_spread 1.5": ({}, {"w_spread": 1.5}),
     "no spreading": ({}, {"w_spread": 0.0}),
     "unstemmed index": ({"stemmer": None}, {}),
-    "unstemmed index, before (the previous default)": ({"stemmer": None}, BEFORE),
+    "unstemmed index, before (the default two versions back)": ({"stemmer": None}, BEFORE),
 }
 KEYS = ("recall@2", "recall@5", "recall@10", "strict_recall@5", "complete@5")
 
@@ -95,11 +105,12 @@ def steps_fired(qa, config) -> dict:
     Q = embed_queries(view, texts)
     bases = [base_parts(view, t, Q[i:i + 1], config)["base"] for i, t in enumerate(texts)]
     out = {}
-    for steps in (2, 3):
-        cfg = config.__class__(**{**config.to_dict(), "spread_steps": steps})
-        fired = spread_steps_fired(view, texts, bases, cfg)
-        out[f"spread_steps={steps}"] = {"questions": len(texts),
-                                        "steps_that_added": {str(k): int((fired == k).sum()) for k in range(steps)}}
+    for stop in ("head", "raised"):
+        for steps in (2, 3, 4):
+            cfg = config.__class__(**{**config.to_dict(), "spread_steps": steps, "spread_stop": stop})
+            fired = spread_steps_fired(view, texts, bases, cfg)
+            out[f"spread_stop={stop}, spread_steps={steps}"] = {
+                "questions": len(texts), "steps_that_added": {str(k): int((fired == k).sum()) for k in range(steps)}}
     over = {k: getattr(config, k) for k in QUERY_FIELDS}
 
     def top_docs(hits):

@@ -93,10 +93,14 @@ class Config:
     # Snowball stemmer of the BM25 tokens and the "term" family (PyStemmer; None: words as they are).
     # Index-time: a query is stemmed as its index was.
     stemmer: str | None = "english"
-    spread_steps: int = 2                # most steps; fewer when a step raises no degree (the fixpoint)
+    spread_steps: int = 2                # most steps; fewer at the fixpoint (spread_stop)
+    # when the later steps stop: "head" once the ranking's head (the spread_seeds best documents) holds
+    # no chunk that is not a seed yet; "raised" once a step raises no item's degree
+    spread_stop: str = "head"
     spread_entities: bool = True         # each entity the question names seeds its own page (degree 1)
     spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
-    w_residual: float = 1.0              # weight of the question's residual coverage (query/spread.py)
+    spread_self: bool = False            # a relevance seed's path to itself counts (its relevance twice)
+    w_residual: float = 0.75             # weight of the question's residual coverage (query/spread.py)
 
     def __post_init__(self) -> None:
         self.rq_sizes = tuple(self.rq_sizes)
@@ -121,9 +125,11 @@ class Config:
         if isinstance(self.w_residual, bool) or not isinstance(self.w_residual, (int, float)) \
                 or not math.isfinite(self.w_residual) or self.w_residual < 0:
             raise ValueError(f"Config.w_residual must be a finite number >= 0, got {self.w_residual!r}")
-        for name in ("spread_entities", "spread_mentions"):
+        for name in ("spread_entities", "spread_mentions", "spread_self"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.spread_stop not in ("head", "raised"):
+            raise ValueError(f"Config.spread_stop must be 'head' or 'raised', got {self.spread_stop!r}")
         if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:
             raise ValueError(f"Config.spread_steps must be an int >= 1, got {self.spread_steps!r}")
         if not isinstance(self.spread_families, dict) or any(

@@ -52,9 +52,9 @@ def hop_of(view, question, cfg):
 
 
 def test_second_step_reaches_the_third_passage(chain):
-    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=1,
+    one, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=1,
                                            spread_mentions=False))
-    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2,
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2,
                                            spread_mentions=False))
     assert one[2] == 0.0                     # one step: C shares no attribute with any seed
     assert two[2] > 0.0                      # two steps: A -> "bob smith" -> B -> "carl jones" -> C
@@ -68,7 +68,8 @@ def test_second_step_reaches_the_third_passage(chain):
 
 def test_steps_equal_two_reference_hops(chain):
     """Step 2 is ops.spread_hop again from the frontier: check against the float64 reference."""
-    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2, spread_mentions=False)
+    cfg = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2, spread_mentions=False,
+                 spread_self=True)   # the reference hop counts every seed's path to itself
     st = SP.lexical_state(chain, TITLE_ONLY)
     base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
     (r, hop, seeds, degs, fired), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
@@ -86,13 +87,49 @@ def test_steps_equal_two_reference_hops(chain):
 def test_steps_stop_at_the_fixpoint(chain):
     """With room for five steps the iteration stops once a step raises nothing: the hop equals
     that of the last step that added something, and the count says how many steps added."""
-    cfg2 = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2)
-    cfg5 = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=5)
+    cfg2 = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2)
+    cfg5 = Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=5)
     h2, base = hop_of(chain, CHAIN_Q, cfg2)
     h5, _ = hop_of(chain, CHAIN_Q, cfg5)
     np.testing.assert_allclose(h5, h2, atol=1e-7)
     fired = SP.spread_steps_fired(chain, [CHAIN_Q], [base.astype(np.float32)], cfg5)
     assert fired.tolist() == [1]             # step 2 added C; step 3 added nothing, so it stopped
+
+
+def test_later_steps_start_from_the_head_of_the_ranking(chain):
+    """spread_stop="head" (the default): a later step starts from the raised chunks that reach the
+    ranking's head (the spread_seeds best documents). With one seed the head is A alone and B, raised
+    but ranked below A, seeds nothing: the second step is not taken. "raised" takes it from B."""
+    head = Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=3, spread_mentions=False)
+    raised = Config(**{**head.to_dict(), "spread_stop": "raised"})
+    one, base = hop_of(chain, CHAIN_Q, Config(**{**head.to_dict(), "spread_steps": 1}))
+    h, _ = hop_of(chain, CHAIN_Q, head)
+    r, _ = hop_of(chain, CHAIN_Q, raised)
+    np.testing.assert_allclose(h, one, atol=1e-7)
+    assert r[2] > 0.0 and h[2] == 0.0
+    b = [base.astype(np.float32)]
+    assert SP.spread_steps_fired(chain, [CHAIN_Q], b, head).tolist() == [0]
+    assert SP.spread_steps_fired(chain, [CHAIN_Q], b, raised).tolist() == [1]
+    with pytest.raises(ValueError, match="spread_stop"):
+        Config(spread_stop="never")
+
+
+def test_the_frontier_takes_new_documents_of_the_head_only():
+    titles = ["Alpha Corp", "Alpha Corp", "Bob Smith", "Carl Jones", "Dora Lee"]
+    texts = ["Alpha Corp ships.", "Alpha Corp was founded by Bob Smith.", "Bob Smith knew Carl Jones.",
+             "Carl Jones was a banker.", "Dora Lee paints."]
+    v = CorpusView(ids=[f"c{i}" for i in range(5)], texts=texts, kinds=np.array(["chunk"] * 5, dtype=object),
+                   doc_ids=["a", "a", "b", "c", "d"], E=np.eye(5, dtype=np.float32),
+                   embed=lambda qs: np.zeros((1, 5), np.float32), bm25_raw=lambda q: np.ones(5, np.float32))
+    st = SP.lexical_state(v, TITLE_ONLY)
+    score = np.array([0.9, 1.0, 0.8, 0.7, 0.1], np.float32)
+    raised = np.array([True, True, True, True, False])
+    taken = np.array([0])                     # a seed of document "a"
+    # head of 3 documents: a (chunk 1, its document already seeded), b, c -> new seeds b, c
+    assert SP._frontier(st, score, raised, taken, 3).tolist() == [2, 3]
+    assert SP._frontier(st, score, raised, taken, 1).tolist() == []          # head: "a" only
+    mask = np.array([True, True, False, True, True])
+    assert SP._frontier(st, score, raised, taken, 3, mask).tolist() == [3]   # b filtered out; d never raised
 
 
 def test_named_entities_takes_the_fullest_title():
@@ -172,7 +209,7 @@ def test_residual_coverage_is_the_weighted_subsethood_of_what_is_left():
     assert res[2] == res[3] > 0.0             # both hold "capital", the one term the best chunk lacks
     off = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config(w_residual=0.0))[1]
     on = SP.spread_view(view, RES_Q, (view.bm25_raw(RES_Q) / 10).astype(np.float32), Config())[1]
-    np.testing.assert_allclose(on - off, res, atol=1e-6)   # unit weight, added to the spreading part
+    np.testing.assert_allclose(on - off, Config().w_residual * res, atol=1e-6)   # added to the spreading part
 
 
 def test_residual_coverage_edge_cases():
@@ -194,6 +231,45 @@ def test_a_seed_reaches_the_page_it_names_with_its_own_degree(chain):
     assert off[1] == pytest.approx(w, abs=1e-6) and w < 1.0
     assert on[1] == pytest.approx(1.0)
     assert on[2] == off[2] == 0.0            # C is named by B, which is no seed after one step
-    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=1, spread_steps=2))
+    two, _ = hop_of(chain, CHAIN_Q, Config(spread_families=TITLE_ONLY, spread_seeds=2, spread_steps=2))
     assert two[2] > 0.0                      # with two steps B seeds, and names C: degree hop₁(B)
     np.testing.assert_allclose(np.delete(on, [1]), np.delete(off, [1]), atol=1e-6)   # only named pages move
+
+
+def test_a_relevance_seed_gains_nothing_from_its_own_path(chain):
+    """spread_self=False (the default): a relevance seed's first-step degree is what the question's
+    own activation and the *other* seeds give it (the float64 reference without the seed itself);
+    every other item, and every item with spread_self=True, is the reference hop of all seeds."""
+    base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
+    st = SP.lexical_state(chain, Config().spread_families)
+    I, doc, mu = st.I.toarray().astype(np.float64), st.doc, st.mu(CHAIN_Q)[None, :]
+    for self_path in (False, True):
+        cfg = Config(spread_seeds=3, spread_steps=1, spread_mentions=False, spread_self=self_path)
+        (r, hop, seeds, degs, _), = SP._spread_batch(st, [CHAIN_Q], [base], cfg, None)
+        full = ref.spread_hop(I, seeds[None], degs[None], mu, doc)[0]
+        want = full.copy()
+        if not self_path:
+            for j, t in enumerate(seeds):
+                keep = np.arange(seeds.size) != j
+                want[t] = ref.spread_hop(I, seeds[None, keep], degs[None, keep], mu, doc)[0][t]
+        np.testing.assert_allclose(hop, want, atol=1e-6)
+        if not self_path:
+            assert (hop[seeds] < full[seeds] - 1e-6).any()   # some seed's best path was its own
+    with pytest.raises(ValueError, match="spread_self"):
+        Config(spread_self=1)
+
+
+def test_the_explanation_leaves_out_the_self_path_too(chain):
+    """query/explain.py reports the strongest path into an item; for a relevance seed it skips the
+    seed's path to itself, as the hop does, so the reported value is the seed's hop."""
+    from contextrag.query.explain import _best_path
+    base = (0.3 * chain.bm25_raw(CHAIN_Q) / 10.0).astype(np.float32)
+    cfg = Config(spread_seeds=3, spread_steps=1, spread_mentions=False, w_residual=0.0)
+    st, seeds, rho, mu, doc, r, res = SP.spread_trace(chain, CHAIN_Q, base, cfg)
+    hop = SP.spread_view(chain, CHAIN_Q, base, cfg)[1]
+    no_self = SP.self_path_excluded(st, CHAIN_Q, base, cfg)
+    assert no_self
+    for t in no_self:
+        assert _best_path(t, st, seeds, rho, mu, doc, False, no_self)[0] == pytest.approx(float(hop[t]), abs=1e-6)
+    # with the self path the explanation would report a value the hop no longer has
+    assert any(abs(_best_path(t, st, seeds, rho, mu, doc, False)[0] - float(hop[t])) > 1e-6 for t in no_self)

@@ -37,7 +37,7 @@ __all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "a
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds",
                 "spread_steps", "spread_entities", "w_residual",
-                "spread_mentions")
+                "spread_mentions", "spread_stop", "spread_self")
 
 
 def _config(index, overrides: dict) -> Config:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from .hybrid import score_all
-from .spread import spread_trace
+from .spread import self_path_excluded, spread_trace
 
 
 def _columns(st) -> list[tuple[str, str]]:
@@ -49,10 +49,11 @@ def _title_span(st):
     return None
 
 
-def _best_path(c: int, st, seeds, rho, mu, doc, named: bool = False):
+def _best_path(c: int, st, seeds, rho, mu, doc, named: bool = False, no_self=frozenset()):
     """(hop, via, seed index or None, column, seed degree, item degree) of the strongest path into c.
     ``named``: a seed that mentions the title of c's own page reaches it with the seed's degree
-    (``Config.spread_mentions``)."""
+    (``Config.spread_mentions``). ``no_self``: seeds whose path to themselves does not count (the
+    relevance seeds, unless ``Config.spread_self``)."""
     best = (0.0, None, None, -1, 0.0, 0.0)
     if c >= st.I.shape[0]:
         return best
@@ -66,8 +67,8 @@ def _best_path(c: int, st, seeds, rho, mu, doc, named: bool = False):
             best = (float(v[j]), "question", None, int(cols_c[j]), float(mu[cols_c[j]]), float(vals_c[j]))
     for s in seeds:
         s = int(s)
-        if s != c and doc[s] == doc[c]:
-            continue          # no path from a seed to its sibling chunks (ops.spread_hop)
+        if (s != c and doc[s] == doc[c]) or (s == c and s in no_self):
+            continue          # no path from a seed to its sibling chunks (ops.spread_hop), nor to itself
         cols_s, vals_s = _row(st.I, s)
         common, ia, ib = np.intersect1d(cols_s, cols_c, assume_unique=True, return_indices=True)
         if common.size == 0:
@@ -94,6 +95,7 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
     if tr is not None:
         st, seeds, rho, mu, doc, r, res = tr
         seed_set = {int(s) for s in seeds}
+        no_self = frozenset() if cfg.spread_self else self_path_excluded(st, question, eq13, cfg, mask)
         cols = _columns(st)
     else:
         finite = np.isfinite(eq13) if eq13 is not None else None
@@ -108,7 +110,7 @@ def explain_hits(view, question: str, hits, cfg, mask=None, parts: dict | None =
             e["seed"] = i in seed_set
             if e["seed"]:
                 e["seed_degree"] = float(rho[i])
-            hop, via, s, col, d_from, d_to = _best_path(i, st, seeds, rho, mu, doc, bool(cfg.spread_mentions))
+            hop, via, s, col, d_from, d_to = _best_path(i, st, seeds, rho, mu, doc, bool(cfg.spread_mentions), no_self)
             e["residual"] = float(res[i])      # the question's terms the best chunk lacks, held here
             e["hop"] = hop + e["residual"]
             if via is not None:

@@ -295,6 +295,16 @@ def spread_trace(view, question: str, base: np.ndarray, cfg, mask=None):
     return st, seeds, rho, st.mu(question), doc, r, res
 
 
+def self_path_excluded(st: LexicalState, question: str, base: np.ndarray, cfg, mask=None) -> frozenset:
+    """The relevance seeds of the first step that are no entity seeds: the items whose path to
+    themselves the hop leaves out (``Config.spread_self = False``, :func:`_from_others`)."""
+    got = _seeds_of(st, np.asarray(base, dtype=np.float32), cfg, mask)
+    if got is None:
+        return frozenset()
+    es = entity_seeds(st, question, base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
+    return frozenset(int(s) for s in got[1] if s not in set(es.tolist()))
+
+
 def _padded(rows, width: int):
     """(Q, width) seeds (−1 padded) and degrees from per-query (seeds, degrees) pairs."""
     S = np.full((len(rows), max(width, 1)), -1, np.int64)
@@ -304,9 +314,28 @@ def _padded(rows, width: int):
     return S, D
 
 
-def _frontier(st: LexicalState, score, raised, taken, n_seeds: int):
-    """The next step's seeds of one query: the n_seeds best chunks (by score, distinct documents)
-    among those whose degree the last step raised, excluding earlier seeds."""
+def _frontier(st: LexicalState, score, raised, taken, n_seeds: int, mask=None):
+    """The next step's seeds of one query: the chunks of the ranking's head (the n_seeds best chunks
+    of distinct documents by ``score``, allowed ones only) that the last step raised and whose
+    documents hold no seed yet. Empty when the head holds no such chunk: the seeds are the head of the ranking
+    they produce, so the iteration has reached its fixpoint."""
+    key = np.asarray(score[:st.n_chunks], dtype=np.float32).copy()
+    if mask is not None:
+        key[~mask[:st.n_chunks]] = -np.inf
+    if not np.isfinite(key).any():
+        return np.zeros(0, np.int64)
+    head = pick_seeds(key, n_seeds, st.doc)
+    head = head[np.isfinite(key[head]) & raised[head]]
+    if taken.size:   # seeds stand for their documents: a head document with a seed is no new seed
+        t = taken[taken < st.n_chunks]
+        head = head[~np.isin(st.doc[head], st.doc[t])]
+    return head
+
+
+def _raised_frontier(st: LexicalState, score, raised, taken, n_seeds: int):
+    """``Config.spread_stop = "raised"``: the n_seeds best chunks (by score, distinct documents) among
+    those whose degree the last step raised, excluding earlier seeds; the iteration stops when a step
+    raises no degree at all."""
     key = np.where(raised[:st.n_chunks], score[:st.n_chunks], -np.inf)
     if taken.size:
         key[taken[taken < st.n_chunks]] = -np.inf
@@ -317,26 +346,31 @@ def _frontier(st: LexicalState, score, raised, taken, n_seeds: int):
 
 
 def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
-    """Per query (r, hop, seeds of every step, their degrees, steps that added something), or
-    (None, …) when no item is allowed.
+    """Per query (r, hop, seeds of every step, their degrees, later steps taken), or (None, …) when
+    no item is allowed.
 
     Step 1 is ``ops.spread_hop`` from the relevance seeds (degrees ρ) and the entity seeds (degree
-    1) with the question's own activation μ. Each later step is the same op again, from the frontier:
-    the best ``spread_seeds`` chunks (distinct documents, allowed, not seeds before) whose degree the
-    previous step raised, each with that degree. A step's paths are ρ ⊗ I ⊗ I composed with the path
-    that reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
+    1) with the question's own activation μ; a relevance seed's own value is then what μ and the
+    other seeds give it (:func:`_from_others`), unless ``Config.spread_self``. Each later step is the
+    same op again, from the frontier, each frontier chunk with its degree: with ``Config.spread_stop
+    = "head"`` the raised chunks among the ``spread_seeds`` best documents by r + λ·hop whose
+    documents hold no seed yet (:func:`_frontier`); with ``"raised"`` the best ``spread_seeds``
+    raised chunks whatever their rank. A step's paths are ρ ⊗ I ⊗ I composed with the path that
+    reached its seed, so the Łukasiewicz t-norm gives the decay: every step costs each path
     (1 − I(s, a)) + (1 − I(c, a)) of its degree, only rare shared attributes carry it further, and a
     degree never exceeds the seed's. Degrees combine by max, so the iteration is monotone and
-    bounded; it stops at ``Config.spread_steps`` or as soon as a step raises no allowed item's
-    degree (the fixpoint: nothing added, nothing more to spread)."""
+    bounded; it stops at ``Config.spread_steps`` or at the fixpoint: an empty frontier ("head": the
+    head holds no new document; "raised": the last step raised no allowed item's degree)."""
     from .. import ops
-    Q, S = len(bases), max(int(cfg.spread_seeds), 1)
-    rs, rows = [], []
+    Q, S, lam = len(bases), max(int(cfg.spread_seeds), 1), float(cfg.w_spread)
+    head = cfg.spread_stop == "head"
+    rs, rows, own = [], [], []
     for q, base in enumerate(bases):
         got = _seeds_of(st, base, cfg, mask)
         if got is None:
             rs.append(None)
             rows.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
+            own.append(np.zeros(0, np.int64))
             continue
         r, sd, rho = got
         es = entity_seeds(st, questions[q], base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
@@ -347,8 +381,13 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         np.maximum.at(d, inv, deg)
         rs.append(r)
         rows.append((u, d))
+        own.append(u[~np.isin(u, es)] if not cfg.spread_self else np.zeros(0, np.int64))
     seeds, degs = _padded(rows, max(s.size for s, _ in rows))
-    H = ops.spread_hop(st.G, seeds, degs, st.mu_rows(list(questions)))
+    mu = st.mu_rows(list(questions))
+    H = ops.spread_hop(st.G, seeds, degs, mu)
+    for q in range(Q):
+        if own[q].size:
+            H[q, own[q]] = _from_others(st, own[q], rows[q][0], rows[q][1], mu, q)
     if mask is not None:
         H = np.where(mask[None, :], H, 0.0).astype(np.float32)
     all_s = [s for s, _ in rows]
@@ -362,16 +401,21 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
             if not live[q]:
                 front.append((np.zeros(0, np.int64), np.zeros(0, np.float32)))
                 continue
-            sd = _frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
+            if head:
+                sd = _frontier(st, rs[q] + lam * H[q], raised[q], all_s[q], S, mask)
+            else:
+                sd = _raised_frontier(st, rs[q] + H[q], raised[q], all_s[q], S)
             front.append((sd, H[q, sd]))
-        if not any(s.size for s, _ in front):
+        took = np.asarray([s.size > 0 for s, _ in front])
+        if not took.any():
             break
         fs, fd = _padded(front, S)
         H2 = ops.spread_hop(st.G, fs, fd, None)
         if mask is not None:
             H2 = np.where(mask[None, :], H2, 0.0).astype(np.float32)
         raised = H2 > H
-        step = raised.any(axis=1) & live
+        # "head": a step counts when it is taken (its frontier is not empty); "raised": when it raises a degree
+        step = took if head else raised.any(axis=1) & live
         fired += step
         H = np.maximum(H, H2)
         for q in range(Q):
@@ -383,6 +427,33 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     if cfg.spread_mentions and "title" in st.ctx.families:
         H = np.maximum(H, _named_title_step(st, all_s, all_d, mask))
     return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
+
+
+def _from_others(st: LexicalState, targets, seeds, degs, mu, q: int) -> np.ndarray:
+    """The first step's degree of each relevance seed in ``targets`` without its path to itself:
+    max( max_a μ(q,a) ⊗ I(t,a),  max_{s ≠ t, doc(s) ≠ doc(t)} ρ(s) ⊗ I(s,a) ⊗ I(t,a) ), the
+    ``ops.spread_hop`` definition with the term c = s left out for these seeds. A relevance seed's
+    path to itself, ρ(t) ⊗ I(t,a) ⊗ I(t,a) = ρ(t) through its own title, only repeats its relevance,
+    which r(t) already counts; the hop is what *other* evidence adds. Gathered from the seeds' few
+    rows (the kernel computed every other item)."""
+    G = st.G
+    one = G.data.dtype.type(1)
+    A = np.zeros((seeds.size + 1, G.shape[1]), G.data.dtype)     # per seed ρ(s) ⊗ I(s, ·); last row μ(q, ·)
+    for k, (s, d) in enumerate(zip(seeds.tolist(), degs.tolist())):
+        if s >= 0 and d > 0:
+            a, b = G.indptr[s], G.indptr[s + 1]
+            A[k, G.indices[a:b]] = np.maximum(G.data.dtype.type(d) + G.data[a:b] - one, 0)
+    A[-1, mu.indices[mu.indptr[q]:mu.indptr[q + 1]]] = mu.data[mu.indptr[q]:mu.indptr[q + 1]]
+    sdoc = np.where((seeds >= 0) & (seeds < st.n_chunks), st.doc[np.clip(seeds, 0, st.n_chunks - 1)], -1)
+    out = np.zeros(targets.size, np.float32)
+    for k, t in enumerate(targets.tolist()):
+        a, b = G.indptr[t], G.indptr[t + 1]
+        if a == b:
+            continue
+        other = (seeds != t) & ((sdoc != st.doc[t]) if t < st.n_chunks else True)
+        rows = np.append(np.flatnonzero(other), seeds.size)
+        out[k] = max(0.0, float((A[rows][:, G.indices[a:b]] + G.data[a:b] - one).max()))
+    return out
 
 
 def _named_title_step(st: LexicalState, seeds, degs, mask) -> np.ndarray:
@@ -493,8 +564,9 @@ def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.nda
 
 
 def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
-    """Per question, how many steps after the first raised some item's degree (0: the first step
-    was the fixpoint). For the benchmarks' report of how often the later steps fire."""
+    """Per question, how many steps after the first were taken (``Config.spread_stop = "head"``: a
+    frontier was found) or raised some item's degree (``"raised"``); 0: the first step was the
+    fixpoint. For the benchmarks' report of how often the later steps fire."""
     bases = [np.asarray(b, dtype=np.float32) for b in bases]
     if not _families_key(cfg.spread_families) or not bases:
         return np.zeros(len(bases), np.int64)
