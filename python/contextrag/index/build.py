@@ -474,11 +474,15 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
     """
     g = ix.graph
     g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
-    ix._extents = None
+    old_ext, ix._extents = ix._extents, None
     I = ix.context.dense()
     if new_rows is not None:
         I_new = np.ascontiguousarray(I[new_rows])
         ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
+        n_old = I.shape[0] - len(new_rows)
+        if (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
+                and np.array_equal(new_rows, np.arange(n_old, I.shape[0]))):
+            ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
         affected = np.flatnonzero((ext_new > 0).any(axis=1))
         if len(affected):
             from . import small_batch

@@ -313,11 +313,15 @@ def write_snapshot(ix, d: Path) -> dict:
     from .lexical import words as lw
     if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
         lw.save(ix.words, d / lw.FILE)
-    files = {}
-    for p in sorted(d.rglob("*")):
-        if p.is_file():
-            _fsync_file(p)
-            files[p.relative_to(d).as_posix()] = {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
+
+    def _seal(p: Path) -> tuple:        # fsync and hash in threads: both release the GIL (GBs at 1M chunks)
+        _fsync_file(p)
+        return p.relative_to(d).as_posix(), {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
+                            thread_name_prefix="contextrag-seal") as pool:
+        files = dict(sorted(pool.map(_seal, paths)))
     emb = ix.embedder
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "library_version": __version__,
@@ -684,6 +688,21 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     return ix
 
 
+@contextlib.contextmanager
+def _no_gc():
+    """The cyclic collector off while millions of small dicts are made at once: each would count
+    towards a collection, and each full collection walks every object made so far (at a million
+    documents that was most of the load's time). Nothing made here is garbage; it is on again after."""
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def _read_columns(snap: Path, m: dict, cols: dict):
     """(docs, chunk ids, chunk doc ids, chunk titles, chunk texts) from columns.safetensors."""
     from . import columns
@@ -697,8 +716,9 @@ def _read_columns(snap: Path, m: dict, cols: dict):
         ids = columns.decode(c["doc.ids"], enc["doc.ids"], n_docs)
         titles = columns.decode(c["doc.titles"], enc["doc.titles"], n_docs)
         metas = columns.decode(c["doc.metadata"], enc["doc.metadata"], n_docs)
-        docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}      # most have none
-                for d, t, md in zip(ids, titles, metas)}
+        with _no_gc():
+            docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}      # most have none
+                    for d, t, md in zip(ids, titles, metas)}
         if len(docs) != n_docs:
             raise ValueError("repeated document ids")
         out = [columns.decode(c[k], enc[k], n) for k in ("chunk.ids", "chunk.doc_ids", "chunk.titles")]
