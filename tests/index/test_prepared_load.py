@@ -38,8 +38,13 @@ def test_lazy_strings_read_like_a_list():
     with pytest.raises(IndexError):
         s[len(ref)]
     t = s
-    t += ["more"]                       # a change makes a plain list; the lazy one is left as it was
-    assert isinstance(t, list) and t == ref + ["more"] and len(s) == len(ref)
+    t += ["more"]                       # a new one: the first is left as it was
+    assert isinstance(t, columns.LazyStrings) and t == ref + ["more"] and len(s) == len(ref)
+    assert list(t.take([0, 2, 4, 6])) == [ref[0], ref[2], ref[4], "more"]
+    assert t.take([]) == [] and t.take([5]) == ["virtual"]
+    b2, o2 = t.encoded()                # the stored bytes as they are, the tail encoded
+    assert list(columns.LazyStrings(b2, o2)) == ref + ["more"]
+    assert ["x"] + s == ["x"] + ref
     import copy
     import pickle
     assert copy.deepcopy(s) is s and pickle.loads(pickle.dumps(s)) == ref

@@ -56,8 +56,10 @@ class LazyStrings(Sequence):
     """An immutable list of strings kept as UTF-8 bytes and offsets (a memory map), each decoded
     when asked for; ``tail`` holds strings after them (a plain list: the index's virtual items).
 
-    It reads like a list (indexing, slices, iteration, ``len``, ``==`` with a list, ``+`` gives a
-    list); a change makes a list (``+=`` rebinds to one), so updates work on plain lists."""
+    It reads like a list (indexing, slices, iteration, ``len``, ``==`` with a list). It never changes:
+    ``+`` (and ``+=``, which rebinds) gives a new one with the added strings in its tail, and
+    :meth:`take` one of the chosen strings, so an update neither decodes nor re-encodes the stored
+    ones (:meth:`encoded` encodes the tail alone)."""
 
     __slots__ = ("_buf", "_off", "_n", "_tail")
 
@@ -94,14 +96,6 @@ class LazyStrings(Sequence):
             yield self._one(i)
         yield from self._tail
 
-    def stored_only(self) -> bool:
-        """Whether it is the stored strings alone (no tail)."""
-        return not self._tail
-
-    def buffers(self) -> tuple[np.ndarray, np.ndarray]:
-        """(bytes, offsets) of the stored strings: what :func:`encode_texts` would give for them."""
-        return self._buf, self._off
-
     def with_tail(self, tail: list) -> "LazyStrings":
         """The same stored strings followed by ``tail``."""
         return LazyStrings(self._buf, self._off, tail)
@@ -113,8 +107,35 @@ class LazyStrings(Sequence):
 
     __hash__ = None     # type: ignore[assignment]   (like a list)
 
-    def __add__(self, other) -> list:
-        return list(self) + list(other)
+    def __add__(self, other) -> "LazyStrings":
+        if isinstance(other, str) or not isinstance(other, (list, tuple, LazyStrings)):
+            return NotImplemented
+        return LazyStrings(self._buf, self._off, self._tail + list(other))
+
+    def take(self, indices) -> "LazyStrings":
+        """The strings at ``indices`` (ascending, as a delete keeps them), gathered as bytes."""
+        idx = np.asarray(indices, np.int64)
+        if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(self))):
+            raise IndexError("take: indices out of range")
+        stored, tail = idx[idx < self._n], idx[idx >= self._n]
+        lengths = np.diff(self._off)
+        keep = np.zeros(self._n, bool)
+        keep[stored] = True
+        if stored.size > 1 and bool((np.diff(stored) <= 0).any()):
+            raise ValueError("take: indices must be ascending and distinct")
+        buf = np.ascontiguousarray(self._buf[np.repeat(keep, lengths)])
+        off = np.zeros(stored.size + 1, np.int64)
+        np.cumsum(lengths[stored], out=off[1:])
+        return LazyStrings(buf, off, [self._tail[i - self._n] for i in tail])
+
+    def encoded(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes, offsets) of every string, as :func:`encode_texts` gives them: the stored bytes as
+        they are, the tail encoded."""
+        if not self._tail:
+            return self._buf, self._off
+        tb, to = encode_texts(self._tail)
+        return (np.concatenate([np.asarray(self._buf, np.uint8), tb]),
+                np.concatenate([self._off, self._off[-1] + to[1:]]))
 
     def __radd__(self, other) -> list:
         return list(other) + list(self)

@@ -267,8 +267,8 @@ def _columns(ix) -> tuple[dict, dict]:
     texts = ix.chunk_texts
     if len(texts) != n:
         raise ValueError(f"the index has {len(texts)} chunk texts for {n} chunks")
-    if isinstance(texts, columns.LazyStrings) and texts.stored_only():
-        arrays["chunk.texts"], arrays["chunk.text_offsets"] = texts.buffers()     # as loaded: no re-encoding
+    if isinstance(texts, columns.LazyStrings):    # as loaded (and added to): the stored bytes as they are
+        arrays["chunk.texts"], arrays["chunk.text_offsets"] = texts.encoded()
     else:
         arrays["chunk.texts"], arrays["chunk.text_offsets"] = columns.encode_texts(texts)
     return arrays, enc
