@@ -258,7 +258,8 @@ def _columns(ix) -> tuple[dict, dict]:
     n = ix.n_chunks
     docs = ix.docs
     cols = {"doc.ids": list(docs), "doc.titles": [v["title"] for v in docs.values()],
-            "doc.metadata": [json.dumps(v["metadata"], default=str) for v in docs.values()],
+            "doc.metadata": ["{}" if type(md) is dict and not md else json.dumps(md, default=str)   # most: none
+                             for md in (v["metadata"] for v in docs.values())],
             "chunk.ids": list(ix.chunk_ids), "chunk.doc_ids": list(ix.chunk_doc_ids),
             "chunk.titles": list(ix.chunk_titles)}
     arrays, enc = {}, {}
