@@ -4,6 +4,7 @@
     python bench/bench_scale.py build --chunks 1000000 --index DIR      # corpus + build (static embedder)
     python bench/bench_scale.py query --index DIR --chunks 1000000      # fresh process: load, 500 queries, recall
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
+    python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
@@ -237,6 +238,27 @@ def query(args) -> None:
     update_json(args.chunks, args.key or "query", out)
 
 
+def migrate(args) -> None:
+    """Load an index written in an earlier format and save it in the current one (what a user does
+    once: ``ContextRAG.load(path).save()``); the timings of both, then the load of the result."""
+    from contextrag import ContextRAG
+    from contextrag.index import store
+    sampler = Sampler()
+    st: dict = {}
+    la0 = os.getloadavg()
+    before = store.read_manifest(store.snapshot_dir(args.index))["format_version"]
+    with sampler.interval("load_previous_format", st):
+        rag = ContextRAG.load(args.index, prepare=False)
+    with sampler.interval("save_current_format", st):
+        rag.save()
+    out = {"machine": machine(), "stages": st, "format_version_before": before,
+           "format_version_after": store.FORMAT_VERSION, "chunks": rag.index.n_chunks,
+           "disk_bytes": disk_bytes(Path(args.index)), "loadavg_start": la0,
+           "loadavg_1min_during": sampler.load_summary()}
+    sampler.stop()
+    update_json(args.chunks, "migrate", out)
+
+
 def update(args) -> None:
     """Add 100 documents (new recombined text, another seed) to the index on disk, then delete them."""
     from contextrag import ContextRAG
@@ -252,10 +274,13 @@ def update(args) -> None:
     la0 = os.getloadavg()
     with sampler.interval("add", st):
         r = rag.add(new)
+    add_save = rag.index.timings.get("save")
     with sampler.interval("delete", st):
-        rag.delete([d["id"] for d in new])
+        rd = rag.delete([d["id"] for d in new])
     out = {"machine": machine(), "documents": len(new), "chunks_added": r.get("chunks"),
-           "add_timings": {k: round(v, 3) for k, v in r.get("timings", {}).items()}, "stages": st,
+           "add_timings": {k: round(v, 3) for k, v in r.get("timings", {}).items()},
+           "delete_timings": {k: round(v, 3) for k, v in (rd or {}).get("timings", {}).items()},
+           "save_seconds": {"add": add_save, "delete": rag.index.timings.get("save")}, "stages": st,
            "chunks_after": rag.index.n_chunks, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "goal": {"add_seconds": 10, "delete_seconds": 10}}
     sampler.stop()
@@ -264,7 +289,7 @@ def update(args) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("build", "query", "update", "baseline"))
+    p.add_argument("part", choices=("build", "query", "update", "migrate", "baseline"))
     p.add_argument("--chunks", type=int, default=100_000)
     p.add_argument("--chunks-per-doc", type=float, default=1.0,
                    help="the recombined documents' chunks per document (measured; sizes the corpus)")
@@ -287,7 +312,7 @@ def main(argv=None) -> int:
         return 0
     if not args.index:
         p.error("--index is required")
-    {"build": build, "query": query, "update": update}[args.part](args)
+    {"build": build, "query": query, "update": update, "migrate": migrate}[args.part](args)
     return 0
 
 

@@ -204,6 +204,12 @@ def _copy_index(ix: Index) -> Index:
         v = getattr(ix, name, None)
         if v is not None:
             memo[id(v)] = v
+    ext = getattr(ix, "_extents", None)
+    if ext is not None:                          # a cache an update drops or extends, never changes in place
+        memo[id(ext)] = ext
+    prep = getattr(ix, "_spread_prepared", None)
+    if prep is not None:                         # the stored spreading incidence: stale once the copy changes
+        memo[id(prep)] = None
     docs = getattr(ix, "docs", None)
     if isinstance(docs, dict):                   # entries are added and removed, never changed in place
         memo[id(docs)] = dict(docs)

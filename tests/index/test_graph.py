@@ -174,3 +174,32 @@ def test_sparse_core_meet_cardinality_equals_dense_kernel(base):
     K, inter = core_meet_cardinality(I, seeds, memT)
     np.testing.assert_allclose(K, ops.meet_cardinality(core, core), rtol=1e-5, atol=1e-6)
     assert (inter == (memT[seeds].toarray().astype(int) @ memT[seeds].toarray().T.astype(int))).all()
+
+
+def _windows_loop(doc_ids, positions, w):
+    """The definition, one document and one window at a time."""
+    order = np.lexsort((positions, np.asarray(doc_ids, dtype=object).astype(str)))
+    rows, cols, r, start, n = [], [], 0, 0, len(order)
+    while start < n:
+        end = start
+        while end < n and doc_ids[order[end]] == doc_ids[order[start]]:
+            end += 1
+        idx = order[start:end]
+        for s in range(max(1, len(idx) - w + 1)):
+            rows += [r] * len(idx[s:s + w])
+            cols += idx[s:s + w].tolist()
+            r += 1
+        start = end
+    return rows, cols, r
+
+
+def test_windows_equal_the_loop_on_odd_shapes():
+    rng = np.random.default_rng(3)
+    for _ in range(150):
+        n, w = int(rng.integers(1, 30)), int(rng.integers(1, 5))
+        docs = [f"d{int(x)}" for x in rng.integers(0, max(1, n // 3), n)]
+        pos = rng.permutation(n).astype(np.int32)
+        rows, cols, r = _windows_loop(docs, pos, w)
+        W = windows(docs, pos, w)
+        assert W.shape == (r, n)
+        assert sorted(zip(*W.nonzero())) == sorted(zip(rows, cols))

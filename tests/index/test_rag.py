@@ -104,10 +104,15 @@ def test_delete_removes_document_everywhere(fresh, embedder):
     # nothing of it on disk either
     snap = store.snapshot_dir(fresh.path)
     con = sqlite3.connect(snap / "meta.sqlite")
-    rows = con.execute("SELECT count(*) FROM chunks WHERE doc_id = ?", (victim,)).fetchone()[0]
     hits = con.execute("SELECT count(*) FROM items WHERE text LIKE ?", (f"%{marker}%",)).fetchone()[0]
     con.close()
-    assert rows == 0 and hits == 0
+    from contextrag.index import columns
+    m = store.read_manifest(snap)
+    cols, enc = store.map_arrays(snap / columns.FILE), m["columns"]["encoding"]
+    doc_col = columns.decode(cols["doc.ids"], enc["doc.ids"], m["counts"]["docs"])
+    chunk_docs = columns.decode(cols["chunk.doc_ids"], enc["chunk.doc_ids"], m["counts"]["chunks"])
+    assert hits == 0 and victim not in doc_col and victim not in chunk_docs
+    assert marker.encode() not in (snap / columns.FILE).read_bytes()
     from contextrag import ops
     np.testing.assert_allclose(ix.graph.intent, ops.luk_up(ix.node_extents(), ix.context.dense()), atol=1e-5)
     with pytest.raises(ValueError, match="doc_ids"):

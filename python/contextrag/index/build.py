@@ -119,7 +119,10 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     k = ix.config.node_text_chunks
     I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
     # the chunk items' members and sources are themselves (_csr_rows' identity rows): lists for the rest
-    ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n, list(ix.chunk_texts),
+    from .columns import LazyStrings
+    lazy = isinstance(ix.chunk_texts, LazyStrings)     # a stored index's texts: never decoded here
+    ids, kinds, texts, node, members, sources, embs = (list(ix.chunk_ids), [CHUNK] * n,
+                                                        [] if lazy else list(ix.chunk_texts),
                                                         [-1] * n, [], [], [chunk_E])
     for s in summary_items:
         v = int(s["node"])
@@ -153,7 +156,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
         members.append(nd.members)
         sources.append(src)
         embs.append(_unit_rows(chunk_E[src].mean(axis=0, keepdims=True)))
-    ix.item_ids, ix.item_texts = ids, texts
+    ix.item_ids, ix.item_texts = ids, (ix.chunk_texts + texts if lazy else texts)
     ix.item_kinds = np.asarray(kinds, np.int8)
     ix.item_node = np.asarray(node, np.int32)
     ix.item_members = _csr_rows(members, n, n_identity=n)
@@ -474,11 +477,15 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
     """
     g = ix.graph
     g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
-    ix._extents = None
+    old_ext, ix._extents = ix._extents, None
     I = ix.context.dense()
     if new_rows is not None:
         I_new = np.ascontiguousarray(I[new_rows])
         ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
+        n_old = I.shape[0] - len(new_rows)
+        if (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
+                and np.array_equal(new_rows, np.arange(n_old, I.shape[0]))):
+            ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
         affected = np.flatnonzero((ext_new > 0).any(axis=1))
         if len(affected):
             from . import small_batch
@@ -666,7 +673,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         del ix.docs[d]
     for name in ("chunk_ids", "chunk_doc_ids", "chunk_titles", "chunk_texts"):
         lst = getattr(ix, name)
-        setattr(ix, name, [lst[i] for i in keep])
+        setattr(ix, name, lst.take(keep) if hasattr(lst, "take") else [lst[i] for i in keep])
     ix.chunk_positions, ix.chunk_spans = ix.chunk_positions[keep], ix.chunk_spans[keep]
     ix.chunk_fitted = ix.chunk_fitted[keep]
     with _Timer(t, "context"):

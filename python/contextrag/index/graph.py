@@ -198,26 +198,30 @@ def node_members(kind, parents, attr, attr_members: sp.csr_matrix) -> sp.csr_mat
 def windows(doc_ids: list, positions: np.ndarray, w: int) -> sp.csr_matrix:
     """(n_windows, n) bool: every run of ``w`` consecutive chunks of one document (stride 1).
 
-    A document with fewer than w chunks forms one window. Windows never cross documents.
+    A document with fewer than w chunks forms one window. Windows never cross documents. Windows
+    are numbered by document (in sorted id order), then by start; vectorised (a Python pass over
+    the chunks cost seconds at a million chunks, on every update).
     """
-    order = np.lexsort((positions, np.asarray(doc_ids, dtype=object).astype(str)))
+    n = len(doc_ids)
+    if n == 0:
+        return sp.csr_matrix((0, 0), dtype=bool)
+    names = np.asarray(doc_ids, dtype=object).astype(str)
+    order = np.lexsort((positions, names))
+    d = names[order]
+    starts = np.flatnonzero(np.r_[True, d[1:] != d[:-1]])          # first sorted position of each document
+    lengths = np.diff(np.r_[starts, n])
+    n_win = np.maximum(1, lengths - w + 1)                          # windows per document
+    win_off = np.r_[0, np.cumsum(n_win)[:-1]]
+    run = np.repeat(np.arange(starts.size), lengths)                # document of each sorted position
+    rank = np.arange(n) - starts[run]                               # position inside its document
     rows, cols = [], []
-    r = 0
-    start = 0
-    n = len(order)
-    while start < n:
-        end = start
-        d = doc_ids[order[start]]
-        while end < n and doc_ids[order[end]] == d:
-            end += 1
-        idx = order[start:end]
-        for s in range(max(1, len(idx) - w + 1)):
-            part = idx[s:s + w]
-            rows += [r] * len(part)
-            cols += part.tolist()
-            r += 1
-        start = end
-    return sp.csr_matrix((np.ones(len(rows), bool), (rows, cols)), shape=(r, n))
+    for k in range(max(int(w), 1)):                                 # chunk at rank r is in windows r-k
+        s_ = rank - k
+        ok = (s_ >= 0) & (s_ < n_win[run])
+        rows.append(win_off[run[ok]] + s_[ok])
+        cols.append(order[ok])
+    rows_a, cols_a = np.concatenate(rows), np.concatenate(cols)
+    return sp.csr_matrix((np.ones(rows_a.size, bool), (rows_a, cols_a)), shape=(int(n_win.sum()), n))
 
 
 def cooc_edges(members: sp.csr_matrix, win: sp.csr_matrix, threshold: int):

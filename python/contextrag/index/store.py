@@ -8,7 +8,12 @@ Layout::
                                           dims, counts, sha256 + size of every other file, and the
                                           sha256 of the manifest's own bytes (manifest_sha256)
     DIR/snap-<ns>-<id>/arrays.safetensors every array (embeddings, context, graph, items, codebooks)
-    DIR/snap-<ns>-<id>/meta.sqlite        texts and metadata (docs, chunks, virtual items, attributes)
+    DIR/snap-<ns>-<id>/columns.safetensors the documents' ids, titles, metadata and the chunks' ids, documents,
+                                          titles and texts as flat UTF-8 arrays (index/columns.py)
+    DIR/snap-<ns>-<id>/meta.sqlite        virtual items, attribute families, info (and, before format 3,
+                                          the documents and chunks: one row each)
+    DIR/snap-<ns>-<id>/prepared.safetensors what queries derive from the rest, stored so a load maps it
+                                          instead of rebuilding it (index/prepared.py)
     DIR/snap-<ns>-<id>/bm25/...           bm25s's own files (.npy saved with allow_pickle=False, JSON)
     DIR/snap-<ns>-<id>/tokens.safetensors the chunks' words and word counts, memory-mapped (lexical/words.py)
 
@@ -50,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 
 FORMAT = "contextrag-index"
-FORMAT_VERSION = 2      # 2: the manifest carries manifest_sha256 (version 1 indexes still load)
+FORMAT_VERSION = 3      # 3: columns.safetensors + prepared.safetensors; 2: manifest_sha256 (1 and 2 still load)
 ARRAYS = "arrays.safetensors"
 META = "meta.sqlite"
 MANIFEST = "manifest.json"
@@ -223,15 +228,11 @@ def _write_sqlite(ix, p: Path) -> None:
             CREATE TABLE kv(key TEXT PRIMARY KEY, value TEXT NOT NULL);
             CREATE TABLE doc_segments(doc_id TEXT PRIMARY KEY, segments TEXT NOT NULL);
         """)
-        con.executemany("INSERT INTO docs VALUES (?,?,?,?)",
-                        [(i, d, v["title"], json.dumps(v["metadata"], default=str))
-                         for i, (d, v) in enumerate(ix.docs.items())])
-        # pages/sections of a document (index/segments.py): a table of their own, which readers that
-        # predate it ignore, so the format version stays
+        # the documents and chunks are in columns.safetensors (format 3): their tables stay, empty,
+        # so a reader of the file finds the schema it knows
+        # pages/sections of a document (index/segments.py): a table of their own
         con.executemany("INSERT INTO doc_segments VALUES (?,?)",
                         [(d, json.dumps(v["segments"])) for d, v in ix.docs.items() if v.get("segments")])
-        con.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)",
-                        zip(range(ix.n_chunks), ix.chunk_ids, ix.chunk_doc_ids, ix.chunk_titles, ix.chunk_texts))
         n = ix.n_chunks
         con.executemany("INSERT INTO items VALUES (?,?,?)",
                         [(i, ix.item_ids[i], ix.item_texts[i]) for i in range(n, ix.n_items)])
@@ -249,6 +250,29 @@ def _write_sqlite(ix, p: Path) -> None:
         con.commit()
     finally:
         con.close()
+
+
+def _columns(ix) -> tuple[dict, dict]:
+    """(arrays, {column: encoding}) of the documents' and chunks' string tables (index/columns.py)."""
+    from . import columns
+    n = ix.n_chunks
+    docs = ix.docs
+    cols = {"doc.ids": list(docs), "doc.titles": [v["title"] for v in docs.values()],
+            "doc.metadata": ["{}" if type(md) is dict and not md else json.dumps(md, default=str)   # most: none
+                             for md in (v["metadata"] for v in docs.values())],
+            "chunk.ids": list(ix.chunk_ids), "chunk.doc_ids": list(ix.chunk_doc_ids),
+            "chunk.titles": list(ix.chunk_titles)}
+    arrays, enc = {}, {}
+    for name, values in cols.items():
+        arrays[name], enc[name] = columns.encode(values)
+    texts = ix.chunk_texts
+    if len(texts) != n:
+        raise ValueError(f"the index has {len(texts)} chunk texts for {n} chunks")
+    if isinstance(texts, columns.LazyStrings):    # as loaded (and added to): the stored bytes as they are
+        arrays["chunk.texts"], arrays["chunk.text_offsets"] = texts.encoded()
+    else:
+        arrays["chunk.texts"], arrays["chunk.text_offsets"] = columns.encode_texts(texts)
+    return arrays, enc
 
 
 def _counts(ix) -> dict:
@@ -277,18 +301,28 @@ def write_snapshot(ix, d: Path) -> dict:
     from safetensors.numpy import save_file
 
     from .. import __version__
+    from . import columns, prepared
     save_file(_arrays(ix), str(d / ARRAYS))
     _write_sqlite(ix, d / META)
+    col_arrays, col_enc = _columns(ix)
+    save_file(col_arrays, str(d / columns.FILE))
+    prep_arrays, prep_meta = prepared.prepared_arrays(ix)
+    if prep_arrays:
+        save_file(prep_arrays, str(d / prepared.FILE))
     (d / "bm25").mkdir()
     ix.bm25.save(str(d / "bm25"), allow_pickle=False)
     from .lexical import words as lw
     if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
         lw.save(ix.words, d / lw.FILE)
-    files = {}
-    for p in sorted(d.rglob("*")):
-        if p.is_file():
-            _fsync_file(p)
-            files[p.relative_to(d).as_posix()] = {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
+
+    def _seal(p: Path) -> tuple:        # fsync and hash in threads: both release the GIL (GBs at 1M chunks)
+        _fsync_file(p)
+        return p.relative_to(d).as_posix(), {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
+                            thread_name_prefix="contextrag-seal") as pool:
+        files = dict(sorted(pool.map(_seal, paths)))
     emb = ix.embedder
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "library_version": __version__,
@@ -299,6 +333,8 @@ def write_snapshot(ix, d: Path) -> dict:
         "counts": _counts(ix), "families": [b.name for b in ix.context.blocks],
         "lexical_families": list(ix.lexical.families) if getattr(ix, "lexical", None) is not None else [],
         "words": {"file": lw.FILE, "version": lw.VERSION} if getattr(ix, "words", None) is not None else None,
+        "columns": {"file": columns.FILE, "encoding": col_enc},
+        "prepared": {"file": prepared.FILE, **prep_meta} if prep_arrays else None,
         "files": files, _SELF_SUM: _ZERO_SUM.decode(),
     }
     body = json.dumps(manifest, indent=2, default=str).encode()
@@ -592,19 +628,26 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
         a = map_arrays(snap / ARRAYS)
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise IndexFormatError(f"{ARRAYS} cannot be read: {e}") from None
+    cols = m.get("columns")
+    if cols is not None:              # format 3: the string tables as flat arrays (index/columns.py)
+        docs, chunk_ids, chunk_doc_ids, chunk_titles, chunk_texts = _read_columns(snap, m, cols)
     try:
         con = sqlite3.connect(f"file:{snap / META}?mode=ro", uri=True)
     except sqlite3.Error as e:
         raise IndexFormatError(f"{META} cannot be opened: {e}") from None
     try:
-        docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}     # most have none
-                for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
+        if cols is None:              # formats 1-2: one SQLite row per document and per chunk
+            docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}     # most have none
+                    for _, d, t, md in con.execute("SELECT * FROM docs ORDER BY ord")}
+            rows = con.execute("SELECT chunk_id, doc_id, title, text FROM chunks ORDER BY idx").fetchall()
+            chunk_ids, chunk_doc_ids = [r[0] for r in rows], [r[1] for r in rows]
+            chunk_titles, chunk_texts = [r[2] or "" for r in rows], [r[3] for r in rows]
+            del rows
         if con.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='doc_segments'").fetchone():
             for d, segs in con.execute("SELECT doc_id, segments FROM doc_segments"):
                 if d not in docs:
                     raise ValueError(f"segments of an unknown document {d!r}")
                 docs[d]["segments"] = json.loads(segs)
-        rows = con.execute("SELECT chunk_id, doc_id, title, text FROM chunks ORDER BY idx").fetchall()
         vitems = con.execute("SELECT item_id, text FROM items ORDER BY idx").fetchall()
         fams = con.execute("SELECT idx, name, weight, attr_names, info, state_keys FROM families ORDER BY idx").fetchall()
         kv = {k: json.loads(v) for k, v in con.execute("SELECT key, value FROM kv")}
@@ -623,12 +666,15 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     g = ConceptGraph(a["node_kind"], a["node_parents"], a["node_attr"], a["node_intent"],
                      _get_csr(a, "node_members", boolean=True), a["node_score"],
                      a["edge_src"], a["edge_dst"], a["edge_kind"], a["edge_weight"])
-    ix = Index(config=config, docs=docs, chunk_ids=[r[0] for r in rows], chunk_doc_ids=[r[1] for r in rows],
-               chunk_titles=[r[2] or "" for r in rows], chunk_texts=[r[3] for r in rows],
+    from .columns import LazyStrings
+    item_texts = (chunk_texts.with_tail([v[1] for v in vitems]) if isinstance(chunk_texts, LazyStrings)
+                  else chunk_texts + [v[1] for v in vitems])
+    ix = Index(config=config, docs=docs, chunk_ids=chunk_ids, chunk_doc_ids=chunk_doc_ids,
+               chunk_titles=chunk_titles, chunk_texts=chunk_texts,
                chunk_positions=a["chunk_positions"], chunk_spans=a["chunk_spans"],
                chunk_fitted=a["chunk_fitted"].astype(bool), context=FuzzyContext(blocks), graph=g,
-               attr_centroids=a["attr_centroids"], item_ids=[r[0] for r in rows] + [v[0] for v in vitems],
-               item_kinds=a["item_kinds"], item_texts=[r[3] for r in rows] + [v[1] for v in vitems],
+               attr_centroids=a["attr_centroids"], item_ids=chunk_ids + [v[0] for v in vitems],
+               item_kinds=a["item_kinds"], item_texts=item_texts,
                item_node=a["item_node"], item_members=_get_csr(a, "item_members", boolean=True),
                item_sources=_get_csr(a, "item_sources", boolean=True), embeddings=a["embeddings"],
                bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False, mmap=True), embedder=emb,
@@ -639,7 +685,66 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     ix.info["path"] = str(snap)
     _load_lexical(ix, a, kv.get("lexical"), m)
     _load_words(ix, snap, m)
+    _load_prepared(ix, snap, m)
     return ix
+
+
+@contextlib.contextmanager
+def _no_gc():
+    """The cyclic collector off while millions of small dicts are made at once: each would count
+    towards a collection, and each full collection walks every object made so far (at a million
+    documents that was most of the load's time). Nothing made here is garbage; it is on again after."""
+    import gc
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _read_columns(snap: Path, m: dict, cols: dict):
+    """(docs, chunk ids, chunk doc ids, chunk titles, chunk texts) from columns.safetensors."""
+    from . import columns
+    rel = cols.get("file")
+    if rel not in m["files"]:
+        raise IndexFormatError(f"manifest names the string columns {rel!r} but lists no such file (corrupt manifest)")
+    try:
+        c = map_arrays(snap / rel)
+        enc = cols["encoding"]
+        n_docs, n = int(m["counts"]["docs"]), int(m["counts"]["chunks"])
+        ids = columns.decode(c["doc.ids"], enc["doc.ids"], n_docs)
+        titles = columns.decode(c["doc.titles"], enc["doc.titles"], n_docs)
+        metas = columns.decode(c["doc.metadata"], enc["doc.metadata"], n_docs)
+        with _no_gc():
+            docs = {d: {"title": t, "metadata": {} if md == "{}" else json.loads(md)}      # most have none
+                    for d, t, md in zip(ids, titles, metas)}
+        if len(docs) != n_docs:
+            raise ValueError("repeated document ids")
+        out = [columns.decode(c[k], enc[k], n) for k in ("chunk.ids", "chunk.doc_ids", "chunk.titles")]
+        texts = columns.LazyStrings(c["chunk.texts"], c["chunk.text_offsets"])
+        if len(texts) != n:
+            raise ValueError(f"{len(texts)} chunk texts for {n} chunks")
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise IndexFormatError(f"{rel} cannot be read: {e} (corrupt index)") from None
+    return (docs, *out, texts)
+
+
+def _load_prepared(ix, snap: Path, manifest: dict) -> None:
+    """What queries derive, as the save stored it (index/prepared.py); an index without it (format
+    1-2) derives it on its first query (ContextRAG.prepare), as before."""
+    from . import prepared
+    meta = manifest.get("prepared")
+    if meta is None:
+        return
+    if meta.get("file") not in manifest["files"]:
+        raise IndexFormatError(f"manifest names prepared arrays {meta.get('file')!r} but lists no such file "
+                               "(corrupt manifest)")
+    try:
+        prepared.attach(ix, map_arrays(snap / meta["file"]), meta)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"{meta.get('file')} cannot be read: {e} (corrupt index)") from None
 
 
 def _load_words(ix, snap: Path, manifest: dict) -> None:

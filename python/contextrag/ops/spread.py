@@ -92,6 +92,38 @@ class SpreadIncidence:
         self.doc = doc
         self._dev: dict[str, dict[str, Any]] = {}
 
+    _FIELDS = ("indptr", "indices", "data", "t_indptr", "t_indices", "t_data")
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Its prepared arrays (I and Iᵀ in CSR, the shape, the document codes), to store with an index."""
+        out = {k: getattr(self, k) for k in self._FIELDS}
+        out["shape"] = np.asarray(self.shape, np.int64)
+        if self.doc is not None:
+            out["doc"] = self.doc
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> "SpreadIncidence":
+        """The inverse of :meth:`to_arrays`, neither validating nor transposing again: for arrays this
+        class prepared and an index stored (checksummed), so a load maps them instead of rebuilding."""
+        self = cls.__new__(cls)
+        for k in cls._FIELDS:
+            setattr(self, k, arrays[k])
+        self.shape = tuple(int(x) for x in arrays["shape"])
+        self.dtype = self.data.dtype
+        want = {"indptr": (self.shape[0] + 1,), "t_indptr": (self.shape[1] + 1,)}
+        for k, shp in want.items():
+            if getattr(self, k).shape != shp:
+                raise ValueError(f"stored spreading incidence: {k} has shape {getattr(self, k).shape}, expected {shp}")
+        if {self.indices.shape, self.t_indices.shape, self.t_data.shape} != {self.data.shape}:
+            raise ValueError("stored spreading incidence: indices and data disagree in length")
+        doc = arrays.get("doc")
+        if doc is not None and doc.shape != (self.shape[0],):
+            raise ValueError(f"stored spreading incidence: doc has shape {doc.shape}, expected ({self.shape[0]},)")
+        self.doc = doc
+        self._dev = {}
+        return self
+
     @property
     def n(self) -> int:
         return self.shape[0]

@@ -199,7 +199,10 @@ def _build_view(ix) -> CorpusView:
     if not callable(bm25):
         bm25 = _OwnBM25(list(ix.item_texts))
     router = Router.from_index(ix) if getattr(ix, "graph", None) is not None else None
-    return CorpusView(ids=ids, texts=list(ix.item_texts), kinds=kinds,
+    texts = ix.item_texts
+    if type(texts).__name__ != "LazyStrings":     # a stored index's texts stay undecoded (index/columns.py)
+        texts = list(texts)
+    return CorpusView(ids=ids, texts=texts, kinds=kinds,
                       doc_ids=doc_ids, E=E, embed=_weakly(embed, ix), bm25_raw=_weakly(bm25, ix),
                       mask_fn=_weakly(getattr(ix, "item_mask", None), ix), router=router, source=weakref.ref(ix),
                       item_docs=item_docs)

@@ -93,9 +93,13 @@ class LexicalState:
     no lexical attributes and documents of their own) prepared for ``ops.spread_hop``, and the
     context (for the query's mentions)."""
 
-    def __init__(self, ctx, weights: dict, n_items: int, n_chunks: int, doc_ids):
+    def __init__(self, ctx, weights: dict, n_items: int, n_chunks: int, doc_ids, parts: dict | None = None):
         from .. import ops
         self.ctx, self.weights, self.n_chunks = ctx, weights, n_chunks
+        if parts is not None:   # prepared and stored with the index (index/prepared.py): nothing to rebuild
+            self.G, self.doc = parts["G"], np.asarray(parts["G"].doc[:n_chunks])
+            self._own, self._title_csc, self._term_csc = (parts.get(k) for k in ("own", "title_csc", "term_csc"))
+            return
         I = ctx.incidence(weights).tocsr()
         I.resize((n_items, I.shape[1]))
         codes: dict = {}
@@ -196,7 +200,12 @@ def _build_state(view, key: tuple) -> LexicalState:
         for name in missing:
             fams[name] = BUILDERS[name](titles, texts)
     fams = {name: fams[name] for name, _ in key}
-    return LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, list(view.doc_ids))
+    from ..index import prepared
+    parts = prepared.stored_spread(ix, key) if not missing and ix is not None else None
+    st = LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, list(view.doc_ids), parts=parts)
+    if parts is None and not missing and ix is not None:
+        prepared.remember_spread(ix, key, {"G": st.G})      # a save stores it (this query built it)
+    return st
 
 
 def lexical_state(view, families: dict) -> LexicalState:

@@ -1,0 +1,176 @@
+"""What the query stage derives from an index, computed when the index is saved and stored beside
+it (``prepared.safetensors``), so a load maps it instead of rebuilding it.
+
+* ``node_extents``: the concept nodes' fuzzy extents (V, n) (``Index.node_extents``; the router's
+  item × node degrees of eq. 16). Deriving them reads every membership.
+* ``spread.*``: the spreading incidence of the index's ``Config.spread_families`` (query/spread.py):
+  the families' weighted union over all N items, in CSR and transposed, with each row's document
+  code (``ops.SpreadIncidence``); building it stacks, converts and transposes the families. Beside
+  it ``own.*``, the title family's own-page entries prepared the same way, and ``csc.<family>.*``,
+  the title and term families by columns: what the named-entity and rare-term steps read.
+
+Both are caches of a pure function of the saved index, so nothing new is decided here: a load takes
+them only when they match the index they were saved with (``attach`` checks the shapes; the
+spreading incidence also its families' key), an update drops them (``ContextRAG``'s copy of the
+index), and a query rebuilds one that is absent, as for an index saved before they were stored.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+FILE = "prepared.safetensors"
+_SPREAD = "spread."
+
+
+def families_key(families: dict) -> tuple:
+    """The spreading families that take part (weight > 0), as (name, weight) pairs in order."""
+    return tuple((str(k), float(v)) for k, v in families.items() if v > 0)
+
+
+def config_key(config) -> tuple:
+    """The families key the index's Config spreads over (empty: no spreading)."""
+    if not config.w_spread > 0:
+        return ()
+    return families_key(config.spread_families)
+
+
+def doc_codes(doc_ids) -> np.ndarray:
+    """An int64 code per entry, numbered by first appearance."""
+    codes: dict = {}
+    return np.fromiter((codes.setdefault(d, len(codes)) for d in doc_ids), np.int64, len(doc_ids))
+
+
+def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids):
+    """The ``ops.SpreadIncidence`` query/spread.py's LexicalState prepares for the families ``key``:
+    their weighted union over all ``n_items`` items (virtual items have no attributes), with the
+    chunks' document codes and a code of its own for each virtual item."""
+    from .. import ops
+    from .lexical.families import LexicalContext
+    ctx = LexicalContext({name: lexical.families[name] for name, _ in key})
+    I = ctx.incidence(dict(key)).tocsr()
+    I.resize((n_items, I.shape[1]))
+    n_chunks = len(chunk_doc_ids)
+    doc = np.concatenate([doc_codes(chunk_doc_ids), -1 - np.arange(n_items - n_chunks, dtype=np.int64)])
+    return ops.SpreadIncidence(I, doc)
+
+
+def _signature(ix, key: tuple) -> tuple:
+    fams = ix.lexical.families
+    return (key, ix.n_items, ix.n_chunks) + tuple((id(fams[n].incidence), fams[n].incidence.nnz) for n, _ in key)
+
+
+def stored_spread(ix, key: tuple) -> dict | None:
+    """The spreading parts stored with (or prepared for) ``ix`` for the families ``key`` ({"G": the
+    incidence, and "own", "title_csc", "term_csc" when present}), or None when it holds none for
+    them or the index changed since."""
+    got = getattr(ix, "_spread_prepared", None)
+    if got is None or ix is None or getattr(ix, "lexical", None) is None:
+        return None
+    sig, parts = got
+    try:
+        return parts if sig == _signature(ix, key) else None
+    except KeyError:
+        return None
+
+
+def remember_spread(ix, key: tuple, parts: dict) -> None:
+    """Keep ``parts`` (prepared by a query for ``ix``) so that saving ``ix`` stores them as they are."""
+    if getattr(ix, "lexical", None) is not None and all(n in ix.lexical.families for n, _ in key):
+        ix._spread_prepared = (_signature(ix, key), parts)
+
+
+def own_pages(lexical, G):
+    """The title family's own-page entries (degree 1: the chunk is its document's page) over G's
+    items, as an ``ops.SpreadIncidence`` with G's document codes."""
+    from .. import ops
+    O = lexical.families["title"].incidence.tocsr().astype(np.float32)
+    O.data = (O.data >= 1.0).astype(np.float32)
+    O.eliminate_zeros()
+    O.resize((G.n, O.shape[1]))
+    return ops.SpreadIncidence(O, G.doc)
+
+
+def spread_parts(lexical, key: tuple, n_items: int, chunk_doc_ids, have: dict | None = None) -> dict:
+    """Every spreading part for the families ``key`` (those in ``have`` are kept)."""
+    parts = dict(have or {})
+    if parts.get("G") is None:
+        parts["G"] = spread_incidence(lexical, key, n_items, chunk_doc_ids)
+    names = {n for n, _ in key}
+    if "title" in names:
+        if parts.get("own") is None:
+            parts["own"] = own_pages(lexical, parts["G"])
+        if parts.get("title_csc") is None:
+            parts["title_csc"] = lexical.families["title"].incidence.tocsc()
+    if "term" in names and parts.get("term_csc") is None:
+        parts["term_csc"] = lexical.families["term"].incidence.tocsc()
+    return parts
+
+
+def _csc_arrays(M) -> dict:
+    return {"indptr": M.indptr, "indices": M.indices, "data": M.data, "shape": np.asarray(M.shape, np.int64)}
+
+
+def _csc(a: dict):
+    import scipy.sparse as sp
+    shape = tuple(int(x) for x in a["shape"])
+    if a["indptr"].shape != (shape[1] + 1,) or a["indices"].shape != a["data"].shape:
+        raise ValueError("a stored family by columns disagrees with its shape")
+    return sp.csc_matrix((a["data"], a["indices"], a["indptr"]), shape=shape)
+
+
+def _sub(arrays: dict, prefix: str) -> dict:
+    return {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+
+
+def prepared_arrays(ix) -> tuple[dict, dict]:
+    """(arrays, manifest entry) of what to store for ``ix``; empty when there is nothing to store."""
+    arrays: dict = {}
+    meta: dict = {"extents": False, "spread_families": None}
+    if getattr(ix, "graph", None) is not None and ix.graph.n_nodes > 0 and ix.n_chunks > 0:
+        arrays["node_extents"] = np.ascontiguousarray(ix.node_extents(), dtype=np.float32)
+        meta["extents"] = True
+    key = config_key(ix.config)
+    lex = getattr(ix, "lexical", None)
+    if key and lex is not None and all(n in lex.families for n, _ in key):
+        parts = spread_parts(lex, key, ix.n_items, ix.chunk_doc_ids, stored_spread(ix, key))
+        remember_spread(ix, key, parts)
+        arrays.update({_SPREAD + k: v for k, v in parts["G"].to_arrays().items()})
+        if parts.get("own") is not None:
+            arrays.update({"own." + k: v for k, v in parts["own"].to_arrays().items()})
+        for name in ("title", "term"):
+            if parts.get(f"{name}_csc") is not None:
+                arrays.update({f"csc.{name}.{k}": v for k, v in _csc_arrays(parts[f"{name}_csc"]).items()})
+        meta["spread_families"] = [[n, w] for n, w in key]
+    return arrays, meta
+
+
+def attach(ix, arrays: dict, meta: dict) -> None:
+    """Give a loaded ``ix`` the prepared arrays of its snapshot (memory-mapped), after checking that
+    they fit it."""
+    from ..ops import SpreadIncidence
+    if meta.get("extents"):
+        ext = arrays["node_extents"]
+        want = (int(ix.graph.n_nodes), ix.n_chunks)
+        if ext.shape != want or ext.dtype != np.float32:
+            raise ValueError(f"stored node extents are {ext.dtype} {ext.shape}, expected float32 {want}")
+        ix._extents = ext
+    fams = meta.get("spread_families")
+    if fams:
+        key = tuple((str(n), float(w)) for n, w in fams)
+        if getattr(ix, "lexical", None) is None or not all(n in ix.lexical.families for n, _ in key):
+            raise ValueError(f"a stored spreading incidence of families {[n for n, _ in key]} the index lacks")
+        G = SpreadIncidence.from_arrays(_sub(arrays, _SPREAD))
+        if G.shape[0] != ix.n_items:
+            raise ValueError(f"the stored spreading incidence has {G.shape[0]} rows for {ix.n_items} items")
+        parts = {"G": G}
+        if "own.shape" in arrays:
+            parts["own"] = SpreadIncidence.from_arrays(_sub(arrays, "own."))
+            if parts["own"].shape[0] != ix.n_items:
+                raise ValueError(f"the stored own pages have {parts['own'].shape[0]} rows for {ix.n_items} items")
+        for name in ("title", "term"):
+            if f"csc.{name}.shape" in arrays:
+                M = _csc(_sub(arrays, f"csc.{name}."))
+                if M.shape != ix.lexical.families[name].incidence.shape:
+                    raise ValueError(f"the stored {name} family by columns has shape {M.shape}")
+                parts[f"{name}_csc"] = M
+        remember_spread(ix, key, parts)

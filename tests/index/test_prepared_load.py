@@ -1,0 +1,199 @@
+"""A load maps what the save stored and rebuilds nothing: the string columns, the concept nodes'
+extents and the spreading incidence; an index in the previous format (SQLite rows, nothing
+prepared) still loads, and queries give the same hits either way."""
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import numpy as np
+import pytest
+
+from contextrag import ContextRAG
+from contextrag.index import columns, prepared, store
+from contextrag.index.store import IndexFormatError
+
+N_BASE = 160  # = conftest.N_BASE (test modules here are not a package)
+
+
+# ---- the string columns ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("values", [[], [""], ["a", "", "ü€𝄞", "x y"], ["has\x00nul", "b"], ["t", None]])
+def test_columns_round_trip(values):
+    raw, enc = columns.encode(values)
+    assert enc == ("nul" if all(type(v) is str and "\x00" not in v for v in values) else "json")
+    assert columns.decode(raw, enc, len(values)) == values
+    if values:        # (no strings and one empty string are one byte string: the count tells them apart)
+        with pytest.raises(ValueError, match="expected"):
+            columns.decode(raw, enc, len(values) + 1)
+
+
+def test_lazy_strings_read_like_a_list():
+    texts = ["alpha", "", "ünïcode 𝄞", "a\x00b", "last"]
+    buf, off = columns.encode_texts(texts)
+    s = columns.LazyStrings(buf, off, tail=["virtual"])
+    ref = texts + ["virtual"]
+    assert len(s) == len(ref) and list(s) == ref and s == ref and ref == s
+    assert s[2] == ref[2] and s[-1] == "virtual" and s[-2] == "last" and s[1:4] == ref[1:4]
+    with pytest.raises(IndexError):
+        s[len(ref)]
+    t = s
+    t += ["more"]                       # a new one: the first is left as it was
+    assert isinstance(t, columns.LazyStrings) and t == ref + ["more"] and len(s) == len(ref)
+    assert list(t.take([0, 2, 4, 6])) == [ref[0], ref[2], ref[4], "more"]
+    assert t.take([]) == [] and t.take([5]) == ["virtual"]
+    b2, o2 = t.encoded()                # the stored bytes as they are, the tail encoded
+    assert list(columns.LazyStrings(b2, o2)) == ref + ["more"]
+    assert ["x"] + s == ["x"] + ref
+    import copy
+    import pickle
+    assert copy.deepcopy(s) is s and pickle.loads(pickle.dumps(s)) == ref
+    with pytest.raises(ValueError, match="offsets"):
+        columns.LazyStrings(buf, off[:-1])
+
+
+# ---- a load rebuilds nothing -------------------------------------------------------------------
+
+def _count_calls(monkeypatch):
+    """Counters on what prepare() derives when nothing is stored: the nodes' extents and the
+    spreading incidence (ops.SpreadIncidence validates and transposes in its constructor)."""
+    from contextrag.index.graph import ConceptGraph
+    from contextrag.ops import spread as ops_spread
+    calls = {"extents": 0, "incidence": 0}
+    real_ext, real_init = ConceptGraph.extents, ops_spread.SpreadIncidence.__init__
+
+    def ext(self, *a, **k):
+        calls["extents"] += 1
+        return real_ext(self, *a, **k)
+
+    def init(self, *a, **k):
+        calls["incidence"] += 1
+        return real_init(self, *a, **k)
+    monkeypatch.setattr(ConceptGraph, "extents", ext)
+    monkeypatch.setattr(ops_spread.SpreadIncidence, "__init__", init)
+    return calls
+
+
+def _questions(rag, n=6):
+    return [" ".join(rag.index.chunk_texts[i].split()[:8]) for i in range(0, 6 * n, 6)]
+
+
+def _hits(rag, qs):
+    return [[(h.id, round(h.score, 5)) for h in rag.retrieve(q, k=8)] for q in qs]
+
+
+def test_load_maps_prepared_state_and_rebuilds_nothing(fresh, embedder, monkeypatch):
+    path = fresh.path
+    snap = store.snapshot_dir(path)
+    m = store.read_manifest(snap)
+    assert m["format_version"] == store.FORMAT_VERSION == 3
+    assert m["prepared"]["extents"] and m["prepared"]["spread_families"]
+    assert {columns.FILE, prepared.FILE} <= set(m["files"])
+    con = sqlite3.connect(snap / store.META)       # no row per chunk or document any more
+    assert con.execute("SELECT count(*) FROM chunks").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM docs").fetchone()[0] == 0
+    con.close()
+    qs = _questions(fresh)
+    want = _hits(ContextRAG.load(path, embedder=embedder), qs)      # (this one may derive nothing either)
+    calls = _count_calls(monkeypatch)
+    rag = ContextRAG.load(path, embedder=embedder)                  # load + prepare()
+    assert isinstance(rag.index.chunk_texts, columns.LazyStrings)
+    assert _hits(rag, qs) == want
+    assert calls == {"extents": 0, "incidence": 0}
+    _same_as_rebuilt(rag.index)          # what was stored is what a rebuild gives
+
+
+def _same_as_rebuilt(ix):
+    np.testing.assert_array_equal(ix.node_extents(), ix.graph.extents(ix.context.dense()))
+    key = prepared.config_key(ix.config)
+    got = prepared.stored_spread(ix, key)
+    assert got is not None
+    want = prepared.spread_parts(ix.lexical, key, ix.n_items, ix.chunk_doc_ids)
+    assert set(want) == {"G", "own", "title_csc", "term_csc"}
+    for part in ("G", "own"):
+        for k, v in want[part].to_arrays().items():
+            np.testing.assert_array_equal(got[part].to_arrays()[k], v, err_msg=f"{part}.{k}")
+    for part in ("title_csc", "term_csc"):
+        assert got[part].shape == want[part].shape and (got[part] != want[part]).nnz == 0, part
+
+
+def test_an_update_stores_the_state_of_the_changed_index(fresh, embedder, hotpot_paragraphs):
+    """add and delete change the extents and the incidence: what is stored after each is the new
+    index's, never the old one's (the old one, kept in memory, would be stale)."""
+    fresh.retrieve("warm the query state", k=3)
+    fresh.add(hotpot_paragraphs[N_BASE:N_BASE + 3])
+    _same_as_rebuilt(fresh.index)
+    _same_as_rebuilt(ContextRAG.load(fresh.path, embedder=embedder, prepare=False).index)
+    fresh.delete(["p2", hotpot_paragraphs[N_BASE + 1]["id"]])
+    _same_as_rebuilt(fresh.index)
+    again = ContextRAG.load(fresh.path, embedder=embedder)
+    _same_as_rebuilt(again.index)
+    qs = _questions(again)
+    assert _hits(again, qs) == _hits(fresh, qs)
+
+
+def _write_previous_format(path) -> None:
+    """Rewrite the index at ``path`` as the previous format (2) wrote it: every document and chunk a
+    SQLite row, no columns or prepared arrays, format_version 2."""
+    snap = store.snapshot_dir(path)
+    ix = ContextRAG.load(path, prepare=False, embedder=object.__new__(_NoEmbedder)).index
+    con = sqlite3.connect(snap / store.META)
+    con.executemany("INSERT INTO docs VALUES (?,?,?,?)",
+                    [(i, d, v["title"], json.dumps(v["metadata"])) for i, (d, v) in enumerate(ix.docs.items())])
+    con.executemany("INSERT INTO chunks VALUES (?,?,?,?,?)",
+                    zip(range(ix.n_chunks), ix.chunk_ids, ix.chunk_doc_ids, ix.chunk_titles, list(ix.chunk_texts)))
+    con.commit()
+    con.close()
+    m = json.loads((snap / store.MANIFEST).read_text())
+    for f in (columns.FILE, prepared.FILE):
+        (snap / f).unlink()
+        del m["files"][f]
+    del m["columns"], m["prepared"]
+    m["files"][store.META] = {"sha256": store._sha256(snap / store.META), "bytes": (snap / store.META).stat().st_size}
+    m["format_version"] = 2
+    m[store._SELF_SUM] = store._ZERO_SUM.decode()
+    body = json.dumps(m, indent=2).encode()
+    import hashlib
+    (snap / store.MANIFEST).write_bytes(store._with_self_sum(body, hashlib.sha256(body).hexdigest().encode()))
+
+
+class _NoEmbedder:
+    def embed_passages(self, texts):
+        raise AssertionError("not used")
+
+    embed_queries = embed_passages
+
+
+def test_previous_format_still_loads_and_answers_the_same(fresh, embedder, monkeypatch):
+    qs = _questions(fresh)
+    want = _hits(ContextRAG.load(fresh.path, embedder=embedder), qs)
+    _write_previous_format(fresh.path)
+    assert store.read_manifest(store.snapshot_dir(fresh.path))["format_version"] == 2
+    calls = _count_calls(monkeypatch)
+    old = ContextRAG.load(fresh.path, embedder=embedder)
+    assert isinstance(old.index.chunk_texts, list)
+    assert _hits(old, qs) == want
+    assert calls["extents"] >= 1 and calls["incidence"] >= 1      # derived, as before: nothing was stored
+    old.save()                                                     # migrates it to the current format
+    m = store.read_manifest(store.snapshot_dir(fresh.path))
+    assert m["format_version"] == store.FORMAT_VERSION and m["prepared"]["spread_families"]
+    assert _hits(ContextRAG.load(fresh.path, embedder=embedder), qs) == want
+
+
+def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, embedder):
+    snap = store.snapshot_dir(fresh.path)
+    m = store.read_manifest(snap)
+    meta = dict(m["prepared"])
+    a = store.map_arrays(snap / prepared.FILE)
+    ix = ContextRAG.load(fresh.path, prepare=False, embedder=embedder).index
+    bad = dict(a)
+    bad["node_extents"] = a["node_extents"][:, :-1]
+    with pytest.raises(ValueError, match="extents"):
+        prepared.attach(ix, bad, meta)
+    bad = dict(a)
+    bad["spread.shape"] = a["spread.shape"] + 1
+    with pytest.raises(ValueError, match="spread"):
+        prepared.attach(ix, bad, meta)
+    (snap / prepared.FILE).write_bytes(b"x" * (snap / prepared.FILE).stat().st_size)
+    with pytest.raises(IndexFormatError, match="checksum|cannot be read"):
+        ContextRAG.load(fresh.path, embedder=embedder)
