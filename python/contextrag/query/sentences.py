@@ -20,12 +20,19 @@ _SPLIT = re.compile(_MARK + r"(?=\s+(?![a-z0-9])|\s*$)")
 _WORD = re.compile(r"\w")
 
 
+# a full stop that closes an initial ("M.", "U.S.") or a title before a name ("Jr.", "Dr.", "St."), not a sentence
+_ABBREV = re.compile(r"(?:^|[\s(\"'“‘])(?:[A-Z]|(?:[A-Z]\.)+[A-Z]|Jr|Sr|Dr|Mr|Mrs|Ms|St|Mt|Ft|Lt|Col|Gen|Gov|Sen|"
+                     r"Rev|Prof|Capt|Sgt|Maj|Hon|Rt)$")
+
+
 def split(text: str) -> list[str]:
     """The sentences of ``text``, stripped, in order (pieces without a word character dropped)."""
     out = []
     for line in (text or "").splitlines():
         start = 0
         for m in _SPLIT.finditer(line):
+            if m.group() == "." and m.end() < len(line.rstrip()) and _ABBREV.search(line[start:m.start()]):
+                continue
             out.append(line[start:m.end()])
             start = m.end()
         out.append(line[start:])
