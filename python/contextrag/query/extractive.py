@@ -190,6 +190,11 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
         ex = _two_sided(question, qt, hits, cands, s)
         if ex is not None:
             return ex
+    pair = qtype.shared_subjects(question) if qt.kind in qtype.SPAN_TYPES + ("other",) else ()
+    if pair:
+        ex = _shared(question, qt, tuple(_as_titled(o, hits) for o in pair), hits, cands, s)
+        if ex is not None:
+            return ex
     if qt.kind in qtype.SPAN_TYPES:
         return _typed(question, qt, hits, cands, s)
     chosen = select(cands, s)
@@ -356,6 +361,26 @@ def _two_sided(question, qt, hits, cands, s) -> Extract | None:
     span, at = _choose(question, qt, [_about(opt, hits, cands, i) for opt, i in zip(qt.options, picks)],
                        [_passage_of(opt, hits) for opt in qt.options])
     return _finish(cands, chosen, qt.kind, span, cands[picks[at]][0])
+
+
+def _shared(question, qt, pair, hits, cands, s) -> Extract | None:
+    """What two subjects share ("What sport does X and Y have in common?"): the best sentence about
+    each (as for a choice), where each states the attribute the question asks of both; the span is
+    the candidate of the asked type the two sentences hold, else None (fewer than both named)."""
+    qwords = set(qtype.words(question))
+    spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
+    picks = []
+    for opt in pair:
+        m = [(_mentions(t, hits[n - 1].title or "", opt), s[i], i) for i, (n, t) in enumerate(cands)]
+        top = max(m, key=lambda x: (x[0], x[1], -x[2]))
+        if top[0] < 0.5:
+            return None
+        picks.append(top[2])
+    chosen = picks[:1] if picks[0] == picks[1] else picks
+    if qt.kind not in qtype.SPAN_TYPES:
+        return _finish(cands, chosen, qt.kind)
+    span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
+    return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
 
 
 def _passage_of(option: str, hits) -> str:

@@ -144,6 +144,30 @@ def _options(q: str) -> tuple:
     return _pair(_clean_option(left), _clean_option(right))
 
 
+_COMMON = re.compile(r"\bboth\b|\bin common\b|\bcommon\b|\bshare[sd]?\b", re.IGNORECASE)
+
+
+def shared_subjects(question: str) -> tuple:
+    """The two subjects of a question asking what they share ("What sport does Simon Aspelin and
+    Thomaz Koch have in common?", "Pandikona and Berger Blanc Suisse are both what kinds of animals?"):
+    two names joined by "and" in a question saying "both", "common" or "share"; else ()."""
+    q = " ".join((question or "").split())
+    if not _COMMON.search(q) or re.search(r"\bwhich (?:one|of)\b", q, re.IGNORECASE):
+        return ()           # "which one …": a choice between them, not what they share
+    if re.search(r"\b(?:that|who|which)\s+\w+\s+both\b", q, re.IGNORECASE):
+        return ()           # "a movie that starred both X and Y": a third thing, linked to both
+    name = rf"[\"“]?(?:the\s+)?({_NAME.pattern})[\"”]?"
+    for m in re.finditer(rf"{name}\s+and\s+{name}", q):
+        a, b = (_trim_name(q[m.start(i):], re.match(_NAME, q[m.start(i):])) for i in (1, 2))
+        if a is None or b is None:
+            continue
+        a, b = q[m.start(1) + a[0]:m.start(1) + a[1]], q[m.start(2) + b[0]:m.start(2) + b[1]]
+        pair = _pair(_clean_option(a), _clean_option(b))
+        if pair:
+            return pair
+    return ()
+
+
 def _pair(a: str, b: str) -> tuple:
     """Two options, or none when they are empty, the same, or clauses rather than names (over six words)."""
     if not a or not b or a.lower() == b.lower() or max(len(a.split()), len(b.split())) > 6:
