@@ -234,7 +234,13 @@ def select(cands, s) -> list[int]:
 def _typed(question, qt, hits, cands, s) -> Extract:
     qwords = set(qtype.words(question))
     spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
-    has = np.array([bool(x) for x in spans])
+    qc = content_words(question)
+
+    def fresh(t, a, b):     # a candidate most of whose words the question does not already say
+        w = [x for x in qtype.words(t[a:b]) if x not in _STOP]
+        return bool(w) and 2 * sum(x in qc for x in w) < len(w)
+
+    has = np.array([any(fresh(cands[i][1], a, b) for a, b in sp) for i, sp in enumerate(spans)])
     first = min(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
     h1, n1 = hits[cands[first][0] - 1], cands[first][0]
     # the second sentence says what the first leaves out: the question's words the first does not
@@ -255,8 +261,15 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     def key(i):             # typed, adds a word the first lacks, then how much it adds and its relevance
         return (not has[i], rest(i) == 0, -(rest(i) + s[i]), i)
 
+    qn = _norm(question)
+    f1names = {_norm(cands[first][1][a:b]) for a, b in qtype.candidates(cands[first][1], "entity")}
+
+    def hop(i):             # a passage the first sentence names (a name of it) and the question does not
+        t = _norm(_name_of(hits[cands[i][0] - 1].title or ""))
+        return cands[i][0] != n1 and bool(t.strip()) and t in f1names and t not in qn
+
     second = min((i for i in range(len(cands)) if i != first),
-                 key=lambda i: (key(i)[0], not near(i), cands[i][0] == n1, *key(i)[1:]), default=None)
+                 key=lambda i: (key(i)[0], not hop(i), not near(i), cands[i][0] == n1, *key(i)[1:]), default=None)
     if second is not None and not near(second):
         # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
         # anything else the first sentence's passage has to offer; else the best of that passage
