@@ -241,7 +241,8 @@ def _typed(question, qt, hits, cands, s) -> Extract:
         return bool(w) and 2 * sum(x in qc for x in w) < len(w)
 
     has = np.array([any(fresh(cands[i][1], a, b) for a, b in sp) for i, sp in enumerate(spans)])
-    first = min(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
+    path = _on_path(question, hits)
+    first = min(range(len(cands)), key=lambda i: (not path[cands[i][0] - 1], not has[i], -s[i], i))
     h1, n1 = hits[cands[first][0] - 1], cands[first][0]
     # the second sentence says what the first leaves out: the question's words the first does not
     # hold (idf-weighted, with its passage's title), from the first one's passage or one linked to it
@@ -279,6 +280,18 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     chosen = [first] + ([second] if second is not None else [])
     span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
     return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
+
+
+def _on_path(question: str, hits) -> list[bool]:
+    """Per hit: is it on the question's path, a passage the question names by its title or one linked
+    to such a passage (a hop from what the question is about)? All True when the question names no
+    hit (nothing to anchor a path)."""
+    q = _norm(question)
+    named = [bool(t.strip()) and t in q for t in (_norm(_name_of(h.title or "")) for h in hits)]
+    if not any(named):
+        return [True] * len(hits)
+    return [named[j] or any(named[k] and _linked(hits[k], hits[j]) for k in range(len(hits)))
+            for j in range(len(hits))]
 
 
 def _words_of(sentence: str, hit) -> set[str]:
