@@ -287,3 +287,16 @@ def test_the_second_sentence_comes_from_the_passage_the_first_names(question, pa
     ex = X.extract(q["question"], hits, BagOfWords())
     assert len(ex.sentences) == 2 and words in ex.sentences[1], ex.sentences
     assert hits[ex.citations[1] - 1].title == passage
+
+
+@pytest.mark.parametrize("question, words", [
+    ("What is the population of the city that Munsonville is in the northwest corner of?", "729"),
+    ("Milo Parker starred in which 2014 movie alongside Gillian Anderson?", "Robot Overlords"),
+    ("When was the singer of Miss Emily's Picture born?", "August 11, 1946"),
+])
+def test_the_first_sentence_is_on_the_path_from_what_the_question_names(question, words):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert any(words in s for s in ex.sentences), ex.sentences
+    path = X._on_path(q["question"], hits)
+    assert path[ex.citations[0] - 1] and not all(path)      # a distractor passage is off the path
