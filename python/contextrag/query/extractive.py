@@ -25,9 +25,15 @@ many, which of two, yes/no …) and the choice follows the type:
   of the question's other words, "same …" / "different …" comparing the names the two hold (a
   country, a family), else their words; with no two options, when the chosen sentences hold that
   much of the question;
-* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred to
-  those that do not (a candidate: a span of that type the question does not already contain). The
-  first sentence is the best such sentence. The second says what the first leaves out: among the
+* **what two subjects share** ("What sport do X and Y have in common?", "X and Y are both what?"):
+  the best sentence about each, as for a choice (each states the attribute asked of both);
+* **a name, date or number**: the first sentence comes from the question's *path* — a passage the
+  question names by its title, or one linked to such a passage — before any other passage (a
+  distractor that resembles the question is off it), and the sentences that hold a candidate of the
+  asked type are preferred to those that do not (a candidate: a span of that type most of whose words
+  the question does not already say). The first sentence is the best such sentence. The second says
+  what the first leaves out: first from a passage the first sentence names (its title's name is one
+  of the sentence's names, and the question does not name it: the next hop), then among the
   sentences of passages *linked* to the first one's (a passage whose title the first one's text names,
   or which names the first one's title, a title counted by its name without its disambiguator:
   "Chris Evans (actor)" is named "Chris Evans"; the bridge of a two-hop question, the passage the

@@ -22,6 +22,10 @@ A candidate (:func:`candidates`) is a ``(start, end)`` character span of a sente
 possessive's "'s". Candidates made only of the question's own words are dropped: the answer is what
 the question does not already say.
 
+A question asking what two subjects share ("What sport does X and Y have in common?", "X and Y are
+both what kind of animal?") names them (:func:`shared_subjects`); the extractive answer quotes a
+sentence about each.
+
 A what / which / how many question also names the thing it asks for (``QuestionType.head``: "what
 Kentucky county" -> "county"), which the span prefers a candidate to hold (query/extractive.py).
 """

@@ -5,7 +5,8 @@ A sentence ends at ``.``, ``!`` or ``?`` (closing quotes, brackets and citation 
 ``[2]`` stay with it) followed by whitespace or the end of the text; a line break also ends one. A
 full stop between digits or inside an abbreviation-like token ("3.5", "e.g.x") is not an end because
 it is not followed by whitespace; when passages are split, neither is one followed by a lower-case
-word or a number ("eq. 13", "e.g. the", "et al. in"), which does not start a sentence.
+word or a number ("eq. 13", "e.g. the", "et al. in"), which does not start a sentence, nor one that closes
+an initial or a title before a name ("M. Night Shyamalan", "the U.S. Route 78", "Bing Crosby Jr. (1903").
 """
 from __future__ import annotations
 
