@@ -162,11 +162,13 @@ def shared_subjects(question: str) -> tuple:
         return ()           # "a movie that starred both X and Y": a third thing, linked to both
     name = rf"[\"“]?(?:the\s+)?({_NAME.pattern})[\"”]?"
     for m in re.finditer(rf"{name}\s+and\s+{name}", q):
-        a, b = (_trim_name(q[m.start(i):], re.match(_NAME, q[m.start(i):])) for i in (1, 2))
-        if a is None or b is None:
-            continue
-        a, b = q[m.start(1) + a[0]:m.start(1) + a[1]], q[m.start(2) + b[0]:m.start(2) + b[1]]
-        pair = _pair(_clean_option(a), _clean_option(b))
+        names = []
+        for i in (1, 2):
+            rest = q[m.start(i):]
+            at = _trim_name(rest, re.match(_NAME, rest))
+            if at is not None:
+                names.append(_clean_option(rest[at[0]:at[1]]))
+        pair = _pair(*names) if len(names) == 2 else ()
         if pair:
             return pair
     return ()
