@@ -245,3 +245,58 @@ def test_an_alternative_question_is_a_choice_and_options_are_cut_to_titles():
             hit("Ernst Messerschmid", "Ernst Messerschmid is a German physicist and former astronaut.")]
     assert X._as_titled("Reinhold Ewald ESA", hits) == "Reinhold Ewald"
     assert X._as_titled("Ernst Messerschmid", hits) == "Ernst Messerschmid"
+
+
+# ---- sentences whole across initials, what two subjects share, the hop the first sentence names
+def test_an_initial_or_a_title_before_a_name_does_not_end_a_sentence():
+    from contextrag.query.sentences import split
+    text = ("The Visit is a 2015 American found footage horror film written and directed by M. Night Shyamalan. "
+            "Interstate 22 follows the U.S. Route 78 corridor. Harry Lillis \"Bing\" Crosby Jr. (May 3, 1903) "
+            "was a singer. It ends in the U.S.")
+    assert split(text) == ["The Visit is a 2015 American found footage horror film written and directed by "
+                           "M. Night Shyamalan.", "Interstate 22 follows the U.S. Route 78 corridor.",
+                           "Harry Lillis \"Bing\" Crosby Jr. (May 3, 1903) was a singer.", "It ends in the U.S."]
+    assert split("It was made in 1999. The end.") == ["It was made in 1999.", "The end."]
+
+
+@pytest.mark.parametrize("question, pair", [
+    ("What sport does Simon Aspelin and Thomaz Koch have in common?", ("Simon Aspelin", "Thomaz Koch")),
+    ("Pandikona and Berger Blanc Suisse are both what kinds of animals?", ("Pandikona", "Berger Blanc Suisse")),
+    ("Who plays in both The True Adventures of Wolfboy and \"The Knick\"?", ("True Adventures of Wolfboy", "Knick")),
+    ("In what year did a movie that starred both Nicholas Cage and Cher come out?", ()),    # a third thing
+    ("Steve Denton and Albert Costa are both tennis players, which one began playing at the age if five?", ()),
+    ("What is the capital of France?", ()),
+])
+def test_the_subjects_of_a_question_asking_what_two_share(question, pair):
+    assert T.shared_subjects(question) == pair
+
+
+def test_what_two_share_quotes_a_sentence_about_each():
+    q, hits = _hotpot_question("Josh Trank and Mike Valerio both work in what industry?")
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert len(ex.sentences) == 2 and "Josh Trank" in ex.sentences[0] and "Mike Valerio" in ex.sentences[1]
+    assert "entertainment industry" in ex.sentences[1]
+
+
+@pytest.mark.parametrize("question, passage, words", [
+    ("Millennium Greens were funded in part by a what type of lottery?", "National Lottery (United Kingdom)",
+     "state-franchised"),
+])
+def test_the_second_sentence_comes_from_the_passage_the_first_names(question, passage, words):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert len(ex.sentences) == 2 and words in ex.sentences[1], ex.sentences
+    assert hits[ex.citations[1] - 1].title == passage
+
+
+@pytest.mark.parametrize("question, words", [
+    ("What is the population of the city that Munsonville is in the northwest corner of?", "729"),
+    ("Milo Parker starred in which 2014 movie alongside Gillian Anderson?", "Robot Overlords"),
+    ("When was the singer of Miss Emily's Picture born?", "August 11, 1946"),
+])
+def test_the_first_sentence_is_on_the_path_from_what_the_question_names(question, words):
+    q, hits = _hotpot_question(question)
+    ex = X.extract(q["question"], hits, BagOfWords())
+    assert any(words in s for s in ex.sentences), ex.sentences
+    path = X._on_path(q["question"], hits)
+    assert path[ex.citations[0] - 1] and not all(path)      # a distractor passage is off the path

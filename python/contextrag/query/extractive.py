@@ -25,9 +25,15 @@ many, which of two, yes/no …) and the choice follows the type:
   of the question's other words, "same …" / "different …" comparing the names the two hold (a
   country, a family), else their words; with no two options, when the chosen sentences hold that
   much of the question;
-* **a name, date or number**: the sentences that hold a candidate of the asked type are preferred to
-  those that do not (a candidate: a span of that type the question does not already contain). The
-  first sentence is the best such sentence. The second says what the first leaves out: among the
+* **what two subjects share** ("What sport do X and Y have in common?", "X and Y are both what?"):
+  the best sentence about each, as for a choice (each states the attribute asked of both);
+* **a name, date or number**: the first sentence comes from the question's *path* — a passage the
+  question names by its title, or one linked to such a passage — before any other passage (a
+  distractor that resembles the question is off it), and the sentences that hold a candidate of the
+  asked type are preferred to those that do not (a candidate: a span of that type most of whose words
+  the question does not already say). The first sentence is the best such sentence. The second says
+  what the first leaves out: first from a passage the first sentence names (its title's name is one
+  of the sentence's names, and the question does not name it: the next hop), then among the
   sentences of passages *linked* to the first one's (a passage whose title the first one's text names,
   or which names the first one's title, a title counted by its name without its disambiguator:
   "Chris Evans (actor)" is named "Chris Evans"; the bridge of a two-hop question, the passage the
@@ -190,6 +196,11 @@ def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0
         ex = _two_sided(question, qt, hits, cands, s)
         if ex is not None:
             return ex
+    pair = qtype.shared_subjects(question) if qt.kind in qtype.SPAN_TYPES + ("other",) else ()
+    if pair:
+        ex = _shared(question, qt, tuple(_as_titled(o, hits) for o in pair), hits, cands, s)
+        if ex is not None:
+            return ex
     if qt.kind in qtype.SPAN_TYPES:
         return _typed(question, qt, hits, cands, s)
     chosen = select(cands, s)
@@ -229,8 +240,15 @@ def select(cands, s) -> list[int]:
 def _typed(question, qt, hits, cands, s) -> Extract:
     qwords = set(qtype.words(question))
     spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
-    has = np.array([bool(x) for x in spans])
-    first = min(range(len(cands)), key=lambda i: (not has[i], -s[i], i))
+    qc = content_words(question)
+
+    def fresh(t, a, b):     # a candidate most of whose words the question does not already say
+        w = [x for x in qtype.words(t[a:b]) if x not in _STOP]
+        return bool(w) and 2 * sum(x in qc for x in w) < len(w)
+
+    has = np.array([any(fresh(cands[i][1], a, b) for a, b in sp) for i, sp in enumerate(spans)])
+    path = _on_path(question, hits)
+    first = min(range(len(cands)), key=lambda i: (not path[cands[i][0] - 1], not has[i], -s[i], i))
     h1, n1 = hits[cands[first][0] - 1], cands[first][0]
     # the second sentence says what the first leaves out: the question's words the first does not
     # hold (idf-weighted, with its passage's title), from the first one's passage or one linked to it
@@ -250,8 +268,15 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     def key(i):             # typed, adds a word the first lacks, then how much it adds and its relevance
         return (not has[i], rest(i) == 0, -(rest(i) + s[i]), i)
 
+    qn = _norm(question)
+    f1names = {_norm(cands[first][1][a:b]) for a, b in qtype.candidates(cands[first][1], "entity")}
+
+    def hop(i):             # a passage the first sentence names (a name of it) and the question does not
+        t = _norm(_name_of(hits[cands[i][0] - 1].title or ""))
+        return cands[i][0] != n1 and bool(t.strip()) and t in f1names and t not in qn
+
     second = min((i for i in range(len(cands)) if i != first),
-                 key=lambda i: (key(i)[0], not near(i), cands[i][0] == n1, *key(i)[1:]), default=None)
+                 key=lambda i: (key(i)[0], not hop(i), not near(i), cands[i][0] == n1, *key(i)[1:]), default=None)
     if second is not None and not near(second):
         # an unlinked passage's sentence comes in as in :func:`select`: when it is as relevant as
         # anything else the first sentence's passage has to offer; else the best of that passage
@@ -261,6 +286,18 @@ def _typed(question, qt, hits, cands, s) -> Extract:
     chosen = [first] + ([second] if second is not None else [])
     span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
     return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
+
+
+def _on_path(question: str, hits) -> list[bool]:
+    """Per hit: is it on the question's path, a passage the question names by its title or one linked
+    to such a passage (a hop from what the question is about)? All True when the question names no
+    hit (nothing to anchor a path)."""
+    q = _norm(question)
+    named = [bool(t.strip()) and t in q for t in (_norm(_name_of(h.title or "")) for h in hits)]
+    if not any(named):
+        return [True] * len(hits)
+    return [named[j] or any(named[k] and _linked(hits[k], hits[j]) for k in range(len(hits)))
+            for j in range(len(hits))]
 
 
 def _words_of(sentence: str, hit) -> set[str]:
@@ -356,6 +393,26 @@ def _two_sided(question, qt, hits, cands, s) -> Extract | None:
     span, at = _choose(question, qt, [_about(opt, hits, cands, i) for opt, i in zip(qt.options, picks)],
                        [_passage_of(opt, hits) for opt in qt.options])
     return _finish(cands, chosen, qt.kind, span, cands[picks[at]][0])
+
+
+def _shared(question, qt, pair, hits, cands, s) -> Extract | None:
+    """What two subjects share ("What sport does X and Y have in common?"): the best sentence about
+    each (as for a choice), where each states the attribute the question asks of both; the span is
+    the candidate of the asked type the two sentences hold, else None (fewer than both named)."""
+    qwords = set(qtype.words(question))
+    spans = [qtype.candidates(t, qt.kind, qwords) for _, t in cands]
+    picks = []
+    for opt in pair:
+        m = [(_mentions(t, hits[n - 1].title or "", opt), s[i], i) for i, (n, t) in enumerate(cands)]
+        top = max(m, key=lambda x: (x[0], x[1], -x[2]))
+        if top[0] < 0.5:
+            return None
+        picks.append(top[2])
+    chosen = picks[:1] if picks[0] == picks[1] else picks
+    if qt.kind not in qtype.SPAN_TYPES:
+        return _finish(cands, chosen, qt.kind)
+    span, at = _best_span(cands, s, spans, chosen, qt, content_words(question))
+    return _finish(cands, chosen, qt.kind, span, cands[at][0] if at is not None else None)
 
 
 def _passage_of(option: str, hits) -> str:

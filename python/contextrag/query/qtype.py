@@ -22,6 +22,10 @@ A candidate (:func:`candidates`) is a ``(start, end)`` character span of a sente
 possessive's "'s". Candidates made only of the question's own words are dropped: the answer is what
 the question does not already say.
 
+A question asking what two subjects share ("What sport does X and Y have in common?", "X and Y are
+both what kind of animal?") names them (:func:`shared_subjects`); the extractive answer quotes a
+sentence about each.
+
 A what / which / how many question also names the thing it asks for (``QuestionType.head``: "what
 Kentucky county" -> "county"), which the span prefers a candidate to hold (query/extractive.py).
 """
@@ -142,6 +146,32 @@ def _options(q: str) -> tuple:
         m = list(_NAME.finditer(left))
         left = left[m[-1].start():] if m else left.split()[-1] if left.split() else left
     return _pair(_clean_option(left), _clean_option(right))
+
+
+_COMMON = re.compile(r"\bboth\b|\bin common\b|\bcommon\b|\bshare[sd]?\b", re.IGNORECASE)
+
+
+def shared_subjects(question: str) -> tuple:
+    """The two subjects of a question asking what they share ("What sport does Simon Aspelin and
+    Thomaz Koch have in common?", "Pandikona and Berger Blanc Suisse are both what kinds of animals?"):
+    two names joined by "and" in a question saying "both", "common" or "share"; else ()."""
+    q = " ".join((question or "").split())
+    if not _COMMON.search(q) or re.search(r"\bwhich (?:one|of)\b", q, re.IGNORECASE):
+        return ()           # "which one …": a choice between them, not what they share
+    if re.search(r"\b(?:that|who|which)\s+\w+\s+both\b", q, re.IGNORECASE):
+        return ()           # "a movie that starred both X and Y": a third thing, linked to both
+    name = rf"[\"“]?(?:the\s+)?({_NAME.pattern})[\"”]?"
+    for m in re.finditer(rf"{name}\s+and\s+{name}", q):
+        names = []
+        for i in (1, 2):
+            rest = q[m.start(i):]
+            at = _trim_name(rest, re.match(_NAME, rest))
+            if at is not None:
+                names.append(_clean_option(rest[at[0]:at[1]]))
+        pair = _pair(*names) if len(names) == 2 else ()
+        if pair:
+            return pair
+    return ()
 
 
 def _pair(a: str, b: str) -> tuple:

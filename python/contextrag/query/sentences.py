@@ -5,7 +5,8 @@ A sentence ends at ``.``, ``!`` or ``?`` (closing quotes, brackets and citation 
 ``[2]`` stay with it) followed by whitespace or the end of the text; a line break also ends one. A
 full stop between digits or inside an abbreviation-like token ("3.5", "e.g.x") is not an end because
 it is not followed by whitespace; when passages are split, neither is one followed by a lower-case
-word or a number ("eq. 13", "e.g. the", "et al. in"), which does not start a sentence.
+word or a number ("eq. 13", "e.g. the", "et al. in"), which does not start a sentence, nor one that closes
+an initial or a title before a name ("M. Night Shyamalan", "the U.S. Route 78", "Bing Crosby Jr. (1903").
 """
 from __future__ import annotations
 
@@ -20,12 +21,19 @@ _SPLIT = re.compile(_MARK + r"(?=\s+(?![a-z0-9])|\s*$)")
 _WORD = re.compile(r"\w")
 
 
+# a full stop that closes an initial ("M.", "U.S.") or a title before a name ("Jr.", "Dr.", "St."), not a sentence
+_ABBREV = re.compile(r"(?:^|[\s(\"'“‘])(?:[A-Z]|(?:[A-Z]\.)+[A-Z]|Jr|Sr|Dr|Mr|Mrs|Ms|St|Mt|Ft|Lt|Col|Gen|Gov|Sen|"
+                     r"Rev|Prof|Capt|Sgt|Maj|Hon|Rt)$")
+
+
 def split(text: str) -> list[str]:
     """The sentences of ``text``, stripped, in order (pieces without a word character dropped)."""
     out = []
     for line in (text or "").splitlines():
         start = 0
         for m in _SPLIT.finditer(line):
+            if m.group() == "." and m.end() < len(line.rstrip()) and _ABBREV.search(line[start:m.start()]):
+                continue
             out.append(line[start:m.end()])
             start = m.end()
         out.append(line[start:])
