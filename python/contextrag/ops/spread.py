@@ -109,7 +109,8 @@ class SpreadIncidence:
         self = cls.__new__(cls)
         for k in cls._FIELDS:
             setattr(self, k, arrays[k])
-        self.shape = tuple(int(x) for x in arrays["shape"])
+        rows, cols = (int(x) for x in arrays["shape"])
+        self.shape = (rows, cols)
         self.dtype = self.data.dtype
         want = {"indptr": (self.shape[0] + 1,), "t_indptr": (self.shape[1] + 1,)}
         for k, shp in want.items():

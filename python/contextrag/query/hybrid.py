@@ -78,7 +78,7 @@ def boosts(view, cfg) -> np.ndarray:
     """(n,) boost per item, read-only: kept on the view per (boost_summary, boost_bridge), since
     comparing the n item kinds (Python strings) costs tens of ms per query at a million items."""
     key = (float(cfg.boost_summary), float(cfg.boost_bridge))
-    cache = view.__dict__.setdefault("_boosts", {})
+    cache: dict[tuple[float, float], np.ndarray] = view.__dict__.setdefault("_boosts", {})
     b = cache.get(key)
     if b is None or b.shape != (view.n,):
         b = np.ones(view.n, dtype=np.float32)
