@@ -34,18 +34,13 @@ def config_key(config) -> tuple:
     return families_key(config.spread_families)
 
 
-def doc_codes(doc_ids) -> np.ndarray:
-    """An int64 code per entry, numbered by first appearance."""
-    codes: dict = {}
-    return np.fromiter((codes.setdefault(d, len(codes)) for d in doc_ids), np.int64, len(doc_ids))
-
-
 def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids):
     """The ``ops.SpreadIncidence`` query/spread.py's LexicalState prepares for the families ``key``:
     their weighted union over all ``n_items`` items (virtual items have no attributes), with the
     chunks' document codes and a code of its own for each virtual item."""
     from .. import ops
     from .lexical.families import LexicalContext
+    from .lexical.nodes import doc_codes
     ctx = LexicalContext({name: lexical.families[name] for name, _ in key})
     I = ctx.incidence(dict(key)).tocsr()
     I.resize((n_items, I.shape[1]))

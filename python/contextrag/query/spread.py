@@ -94,18 +94,14 @@ class LexicalState:
     context (for the query's mentions)."""
 
     def __init__(self, ctx, weights: dict, n_items: int, n_chunks: int, doc_ids, parts: dict | None = None):
-        from .. import ops
         self.ctx, self.weights, self.n_chunks = ctx, weights, n_chunks
         if parts is not None:   # prepared and stored with the index (index/prepared.py): nothing to rebuild
             self.G, self.doc = parts["G"], np.asarray(parts["G"].doc[:n_chunks])
             self._own, self._title_csc, self._term_csc = (parts.get(k) for k in ("own", "title_csc", "term_csc"))
             return
-        I = ctx.incidence(weights).tocsr()
-        I.resize((n_items, I.shape[1]))
-        codes: dict = {}
-        self.doc = np.asarray([codes.setdefault(d, len(codes)) for d in doc_ids[:n_chunks]], dtype=np.int64)
-        doc_all = np.concatenate([self.doc, -1 - np.arange(n_items - n_chunks, dtype=np.int64)])
-        self.G = ops.SpreadIncidence(I, doc_all)
+        from ..index import prepared
+        self.G = prepared.spread_incidence(ctx, tuple(weights.items()), n_items, list(doc_ids[:n_chunks]))
+        self.doc = np.asarray(self.G.doc[:n_chunks])
 
     @property
     def I(self) -> sp.csr_matrix:
@@ -124,12 +120,8 @@ class LexicalState:
         chunk of the document titled a), over all N items, built once: the attributes → chunks half
         of the named-title step."""
         if getattr(self, "_own", None) is None:
-            from .. import ops
-            O = self.ctx.families["title"].incidence.tocsr().astype(np.float32)
-            O.data = (O.data >= 1.0).astype(np.float32)
-            O.eliminate_zeros()
-            O.resize((self.G.n, O.shape[1]))
-            self._own = ops.SpreadIncidence(O, np.concatenate([self.doc, -1 - np.arange(self.G.n - self.n_chunks)]))
+            from ..index import prepared
+            self._own = prepared.own_pages(self.ctx, self.G)
         return self._own
 
     @property
@@ -160,7 +152,8 @@ class LexicalState:
 
 
 def _families_key(families: dict) -> tuple:
-    return tuple((str(k), float(v)) for k, v in families.items() if v > 0)
+    from ..index.prepared import families_key
+    return families_key(families)
 
 
 def _build_state(view, key: tuple) -> LexicalState:

@@ -67,7 +67,8 @@ class _Columns:
     link: np.ndarray          # (C,) strongest cross-document link degree
 
 
-def _doc_codes(doc_ids) -> np.ndarray:
+def doc_codes(doc_ids) -> np.ndarray:
+    """An int64 code per entry, numbered by first appearance."""
     codes: dict = {}
     return np.fromiter((codes.setdefault(d, len(codes)) for d in doc_ids), np.int64, len(doc_ids))
 
@@ -134,7 +135,7 @@ def select_lexical_nodes(lexical, doc_ids, n_join: int, n_meet: int, min_support
     doc_ids = list(doc_ids)
     if lexical is None or not lexical.families or not doc_ids or (n_join == 0 and n_meet == 0):
         return []
-    doc = _doc_codes(doc_ids)
+    doc = doc_codes(doc_ids)
     cand = _candidates(lexical, doc)
     C = len(cand.labels)
     if not C:
