@@ -130,3 +130,95 @@ def test_bm25_from_counts_saves_and_loads(corpus, tmp_path):
     back = bm25s.BM25.load(str(tmp_path), allow_pickle=False)
     toks = bm25_tokenize([questions[0]])[0]
     np.testing.assert_array_equal(back.get_scores(toks), mine.get_scores(toks))
+
+
+# ---- BM25 scored at query time from stored counts (bm25_index.CountBM25) ---------------------------
+
+def _bm25s_of(texts, stem=None):
+    import bm25s
+    from contextrag.index.core import bm25_tokenize_ids
+    ref = bm25s.BM25()
+    ref.index(bm25_tokenize_ids(texts, stem), show_progress=False)
+    return ref
+
+
+def _queries(questions, stem=None):
+    """Tokenised queries, with a repeated token, a token no item holds, and an empty one."""
+    from contextrag.index.core import bm25_tokenize
+    out = [bm25_tokenize([q], stem)[0] for q in questions]
+    out = [t for t in out if t]
+    return out + [out[0] + out[0][:1], ["zzzqqxnotaword"], out[1] + ["zzzqqxnotaword"], []]
+
+
+def _assert_scores(mine, ref, queries):
+    for toks in queries:
+        want = ref.get_scores(toks) if toks else np.zeros(ref.scores["num_docs"], np.float32)
+        np.testing.assert_array_equal(mine.get_scores(toks), want, err_msg=str(toks))
+
+
+@pytest.mark.parametrize("stem", [None, "english"])
+def test_count_bm25_equals_bm25s(corpus, stem):
+    from contextrag.index.bm25_index import chunk_counts, from_counts, item_counts, word_terms
+    from contextrag.index.lexical import words as lw
+    if stem:
+        pytest.importorskip("Stemmer")
+    titles, texts, questions = corpus
+    W = lw.from_chunks(titles, texts)
+    kinds, S, summaries, item_texts = _items(titles, texts)
+    counts, names = item_counts(chunk_counts(W, stem), kinds, S, summaries, word_terms(W, stem)[1], stem)
+    mine = from_counts(counts, names, len(texts))
+    assert mine.n_items == len(item_texts) and mine.n_chunks == len(texts)
+    _assert_scores(mine, _bm25s_of(item_texts, stem), _queries(questions, stem))
+
+
+def test_count_bm25_updates_equal_a_fresh_index(corpus, tmp_path):
+    """Chunks appended, then some deleted (the first, a middle run, the last), with virtual items
+    rebuilt from their sources each time: every score equals bm25s over the new item texts, and the
+    saved postings load (memory-mapped) to the same scores."""
+    from contextrag.index import bm25_index as bi
+    from contextrag.index.lexical import incremental as inc
+    from contextrag.index.lexical import words as lw
+    titles, texts, questions = corpus
+    n0 = 70
+    W = lw.from_chunks(titles[:n0], texts[:n0])
+    kinds, S, summaries, _ = _items(titles[:n0], texts[:n0])
+    counts, names = bi.item_counts(bi.chunk_counts(W), kinds, S, summaries, bi.word_terms(W)[1])
+    bm = bi.from_counts(counts, names, n0)
+    queries = _queries(questions)
+
+    def check(bm, W, ti, tx):
+        kinds, S, summaries, item_texts = _items(ti, tx)
+        vc, vn = bi.virtual_counts(W, kinds, S, summaries, len(tx))
+        full = bm.with_virtual(vc, vn)
+        _assert_scores(full, _bm25s_of(item_texts), queries)
+        return full
+
+    W2, _, _ = inc.append_chunks(W, titles[n0:], texts[n0:])
+    bm2 = bm.with_chunks_added(bi.rows_counts(W2, np.arange(n0, len(texts))), bi.word_terms(W2)[1])
+    assert len(bm2.names) > len(bm.names)       # the new chunks brought new terms
+    full = check(bm2, W2, titles, texts)
+    keep = np.setdiff1d(np.arange(len(texts)), np.r_[0, 30:45, len(texts) - 1])
+    W3 = inc.keep_chunks(W2, keep)
+    bm3 = bm2.with_chunks_kept(keep)
+    ti, tx = [titles[i] for i in keep], [texts[i] for i in keep]
+    full3 = check(bm3, W3, ti, tx)
+    assert any(np.diff(full3.c_indptr) == 0)    # terms only the deleted chunks held: empty postings
+    full3.save(tmp_path)
+    back = bi.load(tmp_path)
+    assert isinstance(back, bi.CountBM25) and not back.c_rows.flags.owndata    # a view of the file's map
+    _assert_scores(back, _bm25s_of(_items(ti, tx)[3]), queries)
+    np.testing.assert_array_equal(full.get_scores(queries[0]), check(bm2, W2, titles, texts).get_scores(queries[0]))
+
+
+def test_count_bm25_rejects_inconsistent_arrays(tmp_path):
+    from contextrag.index import bm25_index as bi
+    z = np.zeros
+    with pytest.raises(ValueError, match="indptr"):
+        bi.CountBM25(["a", "b"], z(2, np.int64), z(0), z(0), z(3, np.int64), z(0), z(0), z(0), 0)
+    with pytest.raises(ValueError, match="length"):
+        bi.CountBM25(["a"], np.array([0, 2]), z(1), z(1), z(2, np.int64), z(0), z(0), z(1), 1)
+    ok = bi.CountBM25(["a"], np.array([0, 1]), z(1), np.ones(1), z(2, np.int64), z(0), z(0), np.ones(1), 1)
+    ok.save(tmp_path)
+    (tmp_path / bi.TERMS_FILE).write_text('{"a": 1}')
+    with pytest.raises(ValueError, match="list of terms"):
+        bi.load(tmp_path)

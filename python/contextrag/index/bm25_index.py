@@ -14,6 +14,8 @@ so its counts are the sum of theirs (one sparse product); only summaries (LLM te
 """
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -133,3 +135,305 @@ def bm25_from_counts(counts: sp.csr_matrix, names: list):
     r.unique_token_ids_set = set(vocab.values())
     r.nonoccurrence_array = None
     return r
+
+
+# ---- BM25 scored at query time from stored counts -------------------------------------------------
+
+COUNTS_FILE = "counts.safetensors"     # in the snapshot's bm25/ folder (bm25s's own files before)
+TERMS_FILE = "terms.json"
+K1, B = 1.5, 0.75                      # bm25s.BM25()'s defaults (checked in :func:`from_counts`)
+
+
+class CountBM25:
+    """BM25 (bm25s's Lucene variant, its default k1 and b) scored at query time from term counts.
+
+    bm25s stores each (term, item) entry's final score, and every one of them depends on N, the df
+    and the mean length, so an update had to recompute all of them (O(nnz), 14 s of a 100-document
+    add at a million chunks). Here the index stores the raw counts by term (CSC: a term's items and
+    their term frequencies), with each item's length; a query reads its own terms' postings only and
+    computes idf(t) · tf / (tf + k1 (1 − b + b dl/avgdl)) there, with the idf of every term and the
+    length norm of every item kept as vectors (O(terms) and O(items) to refresh, once per index).
+    The arithmetic is :func:`bm25_from_counts`'s operation for operation (float64, the score rounded
+    to float32, summed per query token in float32 as bm25s sums), so the scores are bm25s's (tested).
+
+    Two blocks of postings: the chunks' (rows = chunk index) and the virtual items' (rows = item
+    index − n_chunks). Chunks keep their counts across updates, so an add appends the new chunks'
+    entries to their terms' postings and a delete drops and renumbers rows: one pass over the arrays,
+    no sort and no score. Virtual items (joins, meets, summaries: rebuilt by every update) have their
+    block rebuilt from their sources' counts. Term ids are the order of :attr:`names`, which only
+    grows (a term no item holds any more keeps its id and an empty posting list)."""
+
+    def __init__(self, names, c_indptr, c_rows, c_tf, v_indptr, v_rows, v_tf, doc_len, n_chunks: int):
+        self.names = list(names)
+        T = len(self.names)
+        self.c_indptr, self.c_rows, self.c_tf = (np.asarray(c_indptr, np.int64), np.asarray(c_rows, np.int32),
+                                                 np.asarray(c_tf, np.int32))
+        self.v_indptr, self.v_rows, self.v_tf = (np.asarray(v_indptr, np.int64), np.asarray(v_rows, np.int32),
+                                                 np.asarray(v_tf, np.int32))
+        self.doc_len = np.asarray(doc_len, np.int64)
+        self.n_chunks = int(n_chunks)
+        if self.c_indptr.shape != (T + 1,) or self.v_indptr.shape != (T + 1,):
+            raise ValueError(f"BM25 postings: indptr of {self.c_indptr.size} and {self.v_indptr.size} entries "
+                             f"for {T} terms")
+        if int(self.c_indptr[-1]) != self.c_rows.size or self.c_rows.size != self.c_tf.size \
+                or int(self.v_indptr[-1]) != self.v_rows.size or self.v_rows.size != self.v_tf.size:
+            raise ValueError("BM25 postings: arrays disagree in length")
+        if not 0 <= self.n_chunks <= self.doc_len.size:
+            raise ValueError(f"BM25: {self.n_chunks} chunks for {self.doc_len.size} items")
+        self._vocab = None
+        self._idf = None
+        self._norm = None
+
+    # -- queries
+    @property
+    def n_items(self) -> int:
+        return int(self.doc_len.size)
+
+    @property
+    def vocab_dict(self) -> dict:
+        if self._vocab is None:
+            self._vocab = dict(zip(self.names, range(len(self.names))))
+        return self._vocab
+
+    def _stats(self):
+        """(idf (T,) float32, length norm k1 (1 − b + b dl/avgdl) (n_items,) float64), as bm25_from_counts."""
+        if self._idf is None:
+            N = self.n_items
+            d = (np.diff(self.c_indptr) + np.diff(self.v_indptr)).astype(np.float64)
+            self._idf = np.log(1.0 + (N - d + 0.5) / (d + 0.5)).astype(np.float32)
+            avg = self.doc_len.mean() if N else np.float64(0.0)
+            self._norm = K1 * ((1 - B) + B * self.doc_len.astype(np.float64) / avg) if N else np.zeros(0)
+        return self._idf, self._norm
+
+    def postings(self, j: int) -> tuple:
+        """(item rows, term frequencies float64) of term ``j``: chunks first, then virtual items."""
+        a, b = int(self.c_indptr[j]), int(self.c_indptr[j + 1])
+        c, d = int(self.v_indptr[j]), int(self.v_indptr[j + 1])
+        if c == d:
+            return np.asarray(self.c_rows[a:b], np.int64), self.c_tf[a:b].astype(np.float64)
+        return (np.concatenate([np.asarray(self.c_rows[a:b], np.int64), self.n_chunks + np.asarray(self.v_rows[c:d], np.int64)]),
+                np.concatenate([self.c_tf[a:b], self.v_tf[c:d]]).astype(np.float64))
+
+    def get_scores(self, query_tokens: list) -> np.ndarray:
+        """(n_items,) float32 BM25 scores of a tokenised query (tokens not in the index add nothing,
+        a repeated token counts each time: bm25s.BM25.get_scores)."""
+        out = np.zeros(self.n_items, np.float32)
+        vocab = self.vocab_dict
+        ids = [vocab[t] for t in query_tokens if t in vocab]
+        if not ids:
+            return out
+        idf, norm = self._stats()
+        for j in ids:
+            rows, tf = self.postings(j)
+            if rows.size:
+                out[rows] += (idf[j].astype(np.float64) * (tf / (norm[rows] + tf))).astype(np.float32)
+        return out
+
+    # -- updates (each returns a new object; this one stays valid for the index before the change)
+    def _term_ids(self, names: list) -> tuple:
+        """(this index's term id of each of ``names`` (int64), the extended term list)."""
+        vocab = dict(self.vocab_dict)
+        ids = np.fromiter((vocab.setdefault(t, len(vocab)) for t in names), np.int64, len(names))
+        return ids, self.names + list(vocab)[len(self.names):]
+
+    def with_chunks_added(self, new: sp.csr_matrix, new_names: list) -> "CountBM25":
+        """The chunk block with the rows ``new`` (k × len(new_names) counts) appended as chunks
+        n_chunks … n_chunks + k − 1; the virtual block is left empty (:meth:`with_virtual` sets it)."""
+        new = sp.csr_matrix(new)
+        col_ids, names = self._term_ids(new_names)
+        T = len(names)
+        coo = new.tocoo()
+        keep = coo.data > 0
+        nc, nr, nt = col_ids[coo.col[keep]], self.n_chunks + coo.row[keep].astype(np.int64), coo.data[keep]
+        order = np.lexsort((nr, nc))
+        nc, nr, nt = nc[order], nr[order], nt[order]
+        ip, ptr = _merge_appended(_pad(self.c_indptr, T), nc, (self.c_rows, nr), (self.c_tf, nt))
+        rows, tf = ptr
+        k = new.shape[0]
+        dl_new = np.asarray(new.sum(axis=1)).ravel().astype(np.int64)
+        return CountBM25(names, ip, rows, tf, np.zeros(T + 1, np.int64), np.zeros(0, np.int32),
+                         np.zeros(0, np.int32), np.concatenate([self.doc_len[:self.n_chunks], dl_new]),
+                         self.n_chunks + k)
+
+    def with_chunks_kept(self, keep: np.ndarray) -> "CountBM25":
+        """The chunk block of the chunks ``keep`` (ascending), renumbered; the virtual block empty."""
+        keep = np.asarray(keep, np.int64)
+        n = self.n_chunks
+        remap = np.full(n, -1, np.int32)
+        remap[keep] = np.arange(keep.size, dtype=np.int32)
+        r = remap[self.c_rows]                 # one gather over the chunk postings
+        gone = np.flatnonzero(r < 0)
+        col_of = np.searchsorted(self.c_indptr, gone, side="right") - 1
+        lost = np.zeros(self.c_indptr.size, np.int64)
+        np.cumsum(np.bincount(col_of, minlength=self.c_indptr.size - 1), out=lost[1:])
+        ok = r >= 0
+        T = len(self.names)
+        return CountBM25(self.names, self.c_indptr - lost, r[ok], np.asarray(self.c_tf)[ok],
+                         np.zeros(T + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                         self.doc_len[:n][keep], keep.size)
+
+    def with_virtual(self, counts: sp.csr_matrix, names: list) -> "CountBM25":
+        """These chunks with the virtual items whose counts are ``counts`` (rows: items n_chunks …,
+        columns ``names``)."""
+        counts = sp.csr_matrix(counts)
+        col_ids, all_names = self._term_ids(names)
+        T = len(all_names)
+        coo = counts.tocoo()
+        keep = coo.data > 0
+        M = sp.csc_matrix((coo.data[keep].astype(np.int32), (coo.row[keep], col_ids[coo.col[keep]])),
+                          shape=(counts.shape[0], T))
+        M.sum_duplicates()
+        M.sort_indices()
+        dl = np.asarray(counts.sum(axis=1)).ravel().astype(np.int64)
+        return CountBM25(all_names, _pad(self.c_indptr, T), self.c_rows, self.c_tf, M.indptr.astype(np.int64),
+                         M.indices.astype(np.int32), M.data.astype(np.int32),
+                         np.concatenate([self.doc_len[:self.n_chunks], dl]), self.n_chunks)
+
+    # -- the snapshot's files
+    def save(self, save_dir, allow_pickle: bool = False) -> None:
+        from pathlib import Path
+
+        from safetensors.numpy import save_file
+        d = Path(save_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        arrays = {"chunk.indptr": self.c_indptr, "chunk.rows": self.c_rows, "chunk.tf": self.c_tf,
+                  "virtual.indptr": self.v_indptr, "virtual.rows": self.v_rows, "virtual.tf": self.v_tf,
+                  "doc_len": self.doc_len}
+        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(d / COUNTS_FILE),
+                  metadata={"n_chunks": str(self.n_chunks), "k1": str(K1), "b": str(B), "method": "lucene"})
+        (d / TERMS_FILE).write_text(json.dumps(self.names, ensure_ascii=False), encoding="utf-8")
+
+
+def _pad(indptr: np.ndarray, T: int) -> np.ndarray:
+    """``indptr`` of a CSC extended to T columns (the new columns empty)."""
+    if indptr.size == T + 1:
+        return np.asarray(indptr, np.int64)
+    return np.concatenate([indptr, np.full(T + 1 - indptr.size, indptr[-1], np.int64)])
+
+
+def _merge_appended(indptr: np.ndarray, cols: np.ndarray, *pairs) -> tuple:
+    """(indptr, [merged arrays]) of a CSC with entries appended at the end of their columns:
+    ``cols`` ascending (the new entries' columns), each pair (old array, new values in ``cols``'
+    order). The old entries are copied run by run between the columns that grow: O(nnz) memory
+    traffic, no sort."""
+    T = indptr.size - 1
+    add = np.bincount(cols, minlength=T)
+    out_ptr = indptr + np.concatenate([[0], np.cumsum(add)])
+    touched, first = np.unique(cols, return_index=True)
+    last = np.append(first[1:], cols.size)
+    outs = [np.empty(int(out_ptr[-1]), np.asarray(old).dtype) for old, _ in pairs]
+    prev = 0
+    for c, a, b in zip(touched.tolist() + [T - 1], first.tolist() + [cols.size], last.tolist() + [cols.size]):
+        o0, o1 = int(indptr[prev]), int(indptr[c + 1])
+        d0 = int(out_ptr[prev])
+        d1 = d0 + (o1 - o0)
+        for out, (old, new) in zip(outs, pairs):
+            out[d0:d1] = old[o0:o1]
+            out[d1:d1 + (b - a)] = new[a:b]
+        prev = c + 1
+        if prev > T - 1:
+            break
+    return out_ptr, outs
+
+
+def from_counts(counts: sp.csr_matrix, names: list, n_chunks: int) -> CountBM25:
+    """The :class:`CountBM25` of the items whose counts are ``counts`` (items × terms, the first
+    ``n_chunks`` rows chunks); a fresh build."""
+    import bm25s
+    r = bm25s.BM25()
+    if (r.method, r.idf_method, r.k1, r.b) != ("lucene", "lucene", K1, B):
+        raise RuntimeError(f"bm25s defaults changed (method {r.method!r}, k1 {r.k1}, b {r.b}); the count-based "
+                           "index repeats 'lucene' with k1 1.5, b 0.75")
+    C = sp.csr_matrix(counts, dtype=np.float64)
+    chunks = C[:n_chunks]
+    M = sp.csc_matrix(chunks)
+    M.eliminate_zeros()
+    M.sum_duplicates()
+    M.sort_indices()
+    base = CountBM25(names, M.indptr.astype(np.int64), M.indices.astype(np.int32), M.data.astype(np.int32),
+                     np.zeros(len(names) + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
+                     np.asarray(chunks.sum(axis=1)).ravel().astype(np.int64), n_chunks)
+    return base.with_virtual(C[n_chunks:], names)
+
+
+def rows_counts(words: CorpusWords, rows: np.ndarray, stemmer: str | None = None) -> sp.csr_matrix:
+    """(len(rows) × terms) float64 BM25 term counts of the chunks ``rows``, from the stored word
+    counts (:func:`chunk_counts` for those rows only); columns are ``word_terms(words, stemmer)[1]``."""
+    tid, names = word_terms(words, stemmer)
+    rows = np.asarray(rows, np.int64)
+    bp = np.asarray(words.bag_indptr, np.int64)
+    starts, lens = bp[rows], bp[rows + 1] - bp[rows]
+    ptr = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(lens, out=ptr[1:])
+    pos = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1] - starts, lens)
+    t = tid[np.asarray(words.bag_words)[pos]]
+    keep = t >= 0
+    row_keep = np.zeros(pos.size + 1, np.int64)
+    np.cumsum(keep, out=row_keep[1:])
+    M = sp.csr_matrix((np.asarray(words.bag_counts)[pos][keep].astype(np.float64), t[keep], row_keep[ptr]),
+                      shape=(rows.size, len(names)))
+    M.sum_duplicates()
+    return M
+
+
+def virtual_counts(words: CorpusWords, item_kinds, item_sources, extra_texts: dict, n_chunks: int,
+                   stemmer: str | None = None) -> tuple:
+    """((virtual items × terms) float64 counts, term names) of the items after the ``n_chunks``
+    chunks: :func:`item_counts`'s rows for them (their sources' summed counts, or the tokens of
+    ``extra_texts`` {item index: text}, the summaries), reading only the source chunks' words."""
+    from .core import CHUNK
+    from .lexical.tokens import query_tokens
+    names = list(word_terms(words, stemmer)[1])
+    kinds = np.asarray(item_kinds)[n_chunks:]
+    S = sp.csr_matrix(sp.csr_matrix(item_sources)[n_chunks:], dtype=np.float64)
+    n_v = S.shape[0]
+    summed = np.flatnonzero(kinds != CHUNK)
+    summed = np.setdiff1d(summed, np.fromiter((int(i) - n_chunks for i in extra_texts), np.int64, len(extra_texts)))
+    pick = np.zeros(n_v, np.float64)
+    pick[summed] = 1.0
+    S = sp.csr_matrix(sp.diags(pick) @ S)
+    S.eliminate_zeros()
+    src = np.unique(S.indices)
+    sub = rows_counts(words, src, stemmer)
+    S_loc = sp.csr_matrix((S.data, np.searchsorted(src, S.indices), S.indptr), shape=(n_v, src.size))
+    A = sp.csr_matrix(S_loc @ sub, shape=(n_v, len(names)))
+    index = {t: j for j, t in enumerate(names)}
+    rows, cols, vals = [], [], []
+    for i, text in extra_texts.items():
+        toks = query_tokens(text, stemmer)
+        if not toks:
+            continue
+        ids = np.fromiter((index.setdefault(t, len(index)) for t in toks), np.int64, len(toks))
+        u, c = np.unique(ids, return_counts=True)
+        rows.append(np.full(u.size, int(i) - n_chunks, np.int64))
+        cols.append(u)
+        vals.append(c.astype(np.float64))
+    names += list(index)[len(names):]
+    A.resize((n_v, len(names)))
+    if rows:
+        A = A + sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                              shape=(n_v, len(names)))
+    return sp.csr_matrix(A), names
+
+
+def load(save_dir):
+    """The BM25 index stored in ``save_dir`` (a snapshot's bm25/ folder): a :class:`CountBM25`,
+    memory-mapped, or, in a snapshot written before the counts were stored, bm25s's own index
+    (scored as before; the next update replaces it by counts, from the stored words)."""
+    from pathlib import Path
+    d = Path(save_dir)
+    if not (d / COUNTS_FILE).is_file():
+        import bm25s
+        return bm25s.BM25.load(str(d), allow_pickle=False, mmap=True)
+    from .store import map_arrays
+    a = map_arrays(d / COUNTS_FILE)
+    names = json.loads((d / TERMS_FILE).read_text(encoding="utf-8"))
+    if not isinstance(names, list) or not all(isinstance(t, str) for t in names):
+        raise ValueError(f"{TERMS_FILE} is not a list of terms")
+    with open(d / COUNTS_FILE, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        meta = json.loads(f.read(n)).get("__metadata__") or {}
+    if meta.get("method") != "lucene" or float(meta.get("k1", "nan")) != K1 or float(meta.get("b", "nan")) != B:
+        raise ValueError(f"{COUNTS_FILE}: BM25 parameters {meta} are not the ones this library scores with")
+    return CountBM25(names, a["chunk.indptr"], a["chunk.rows"], a["chunk.tf"], a["virtual.indptr"],
+                     a["virtual.rows"], a["virtual.tf"], a["doc_len"], int(meta["n_chunks"]))

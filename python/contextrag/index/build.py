@@ -214,7 +214,7 @@ def build_bm25(ix: Index):
     """The BM25 index over every item, from the chunks' stored word counts (``ix.words``, tokenised
     here when the index has none yet) and the summaries' text (index/bm25_index.py). Returns None:
     the "term" family is built from the chunks by the lexical map."""
-    from .bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
+    from .bm25_index import chunk_counts, from_counts, item_counts, word_terms
     from .core import SUMMARY, index_stemmer
     from .lexical import words as lw
     if ix.words is None:
@@ -223,8 +223,33 @@ def build_bm25(ix: Index):
     C = chunk_counts(ix.words, stem)
     extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
     counts, names = item_counts(C, ix.item_kinds, ix.item_sources, extra, word_terms(ix.words, stem)[1], stem)
-    ix.bm25 = bm25_from_counts(counts, names)
+    ix.bm25 = from_counts(counts, names, ix.n_chunks)
     return None
+
+
+def word_terms_of(words, stemmer):
+    """The BM25 term strings of the stored words (bm25_index.word_terms)."""
+    from .bm25_index import word_terms
+    return word_terms(words, stemmer)[1]
+
+
+def _bm25_with_items(ix: Index, chunks_bm25) -> None:
+    """After an update: ``chunks_bm25`` (a CountBM25 whose chunk postings are already those of the
+    new corpus) with the virtual items' postings rebuilt from their sources' stored counts."""
+    from .bm25_index import virtual_counts
+    from .core import SUMMARY, index_stemmer
+    extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
+    counts, names = virtual_counts(ix.words, ix.item_kinds, ix.item_sources, extra, ix.n_chunks,
+                                   index_stemmer(ix.config))
+    ix.bm25 = chunks_bm25.with_virtual(counts, names)
+
+
+def _chunk_bm25(ix: Index, n_before: int):
+    """The index's CountBM25 when it holds the ``n_before`` chunks of the index before this update
+    (else None: an index loaded from a snapshot that stored bm25s's scores is rebuilt from counts)."""
+    from .bm25_index import CountBM25
+    bm = getattr(ix, "bm25", None)
+    return bm if isinstance(bm, CountBM25) and bm.n_chunks == n_before else None
 
 
 def title_own_columns(ix: Index, titles=None) -> np.ndarray:
@@ -512,7 +537,8 @@ def _remap_attributes(ix: Index, old_names: list[str]) -> None:
     g.attr[seeds] = [pos[old_names[a]] for a in g.attr[seeds]]
 
 
-def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, fams=None) -> None:
+def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, fams=None,
+                        chunks_bm25=None) -> None:
     """After an update: the items, BM25 and the lexical families of the new corpus. ``fams``: the
     families already updated from the changed chunks (lexical/incremental.py), else they are built
     from the chunk texts. The families are exact (df and w(a) = log(N/df)/log(N) of the new corpus,
@@ -531,7 +557,10 @@ def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, 
     with _Timer(t, "items"):
         compose_items(ix, chunk_E, s_items, l_nodes)
     with _Timer(t, "bm25"):
-        build_bm25(ix)
+        if chunks_bm25 is not None:
+            _bm25_with_items(ix, chunks_bm25)
+        else:
+            build_bm25(ix)
     with _Timer(t, "lexical"):
         build_lexical(ix, None, prebuilt=fams)
     if ix.words.title_own is None or fams is None:
@@ -638,7 +667,14 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
     with _Timer(t, "lexical"):
         fams = _families_after_add(ix, n_old, new_ids, new_off)
-    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
+    with _Timer(t, "bm25"):        # the new chunks' postings appended; the old chunks' stay (bm25_index.py)
+        bm = _chunk_bm25(ix, n_old)
+        if bm is not None:
+            from .bm25_index import rows_counts
+            from .core import index_stemmer
+            stem = index_stemmer(ix.config)
+            bm = bm.with_chunks_added(rows_counts(ix.words, new_rows, stem), word_terms_of(ix.words, stem))
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams, bm)
     ix.info.setdefault("updates", []).append({"op": "add", "docs": len(docs), "chunks": len(chunks),
                                               "affected_nodes": n_aff,
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
@@ -661,6 +697,9 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     if ix.words is None or ix.words.n_chunks != ix.n_chunks:
         with _Timer(t, "words"):
             ix.words = _migrated_words(ix, ix.n_chunks)
+    with _Timer(t, "bm25"):        # the deleted chunks' postings dropped, the rest renumbered
+        bm = _chunk_bm25(ix, ix.n_chunks)
+        bm = bm.with_chunks_kept(keep) if bm is not None else None
     remap = np.full(ix.n_chunks, -1, np.int64)
     remap[keep] = np.arange(len(keep))
     s_items = []
@@ -687,7 +726,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         ix.words = keep_chunks(W_old, keep)
     with _Timer(t, "lexical"):
         fams = _families_after_delete(ix, W_old, keep)
-    _items_bm25_lexical(ix, chunk_E, s_items, t, fams)
+    _items_bm25_lexical(ix, chunk_E, s_items, t, fams, bm)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}

@@ -617,9 +617,15 @@ def _load_once(path, embedder, preload_embedder: bool = False):
     return ix
 
 
-def _read_snapshot(snap: Path, m: dict, config, emb):
-    import bm25s
+def _load_bm25(snap: Path):
+    from .bm25_index import load
+    try:
+        return load(snap / "bm25")
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise IndexFormatError(f"bm25 cannot be read: {e} (corrupt index)") from None
 
+
+def _read_snapshot(snap: Path, m: dict, config, emb):
     from ..llm.ledger import CostLedger
     from .context import FamilyBlock, FuzzyContext
     from .core import Index
@@ -677,7 +683,7 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
                item_kinds=a["item_kinds"], item_texts=item_texts,
                item_node=a["item_node"], item_members=_get_csr(a, "item_members", boolean=True),
                item_sources=_get_csr(a, "item_sources", boolean=True), embeddings=a["embeddings"],
-               bm25=bm25s.BM25.load(str(snap / "bm25"), allow_pickle=False, mmap=True), embedder=emb,
+               bm25=_load_bm25(snap), embedder=emb,
                ledger=CostLedger({k: v for k, v in kv.get("ledger", {}).items() if k != "total"}),
                timings=kv.get("timings", {}), info=kv.get("info", {}))
     if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):
