@@ -347,3 +347,34 @@ def test_small_batch_against_the_reference(isa, shape):
     A = rng.random((n, 7)).astype(np.float32)
     I = (rng.random((7, len(ks) + 3)) * (rng.random((7, len(ks) + 3)) > 0.5)).astype(np.float32)
     np.testing.assert_allclose(small_batch.luk_up(A, I, block=3), ref.luk_up(A, I), atol=1e-6)
+
+
+def test_snapshot_with_bm25s_scores_loads_and_updates(fresh, hotpot_paragraphs, questions):
+    """A snapshot written before BM25 stored counts holds bm25s's score matrix: it loads and scores
+    as before, and its first update replaces it by counts (from the stored words) that equal a build."""
+    import bm25s
+    from contextrag import ContextRAG
+    from contextrag.index import store
+    from contextrag.index.bm25_index import CountBM25, bm25_from_counts, chunk_counts, item_counts, word_terms
+    from contextrag.index.core import SUMMARY, bm25_tokenize, index_stemmer
+    ix = fresh.index
+    assert isinstance(ix.bm25, CountBM25)
+    stem = index_stemmer(ix.config)
+    extra = {int(i): ix.item_texts[i] for i in np.flatnonzero(ix.item_kinds == SUMMARY)}
+    counts, names = item_counts(chunk_counts(ix.words, stem), ix.item_kinds, ix.item_sources, extra,
+                                word_terms(ix.words, stem)[1], stem)
+    now = ix.bm25
+    ix.bm25 = bm25_from_counts(counts, names)          # what an older version stored
+    store.save(ix, fresh.path)
+    old = ContextRAG.load(fresh.path, embedder=ix.embedder)
+    assert isinstance(old.index.bm25, bm25s.BM25)
+    assert (store.snapshot_dir(fresh.path) / "bm25" / "params.index.json").is_file()
+    for q in questions[:8]:
+        toks = bm25_tokenize([q], stem)[0]
+        np.testing.assert_array_equal(old.index.bm25.get_scores(toks), now.get_scores(toks), err_msg=q)
+    old.add(hotpot_paragraphs[N_BASE:N_BASE + 2])
+    assert isinstance(old.index.bm25, CountBM25)
+    _check_like_a_build(old.index, questions)
+    again = ContextRAG.load(fresh.path, embedder=ix.embedder)
+    assert isinstance(again.index.bm25, CountBM25)
+    _check_like_a_build(again.index, questions)
