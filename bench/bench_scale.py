@@ -271,20 +271,22 @@ def update(args) -> None:
     new = [{**d, "id": f"upd:{i}"} for i, d in enumerate(new)]
     if any(d["id"] in existing for d in new):
         raise SystemExit("the index already holds the update's document ids (upd:*): use a fresh index")
+    from contextrag.index import store
     la0 = os.getloadavg()
     with sampler.interval("add", st):
         r = rag.add(new)
-    add_save = rag.index.timings.get("save")
+    add_save, add_steps = rag.index.timings.get("save"), dict(store.LAST_SAVE)
     with sampler.interval("delete", st):
         rd = rag.delete([d["id"] for d in new])
     out = {"machine": machine(), "documents": len(new), "chunks_added": r.get("chunks"),
            "add_timings": {k: round(v, 3) for k, v in r.get("timings", {}).items()},
            "delete_timings": {k: round(v, 3) for k, v in (rd or {}).get("timings", {}).items()},
-           "save_seconds": {"add": add_save, "delete": rag.index.timings.get("save")}, "stages": st,
+           "save_seconds": {"add": add_save, "delete": rag.index.timings.get("save")},
+           "save_steps": {"add": add_steps, "delete": dict(store.LAST_SAVE)}, "stages": st,
            "chunks_after": rag.index.n_chunks, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "goal": {"add_seconds": 10, "delete_seconds": 10}}
     sampler.stop()
-    update_json(args.chunks, "update", out)
+    update_json(args.chunks, args.key or "update", out)
 
 
 def main(argv=None) -> int:
@@ -298,7 +300,7 @@ def main(argv=None) -> int:
     p.add_argument("--embedder", default="static")
     p.add_argument("--questions", type=int, default=None)
     p.add_argument("--docs", type=int, default=100, help="update: documents to add and delete")
-    p.add_argument("--key", help="query: the JSON key to write (default 'query')")
+    p.add_argument("--key", help="query, update: the JSON key to write (default 'query', 'update')")
     p.add_argument("--build-key", default="build", help="build: the JSON key to write (default 'build')")
     p.add_argument("--no-hotpotqa-pool", action="store_true",
                    help="build: recombine UltraDomain and MultiHop-RAG sentences only (an ablation)")

@@ -378,3 +378,56 @@ def test_snapshot_with_bm25s_scores_loads_and_updates(fresh, hotpot_paragraphs, 
     again = ContextRAG.load(fresh.path, embedder=ix.embedder)
     assert isinstance(again.index.bm25, CountBM25)
     _check_like_a_build(again.index, questions)
+
+
+def _assert_graph_like_a_recompute(ix):
+    """Node members, intents, window counts and edges equal their recomputation over every chunk."""
+    import copy
+
+    from contextrag.index.graph import compute_intents, node_members, set_edges
+    g = ix.graph
+    ref = copy.deepcopy(g)
+    ref.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
+    assert (sp_abs_diff(g.members, ref.members)) == 0
+    np.testing.assert_array_equal(g.intent, compute_intents(g, ix.context.dense()))
+    set_edges(ref, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+    assert g.cooc is not None and (g.cooc != ref.cooc).nnz == 0
+    for f in ("edge_src", "edge_dst", "edge_kind", "edge_weight"):
+        np.testing.assert_array_equal(getattr(g, f), getattr(ref, f), err_msg=f)
+    assert (g.edge_kind == 2).any()                  # the test index has co-occurrence edges
+    np.testing.assert_array_equal(ix.node_extents(), g.extents(ix.context.dense()))
+
+
+def sp_abs_diff(A, B) -> int:
+    return int((A.astype(np.int8) != B.astype(np.int8)).nnz)
+
+
+def test_graph_updates_equal_a_recompute(fresh, hotpot_paragraphs):
+    """add keeps the old rows' node members and extents and adds the new documents' window counts;
+    delete recomputes only the intents of nodes whose extent is positive on a deleted chunk and
+    subtracts the deleted documents' window counts: both equal recomputing everything, and the
+    counts survive a save and load."""
+    from contextrag import ContextRAG
+    fresh.index.node_extents()                       # a loaded index's extents are extended, not rebuilt
+    fresh.add(hotpot_paragraphs[N_BASE:N_BASE + 5])
+    _assert_graph_like_a_recompute(fresh.index)
+    out = fresh.delete(["p3", "p40", "p41", hotpot_paragraphs[N_BASE + 2]["id"]])
+    _assert_graph_like_a_recompute(fresh.index)
+    assert 0 < fresh.index.info["updates"][-1]["affected_nodes"] <= fresh.index.graph.n_nodes
+    assert out["chunks"] >= 4
+    again = ContextRAG.load(fresh.path, embedder=fresh.index.embedder)
+    assert (again.index.graph.cooc != fresh.index.graph.cooc).nnz == 0
+    again.add(hotpot_paragraphs[N_BASE + 5:N_BASE + 7])
+    _assert_graph_like_a_recompute(again.index)
+
+
+def test_graph_of_a_snapshot_without_window_counts_updates(fresh, hotpot_paragraphs):
+    """An index saved before the window counts were kept: its first update counts every window once."""
+    from contextrag import ContextRAG
+    from contextrag.index import store
+    fresh.index.graph.cooc = None
+    store.save(fresh.index, fresh.path)
+    old = ContextRAG.load(fresh.path, embedder=fresh.index.embedder)
+    assert old.index.graph.cooc is None
+    old.delete(["p9"])
+    _assert_graph_like_a_recompute(old.index)

@@ -491,37 +491,80 @@ def rebuild(ix: Index, llm=None) -> Index:
 
 # ---- incremental updates -------------------------------------------------------------------
 
+def _context_rows(ctx, rows: np.ndarray) -> np.ndarray:
+    """The dense (len(rows), M) float32 rows ``rows`` of the context I (``ctx.dense()[rows]`` without
+    densifying every row)."""
+    from .context import dense
+    if not ctx.blocks:
+        return np.zeros((len(rows), 0), np.float32)
+    return np.ascontiguousarray(np.concatenate([dense(b.matrix[rows]) for b in ctx.blocks], axis=1),
+                                dtype=np.float32)
+
+
+def _member_rows(ctx, rows: np.ndarray) -> sp.csr_matrix:
+    """``ctx.members()[rows]``: the crisp supports of the chunks ``rows``."""
+    return sp.hstack([sp.csr_matrix(b.members[rows]) for b in ctx.blocks], format="csr", dtype=bool)
+
+
 def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
     """Members of every node, intents, co-occurrence edges. Returns the number of affected nodes.
 
     ``new_rows``: chunks appended at the end while every old row of I stayed as it was. Then a
-    node's extent on old rows is unchanged (seeds are columns of I, joins/meets their max/min), and
-    A↑(m) = min over objects, so the new intent is min(old intent, the same min over the new rows
-    alone): exact, and O(new chunks). Otherwise (delete, refitted families) all intents are
-    recomputed.
+    node's extent and members on old rows are unchanged (seeds are columns of I and of the crisp
+    supports, joins/meets their max/min, union/intersection: all row-wise), and A↑(m) = min over
+    objects, so the new intent is min(old intent, the same min over the new rows alone); the window
+    counts gain the new documents' windows (graph.update_cooc): exact, and O(new chunks) but for
+    appending the new rows' columns. Otherwise (a refitted family) everything is recomputed.
     """
     g = ix.graph
-    g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
     old_ext, ix._extents = ix._extents, None
-    I = ix.context.dense()
-    if new_rows is not None:
-        I_new = np.ascontiguousarray(I[new_rows])
-        ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
-        n_old = I.shape[0] - len(new_rows)
-        if (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
-                and np.array_equal(new_rows, np.arange(n_old, I.shape[0]))):
-            ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
-        affected = np.flatnonzero((ext_new > 0).any(axis=1))
-        if len(affected):
-            from . import small_batch
-            E_aff = np.ascontiguousarray(ext_new[affected])
-            up = small_batch.luk_up(E_aff, I_new) if len(new_rows) <= small_batch.MAX_ROWS else \
-                np.asarray(ops.luk_up(E_aff, I_new), dtype=np.float32)
-            g.intent[affected] = np.minimum(g.intent[affected], up)
-    else:
-        affected = np.arange(g.n_nodes)
+    if new_rows is None:
+        g.members = node_members(g.kind, g.parents, g.attr, ix.context.members())
+        I = ix.context.dense()
         g.intent = compute_intents(g, I)     # a refitted family may have added attribute columns
-    set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+        set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
+        return int(g.n_nodes)
+    mem_new = node_members(g.kind, g.parents, g.attr, _member_rows(ix.context, new_rows))
+    g.members = sp.hstack([sp.csr_matrix(g.members), mem_new], format="csr", dtype=bool)
+    I_new = _context_rows(ix.context, new_rows)
+    ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
+    n_old = ix.n_chunks - len(new_rows)
+    if (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
+            and np.array_equal(new_rows, np.arange(n_old, ix.n_chunks))):
+        ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
+    affected = np.flatnonzero((ext_new > 0).any(axis=1))
+    if len(affected):
+        from . import small_batch
+        E_aff = np.ascontiguousarray(ext_new[affected])
+        up = small_batch.luk_up(E_aff, I_new) if len(new_rows) <= small_batch.MAX_ROWS else \
+            np.asarray(ops.luk_up(E_aff, I_new), dtype=np.float32)
+        g.intent[affected] = np.minimum(g.intent[affected], up)
+    from .graph import update_cooc
+    if not update_cooc(g, mem_new, [ix.chunk_doc_ids[i] for i in new_rows], ix.chunk_positions[new_rows],
+                       ix.config, +1):
+        set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)   # counts not kept yet: all windows once
+    return int(len(affected))
+
+
+def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
+    """Node members, intents and co-occurrence edges once the chunks not in ``keep`` are gone
+    (``ix.context`` already holds the kept rows; ``gone``: the deleted chunks' "I" rows, node
+    "members" (V, d), "doc_ids" and "positions", taken before). Members and extents are row-wise,
+    so the kept rows' stay. A↑(m) = min(1, 1 + min_g (I(g, m) − A(g))): a deleted row where the
+    node's extent A is 0 contributed a term ≥ 1, so only nodes whose extent is positive on a deleted
+    row can change, and only theirs are recomputed (over the remaining rows). The window counts lose
+    the deleted documents' windows. Returns the number of recomputed nodes."""
+    g = ix.graph
+    old_ext, ix._extents = ix._extents, None
+    g.members = sp.csr_matrix(g.members)[:, keep].tocsr()
+    if old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
+        ix._extents = np.ascontiguousarray(old_ext[:, keep])
+    affected = np.flatnonzero((g.extents(gone["I"]) > 0).any(axis=1)) if len(gone["I"]) else np.zeros(0, np.int64)
+    if len(affected):
+        g.intent[affected] = compute_intents(g, ix.context.dense(), nodes=affected)
+    from .graph import update_cooc
+    if not update_cooc(g, gone["members"], gone["doc_ids"], gone["positions"], ix.config, -1):
+        set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
     return int(len(affected))
 
 
@@ -708,6 +751,11 @@ def delete_docs(ix: Index, doc_ids) -> dict:
             s["sources"] = remap[s["sources"]]
             s_items.append(s)
     chunk_E = ix.chunk_embeddings[keep].copy()
+    with _Timer(t, "graph"):
+        gone_rows = np.flatnonzero(drop)
+        gone = {"I": _context_rows(ix.context, gone_rows),
+                "members": sp.csr_matrix(ix.graph.members)[:, gone_rows].tocsr(),
+                "doc_ids": [ix.chunk_doc_ids[i] for i in gone_rows], "positions": ix.chunk_positions[gone_rows]}
     for d in ids:
         del ix.docs[d]
     for name in ("chunk_ids", "chunk_doc_ids", "chunk_titles", "chunk_texts"):
@@ -718,7 +766,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     with _Timer(t, "context"):
         ix.context.keep_rows(keep)
     with _Timer(t, "graph"):
-        _refresh_nodes(ix, None)   # removing a chunk can raise any intent degree: recompute all
+        n_aff = _nodes_after_delete(ix, keep, gone)
         ix.attr_centroids = attr_centroids(ix, chunk_E)
     from .lexical.incremental import keep_chunks
     with _Timer(t, "words"):
@@ -728,7 +776,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         fams = _families_after_delete(ix, W_old, keep)
     _items_bm25_lexical(ix, chunk_E, s_items, t, fams, bm)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
-                                              "seconds": {k: round(v, 4) for k, v in t.items()}})
+                                              "affected_nodes": n_aff, "seconds": {k: round(v, 4) for k, v in t.items()}})
     return {"docs": len(ids), "chunks": int(drop.sum()), "timings": t}
 
 

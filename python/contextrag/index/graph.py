@@ -50,6 +50,7 @@ class ConceptGraph:
     edge_dst: np.ndarray    # (E,) int32
     edge_kind: np.ndarray   # (E,) int8: UP / DOWN / COOC
     edge_weight: np.ndarray  # (E,) float32: overlap score (lattice) or window count (cooc)
+    cooc: sp.csr_matrix | None = None   # (V, V) int64 window counts of every node pair (None: not kept)
 
     @property
     def n_nodes(self) -> int:
@@ -224,15 +225,51 @@ def windows(doc_ids: list, positions: np.ndarray, w: int) -> sp.csr_matrix:
     return sp.csr_matrix((np.ones(rows_a.size, bool), (rows_a, cols_a)), shape=(int(n_win.sum()), n))
 
 
-def cooc_edges(members: sp.csr_matrix, win: sp.csr_matrix, threshold: int):
-    """Undirected node pairs co-appearing in >= threshold windows, as two directed edges each."""
-    if members.shape[0] == 0 or win.shape[0] == 0:
-        z = np.zeros(0, np.int32)
-        return z, z, np.zeros(0, np.float32)
+def cooc_counts(members: sp.csr_matrix, win: sp.csr_matrix) -> sp.csr_matrix:
+    """(V, V) int64: for each node pair, the windows of ``win`` in which both have a member chunk
+    (canonical CSR: sorted, no explicit zeros). Windows never cross documents, so the counts of a
+    corpus are the sum of its documents' counts: an update adds the new documents' and subtracts the
+    deleted ones' (:func:`update_cooc`)."""
+    V = members.shape[0]
+    if V == 0 or win.shape[0] == 0:
+        return sp.csr_matrix((V, V), dtype=np.int64)
     NW = (members.astype(np.int32) @ win.T.astype(np.int32)) > 0          # (V, windows)
-    C = (NW.astype(np.int32) @ NW.T.astype(np.int32)).tocoo()             # (V, V) window counts
+    C = sp.csr_matrix(NW.astype(np.int64) @ NW.T.astype(np.int64))
+    C.sum_duplicates()
+    C.eliminate_zeros()
+    C.sort_indices()
+    return C
+
+
+def edges_of_counts(C: sp.csr_matrix, threshold: int):
+    """Undirected node pairs co-appearing in >= threshold windows, as two directed edges each, in
+    (source, destination) order."""
+    C = C.tocoo()
     keep = (C.row != C.col) & (C.data >= max(int(threshold), 1))
     return C.row[keep].astype(np.int32), C.col[keep].astype(np.int32), C.data[keep].astype(np.float32)
+
+
+def cooc_edges(members: sp.csr_matrix, win: sp.csr_matrix, threshold: int):
+    """Undirected node pairs co-appearing in >= threshold windows, as two directed edges each."""
+    return edges_of_counts(cooc_counts(members, win), threshold)
+
+
+def update_cooc(g: "ConceptGraph", members: sp.csr_matrix, doc_ids: list, positions: np.ndarray, config,
+                sign: int) -> bool:
+    """Add (``sign`` +1) or subtract (−1) the window counts of whole documents (their chunks'
+    ``members`` (V, k), ``doc_ids``, ``positions``) to the kept counts, and set the edges from them.
+    False (nothing changed) when the graph keeps no counts (an index saved before they were)."""
+    if g.cooc is None or g.cooc.shape != (g.n_nodes, g.n_nodes):
+        return False
+    part = cooc_counts(members, windows(doc_ids, positions, config.cooc_window))
+    C = sp.csr_matrix(g.cooc + part if sign > 0 else g.cooc - part)
+    C.sum_duplicates()
+    C.eliminate_zeros()
+    C.sort_indices()
+    if C.nnz and C.data.min() < 0:
+        raise ValueError("co-occurrence counts went negative: the documents were not in the index")
+    _set_edges_from(g, C, config)
+    return True
 
 
 def lattice_edges(kind, parents, score):
@@ -279,8 +316,14 @@ def compute_intents(g: ConceptGraph, I: np.ndarray, nodes=None, batch: int = 64)
 
 
 def set_edges(g: ConceptGraph, doc_ids: list, positions: np.ndarray, config) -> None:
+    _set_edges_from(g, cooc_counts(g.members, windows(doc_ids, positions, config.cooc_window)), config)
+
+
+def _set_edges_from(g: ConceptGraph, C: sp.csr_matrix, config) -> None:
+    """Lattice edges, and co-occurrence edges from the window counts ``C`` (kept on the graph)."""
+    g.cooc = C
     ls, ld, lk, lw = lattice_edges(g.kind, g.parents, g.score)
-    cs, cd, cw = cooc_edges(g.members, windows(doc_ids, positions, config.cooc_window), config.cooc_threshold)
+    cs, cd, cw = edges_of_counts(C, config.cooc_threshold)
     g.edge_src = np.concatenate([ls, cs]).astype(np.int32)
     g.edge_dst = np.concatenate([ld, cd]).astype(np.int32)
     g.edge_kind = np.concatenate([lk, np.full(len(cs), COOC, np.int8)]).astype(np.int8)

@@ -198,6 +198,10 @@ def _arrays(ix) -> dict:
     _put_csr(a, "item_members", ix.item_members)
     _put_csr(a, "item_sources", ix.item_sources)
     _put_csr(a, "node_members", ix.graph.members)
+    if getattr(ix.graph, "cooc", None) is not None:     # window counts, for updates (index/graph.py)
+        C = sp.csr_matrix(ix.graph.cooc)
+        a.update({"node_cooc.indptr": C.indptr.astype(np.int64), "node_cooc.indices": C.indices.astype(np.int32),
+                  "node_cooc.data": C.data.astype(np.int64), "node_cooc.shape": np.asarray(C.shape, np.int64)})
     for i, b in enumerate(ix.context.blocks):
         if sp.issparse(b.matrix):
             _put_csr(a, f"ctx.{i}.csr", b.matrix)
@@ -296,32 +300,57 @@ def _with_self_sum(body: bytes, digest: bytes) -> bytes:
     return body[:at] + digest + body[at + len(digest):]
 
 
+LAST_SAVE: dict = {}     # wall seconds of the last write_snapshot's steps (for bench/, not stored)
+
+
+class _Steps:
+    def __init__(self, out: dict):
+        self.out = out
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.out[name] = round(self.out.get(name, 0.0) + time.perf_counter() - t0, 4)
+
+
 def write_snapshot(ix, d: Path) -> dict:
     """All files of one snapshot into the (empty) directory d; returns the manifest."""
     from safetensors.numpy import save_file
 
     from .. import __version__
     from . import columns, prepared
-    save_file(_arrays(ix), str(d / ARRAYS))
-    _write_sqlite(ix, d / META)
-    col_arrays, col_enc = _columns(ix)
-    save_file(col_arrays, str(d / columns.FILE))
-    prep_arrays, prep_meta = prepared.prepared_arrays(ix)
-    if prep_arrays:
-        save_file(prep_arrays, str(d / prepared.FILE))
-    (d / "bm25").mkdir()
-    ix.bm25.save(str(d / "bm25"), allow_pickle=False)
+    LAST_SAVE.clear()
+    t = _Steps(LAST_SAVE)
+    with t("arrays"):
+        save_file(_arrays(ix), str(d / ARRAYS))
+    with t("meta"):
+        _write_sqlite(ix, d / META)
+    with t("columns"):
+        col_arrays, col_enc = _columns(ix)
+        save_file(col_arrays, str(d / columns.FILE))
+    with t("prepared"):
+        prep_arrays, prep_meta = prepared.prepared_arrays(ix)
+    with t("prepared_write"):
+        if prep_arrays:
+            save_file(prep_arrays, str(d / prepared.FILE))
+    with t("bm25"):
+        (d / "bm25").mkdir()
+        ix.bm25.save(str(d / "bm25"), allow_pickle=False)
     from .lexical import words as lw
-    if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
-        lw.save(ix.words, d / lw.FILE)
+    with t("words"):
+        if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
+            lw.save(ix.words, d / lw.FILE)
     paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
 
     def _seal(p: Path) -> tuple:        # fsync and hash in threads: both release the GIL (GBs at 1M chunks)
         _fsync_file(p)
         return p.relative_to(d).as_posix(), {"sha256": _sha256(p), "bytes": p.stat().st_size}
     from concurrent.futures import ThreadPoolExecutor
-    with ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
-                            thread_name_prefix="contextrag-seal") as pool:
+    with t("fsync_and_hash"), ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
+                                                 thread_name_prefix="contextrag-seal") as pool:
         files = dict(sorted(pool.map(_seal, paths)))
     emb = ix.embedder
     manifest = {
@@ -672,6 +701,8 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     g = ConceptGraph(a["node_kind"], a["node_parents"], a["node_attr"], a["node_intent"],
                      _get_csr(a, "node_members", boolean=True), a["node_score"],
                      a["edge_src"], a["edge_dst"], a["edge_kind"], a["edge_weight"])
+    if "node_cooc.indptr" in a:       # the window counts updates keep (absent before they were stored)
+        g.cooc = _get_csr(a, "node_cooc", boolean=False)
     from .columns import LazyStrings
     item_texts = (chunk_texts.with_tail([v[1] for v in vitems]) if isinstance(chunk_texts, LazyStrings)
                   else chunk_texts + [v[1] for v in vitems])
