@@ -78,6 +78,7 @@ def test_failed_build_over_existing_index_keeps_it(fresh, hotpot_paragraphs, emb
     def boom(*a, **k):
         raise OSError("no space left on device")
     monkeypatch.setattr(store, "save_file", boom, raising=False)
+    monkeypatch.setattr(store, "write_safetensors", boom)     # the snapshot's arrays are streamed by it
     import safetensors.numpy
     monkeypatch.setattr(safetensors.numpy, "save_file", boom)
     with pytest.raises(OSError, match="no space"):
@@ -223,3 +224,29 @@ def test_writer_lock_arguments_and_location(fresh, tmp_path):
         with store.writer_lock(foreign):
             pass
     assert os.listdir(foreign) == ["notes.txt"]
+
+
+def test_streamed_safetensors_load_and_hash(tmp_path):
+    """store.write_safetensors writes what safetensors reads (odd shapes, empty arrays, every dtype),
+    hashes exactly the file's bytes, and aligns every array so a memory map gives views, not copies."""
+    import hashlib
+
+    from safetensors.numpy import load_file
+    rng = np.random.default_rng(0)
+    arrays = {"f64": rng.random((3, 5)), "i8": np.arange(-3, 4, dtype=np.int8), "empty": np.zeros((0, 4), np.float32),
+              "u8": rng.integers(0, 255, 13).astype(np.uint8), "f32": rng.random(7).astype(np.float32),
+              "i64": np.arange(11, dtype=np.int64), "i32": np.arange(9, dtype=np.int32)[::2],   # not contiguous
+              "f16": np.ones(3, np.float16), "u32": np.arange(5, dtype=np.uint32), "b": np.array([True, False])}
+    p = tmp_path / "x.safetensors"
+    entry = store.write_safetensors(p, arrays, {"version": 3})
+    assert entry == {"sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "bytes": p.stat().st_size}
+    back = load_file(str(p))
+    assert set(back) == set(arrays)
+    for k, v in arrays.items():
+        np.testing.assert_array_equal(back[k], v, err_msg=k)
+    mapped = store.map_arrays(p)
+    for k, v in mapped.items():
+        np.testing.assert_array_equal(v, arrays[k], err_msg=k)
+        assert v.size == 0 or not v.flags.owndata, k            # a view of the map: aligned
+    with pytest.raises(TypeError, match="dtype"):
+        store.write_safetensors(tmp_path / "y", {"c": np.zeros(2, np.complex64)})

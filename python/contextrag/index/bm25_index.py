@@ -290,17 +290,24 @@ class CountBM25:
                          np.concatenate([self.doc_len[:self.n_chunks], dl]), self.n_chunks)
 
     # -- the snapshot's files
-    def save(self, save_dir, allow_pickle: bool = False) -> None:
-        from pathlib import Path
-
-        from safetensors.numpy import save_file
-        d = Path(save_dir)
-        d.mkdir(parents=True, exist_ok=True)
+    def to_arrays(self) -> tuple:
+        """(arrays, metadata) of :data:`COUNTS_FILE`."""
         arrays = {"chunk.indptr": self.c_indptr, "chunk.rows": self.c_rows, "chunk.tf": self.c_tf,
                   "virtual.indptr": self.v_indptr, "virtual.rows": self.v_rows, "virtual.tf": self.v_tf,
                   "doc_len": self.doc_len}
-        save_file({k: np.ascontiguousarray(v) for k, v in arrays.items()}, str(d / COUNTS_FILE),
-                  metadata={"n_chunks": str(self.n_chunks), "k1": str(K1), "b": str(B), "method": "lucene"})
+        return ({k: np.ascontiguousarray(v) for k, v in arrays.items()},
+                {"n_chunks": str(self.n_chunks), "k1": str(K1), "b": str(B), "method": "lucene"})
+
+    def save(self, save_dir, allow_pickle: bool = False, arrays: bool = True) -> None:
+        """Write :data:`COUNTS_FILE` (unless ``arrays`` is False: the index store writes it itself)
+        and :data:`TERMS_FILE` into ``save_dir``."""
+        from pathlib import Path
+        d = Path(save_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        if arrays:
+            from safetensors.numpy import save_file
+            arrs, meta = self.to_arrays()
+            save_file(arrs, str(d / COUNTS_FILE), metadata=meta)
         (d / TERMS_FILE).write_text(json.dumps(self.names, ensure_ascii=False), encoding="utf-8")
 
 

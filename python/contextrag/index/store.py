@@ -300,6 +300,52 @@ def _with_self_sum(body: bytes, digest: bytes) -> bytes:
     return body[:at] + digest + body[at + len(digest):]
 
 
+_ST_NAMES = {np.dtype(np.float64): "F64", np.dtype(np.float32): "F32", np.dtype(np.float16): "F16",
+             np.dtype(np.int64): "I64", np.dtype(np.int32): "I32", np.dtype(np.int16): "I16",
+             np.dtype(np.int8): "I8", np.dtype(np.uint64): "U64", np.dtype(np.uint32): "U32",
+             np.dtype(np.uint16): "U16", np.dtype(np.uint8): "U8", np.dtype(np.bool_): "BOOL"}
+_BLOCK = 1 << 26
+
+
+def write_safetensors(path: Path, arrays: dict, metadata: dict | None = None) -> dict:
+    """Write ``arrays`` to ``path`` in the safetensors format, streamed from the arrays as they are
+    (memory-mapped ones included) and hashed while written; returns the manifest entry {"sha256",
+    "bytes"}. ``safetensors.numpy.save_file`` first serialises every array into one bytes object
+    (a copy of the file in memory: GBs at a million chunks) and the file then had to be read back
+    to be hashed. The layout is safetensors': the arrays in order of decreasing item size (so each
+    is aligned in a memory map), the header padded to 8 bytes (tested loadable by safetensors)."""
+    items = []
+    for k, v in arrays.items():
+        a = np.asarray(v)
+        if a.dtype not in _ST_NAMES:
+            raise TypeError(f"array {k!r}: dtype {a.dtype} has no safetensors name")
+        items.append((k, a))
+    items.sort(key=lambda kv: (-kv[1].dtype.itemsize, kv[0]))
+    header, off = {}, 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for k, a in items:
+        header[k] = {"dtype": _ST_NAMES[a.dtype], "shape": list(a.shape), "data_offsets": [off, off + a.nbytes]}
+        off += a.nbytes
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "wb") as f:
+        for part in (len(head).to_bytes(8, "little"), head):
+            f.write(part)
+            h.update(part)
+            size += len(part)
+        for _, a in items:
+            flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+            for i in range(0, flat.size, _BLOCK):
+                block = memoryview(flat[i:i + _BLOCK])
+                f.write(block)
+                h.update(block)
+            size += flat.size
+    return {"sha256": h.hexdigest(), "bytes": size}
+
+
 LAST_SAVE: dict = {}     # wall seconds of the last write_snapshot's steps (for bench/, not stored)
 
 
@@ -318,39 +364,49 @@ class _Steps:
 
 def write_snapshot(ix, d: Path) -> dict:
     """All files of one snapshot into the (empty) directory d; returns the manifest."""
-    from safetensors.numpy import save_file
-
     from .. import __version__
     from . import columns, prepared
     LAST_SAVE.clear()
     t = _Steps(LAST_SAVE)
-    with t("arrays"):
-        save_file(_arrays(ix), str(d / ARRAYS))
-    with t("meta"):
-        _write_sqlite(ix, d / META)
-    with t("columns"):
+    from .bm25_index import CountBM25
+    from .lexical import words as lw
+    with t("prepare"):
+        jobs = [(d / ARRAYS, _arrays(ix), None)]
         col_arrays, col_enc = _columns(ix)
-        save_file(col_arrays, str(d / columns.FILE))
+        jobs.append((d / columns.FILE, col_arrays, None))
     with t("prepared"):
         prep_arrays, prep_meta = prepared.prepared_arrays(ix)
-    with t("prepared_write"):
-        if prep_arrays:
-            save_file(prep_arrays, str(d / prepared.FILE))
-    with t("bm25"):
-        (d / "bm25").mkdir()
-        ix.bm25.save(str(d / "bm25"), allow_pickle=False)
-    from .lexical import words as lw
-    with t("words"):
-        if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
-            lw.save(ix.words, d / lw.FILE)
+    if prep_arrays:
+        jobs.append((d / prepared.FILE, prep_arrays, None))
+    (d / "bm25").mkdir()
+    if isinstance(ix.bm25, CountBM25):
+        from .bm25_index import COUNTS_FILE
+        arrs, meta = ix.bm25.to_arrays()
+        jobs.append((d / "bm25" / COUNTS_FILE, arrs, meta))
+    if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
+        jobs.append((d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)}))
+    files = {}
+    from concurrent.futures import ThreadPoolExecutor
+    # the files are written (and hashed as they are written) two at a time, largest first: both steps
+    # release the GIL, and at a million chunks they are GBs
+    jobs.sort(key=lambda j: -sum(np.asarray(v).nbytes for v in j[1].values()))
+    with t("write_and_hash"), ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1)),
+                                                 thread_name_prefix="contextrag-write") as pool:
+        futs = [(p, pool.submit(write_safetensors, p, arrs, meta)) for p, arrs, meta in jobs]
+        with t("meta"):
+            _write_sqlite(ix, d / META)
+            ix.bm25.save(str(d / "bm25"), allow_pickle=False, arrays=False) if isinstance(ix.bm25, CountBM25) \
+                else ix.bm25.save(str(d / "bm25"), allow_pickle=False)
+        for p, fut in futs:
+            files[p.relative_to(d).as_posix()] = fut.result()
     paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
 
-    def _seal(p: Path) -> tuple:        # fsync and hash in threads: both release the GIL (GBs at 1M chunks)
+    def _seal(p: Path) -> tuple:        # fsync (and hash what was not hashed while written) in threads
         _fsync_file(p)
-        return p.relative_to(d).as_posix(), {"sha256": _sha256(p), "bytes": p.stat().st_size}
-    from concurrent.futures import ThreadPoolExecutor
-    with t("fsync_and_hash"), ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
-                                                 thread_name_prefix="contextrag-seal") as pool:
+        rel = p.relative_to(d).as_posix()
+        return rel, files.get(rel) or {"sha256": _sha256(p), "bytes": p.stat().st_size}
+    with t("fsync"), ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
+                                        thread_name_prefix="contextrag-seal") as pool:
         files = dict(sorted(pool.map(_seal, paths)))
     emb = ix.embedder
     manifest = {
