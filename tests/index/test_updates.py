@@ -381,7 +381,8 @@ def test_snapshot_with_bm25s_scores_loads_and_updates(fresh, hotpot_paragraphs, 
 
 
 def _assert_graph_like_a_recompute(ix):
-    """Node members, intents, window counts and edges equal their recomputation over every chunk."""
+    """Node members, intents, window counts, edges and attribute centroids equal their recomputation
+    over every chunk."""
     import copy
 
     from contextrag.index.graph import compute_intents, node_members, set_edges
@@ -396,6 +397,8 @@ def _assert_graph_like_a_recompute(ix):
         np.testing.assert_array_equal(getattr(g, f), getattr(ref, f), err_msg=f)
     assert (g.edge_kind == 2).any()                  # the test index has co-occurrence edges
     np.testing.assert_array_equal(ix.node_extents(), g.extents(ix.context.dense()))
+    from contextrag.index.build import attr_centroids
+    np.testing.assert_array_equal(ix.attr_centroids, attr_centroids(ix, ix.chunk_embeddings))
 
 
 def sp_abs_diff(A, B) -> int:

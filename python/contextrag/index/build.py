@@ -62,6 +62,22 @@ def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
     return _unit_rows(mem @ E)
 
 
+def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray) -> np.ndarray:
+    """The attribute centroids once the chunks of ``E`` are the corpus, where only the attributes
+    ``touched`` gained or lost a member (the others' members and embeddings are as before, so their
+    centroids are): those rows are recomputed, each as :func:`attr_centroids` computes it."""
+    old = getattr(ix, "attr_centroids", None)
+    M = ix.context.n_attributes
+    if old is None or old.shape != (M, E.shape[1]):
+        return attr_centroids(ix, E)
+    touched = np.unique(np.asarray(touched, np.int64))
+    out = np.array(old, dtype=np.float32, copy=True)
+    if touched.size:
+        mem = ix.context.members()[:, touched].T.tocsr().astype(np.float32)
+        out[touched] = _unit_rows(mem @ E)
+    return out
+
+
 # ---- virtual items -------------------------------------------------------------------------
 
 def _seed_extent(ix, I, p, rows):
@@ -704,7 +720,8 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         # a family refitted on add (no transform) may change old rows: then refresh everything
         incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
         n_aff = _refresh_nodes(ix, new_rows if incremental else None)
-        ix.attr_centroids = attr_centroids(ix, chunk_E)
+        ix.attr_centroids = (_centroids_after_update(ix, chunk_E, _member_rows(ix.context, new_rows).indices)
+                             if incremental else attr_centroids(ix, chunk_E))
     from .lexical.incremental import append_chunks
     with _Timer(t, "words"):
         ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
@@ -753,7 +770,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     chunk_E = ix.chunk_embeddings[keep].copy()
     with _Timer(t, "graph"):
         gone_rows = np.flatnonzero(drop)
-        gone = {"I": _context_rows(ix.context, gone_rows),
+        gone = {"I": _context_rows(ix.context, gone_rows), "attrs": _member_rows(ix.context, gone_rows).indices,
                 "members": sp.csr_matrix(ix.graph.members)[:, gone_rows].tocsr(),
                 "doc_ids": [ix.chunk_doc_ids[i] for i in gone_rows], "positions": ix.chunk_positions[gone_rows]}
     for d in ids:
@@ -767,7 +784,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         ix.context.keep_rows(keep)
     with _Timer(t, "graph"):
         n_aff = _nodes_after_delete(ix, keep, gone)
-        ix.attr_centroids = attr_centroids(ix, chunk_E)
+        ix.attr_centroids = _centroids_after_update(ix, chunk_E, gone["attrs"])
     from .lexical.incremental import keep_chunks
     with _Timer(t, "words"):
         W_old = ix.words
