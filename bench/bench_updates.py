@@ -189,19 +189,20 @@ def curve(sizes, repeats: int) -> list:
             for mode in ("incremental", "retokenise"):
                 work = ContextRAG(rag.index)
                 if mode == "retokenise":
-                    orig_fam, orig_bm25 = build._families_after_add, build.build_bm25
+                    orig_fam, orig_bm25, orig_chunk = build._families_after_add, build.build_bm25, build._chunk_bm25
 
                     def from_text(ix, _orig=orig_bm25):
                         ix.words = None
                         return _orig(ix)
                     build._families_after_add, build.build_bm25 = (lambda *a, **k: None), from_text
+                    build._chunk_bm25 = (lambda *a, **k: None)      # no postings kept: BM25 from every text
                 try:
                     t, c = time.perf_counter(), time.process_time()
                     work.add(add)
                     dt, dc = time.perf_counter() - t, time.process_time() - c
                 finally:
                     if mode == "retokenise":
-                        build._families_after_add, build.build_bm25 = orig_fam, orig_bm25
+                        build._families_after_add, build.build_bm25, build._chunk_bm25 = orig_fam, orig_bm25, orig_chunk
                 (inc if mode == "incremental" else full).append(dt)
                 (cpu_inc if mode == "incremental" else cpu_full).append(dc)
                 if mode == "incremental":
@@ -219,11 +220,11 @@ def curve(sizes, repeats: int) -> list:
 
 
 def bm25_build(repeats: int) -> dict:
-    """BM25 over the HotpotQA-500 paragraphs: ours (words tokenised, then scores from counts) against
+    """BM25 over the HotpotQA-500 paragraphs: ours (words tokenised, then postings of counts) against
     bm25s (the same tokenisation, then ``BM25.index``), interleaved, best of ``repeats``."""
     import bm25s
 
-    from contextrag.index.bm25_index import bm25_from_counts, chunk_counts, word_terms
+    from contextrag.index.bm25_index import chunk_counts, from_counts, word_terms
     from contextrag.index.core import bm25_tokenize_ids
     from contextrag.index.lexical import words as lw
     docs = synthetic_docs(4986)
@@ -232,7 +233,7 @@ def bm25_build(repeats: int) -> dict:
     for _ in range(repeats):
         t = time.perf_counter()
         W = lw.from_chunks(titles, texts)
-        bm25_from_counts(chunk_counts(W), word_terms(W)[1])
+        from_counts(chunk_counts(W), word_terms(W)[1], len(texts))
         ours.append(time.perf_counter() - t)
         t = time.perf_counter()
         r = bm25s.BM25()

@@ -416,8 +416,28 @@ def test_graph_updates_equal_a_recompute(fresh, hotpot_paragraphs):
     _assert_graph_like_a_recompute(fresh.index)
     out = fresh.delete(["p3", "p40", "p41", hotpot_paragraphs[N_BASE + 2]["id"]])
     _assert_graph_like_a_recompute(fresh.index)
-    assert 0 < fresh.index.info["updates"][-1]["affected_nodes"] <= fresh.index.graph.n_nodes
     assert out["chunks"] >= 4
+    # delete the one chunk that gives some node's intent its value: that intent must rise
+    ix = fresh.index
+    I = ix.context.dense()
+    E = ix.graph.extents(I)
+    pick = None
+    for v in range(ix.graph.n_nodes):
+        T = 1.0 + I - E[v][:, None]
+        lo = T.min(axis=0)
+        for m in np.flatnonzero(lo < 1.0):
+            if (T[:, m] == lo[m]).sum() == 1:
+                pick = (v, m, int(T[:, m].argmin()))
+                break
+        if pick:
+            break
+    assert pick is not None
+    v, m, row = pick
+    before = float(ix.graph.intent[v, m])
+    fresh.delete([ix.chunk_doc_ids[row]])
+    _assert_graph_like_a_recompute(fresh.index)
+    assert fresh.index.graph.intent[v, m] > before
+    assert 0 < fresh.index.info["updates"][-1]["affected_nodes"] < fresh.index.graph.n_nodes
     again = ContextRAG.load(fresh.path, embedder=fresh.index.embedder)
     assert (again.index.graph.cooc != fresh.index.graph.cooc).nnz == 0
     again.add(hotpot_paragraphs[N_BASE + 5:N_BASE + 7])

@@ -568,14 +568,26 @@ def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
     "members" (V, d), "doc_ids" and "positions", taken before). Members and extents are row-wise,
     so the kept rows' stay. A↑(m) = min(1, 1 + min_g (I(g, m) − A(g))): a deleted row where the
     node's extent A is 0 contributed a term ≥ 1, so only nodes whose extent is positive on a deleted
-    row can change, and only theirs are recomputed (over the remaining rows). The window counts lose
+    row can change, and of those only the ones where such a row's bound equals the intent (it was a
+    minimum) below 1; only theirs are recomputed (over the remaining rows). The window counts lose
     the deleted documents' windows. Returns the number of recomputed nodes."""
     g = ix.graph
     old_ext, ix._extents = ix._extents, None
     g.members = sp.csr_matrix(g.members)[:, keep].tocsr()
     if old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
         ix._extents = np.ascontiguousarray(old_ext[:, keep])
-    affected = np.flatnonzero((g.extents(gone["I"]) > 0).any(axis=1)) if len(gone["I"]) else np.zeros(0, np.int64)
+    affected = np.zeros(0, np.int64)
+    if len(gone["I"]):
+        from . import small_batch
+        ext = g.extents(gone["I"])
+        pos = np.flatnonzero((ext > 0).any(axis=1))
+        # the bound the deleted rows gave each (node, attribute): A↑ is the min of the bounds, so only
+        # where a deleted row's bound equals the intent (it may have been the minimum) and the intent
+        # is below 1 (else every bound is ≥ 1) can the intent rise
+        bound = small_batch.luk_up(np.ascontiguousarray(ext[pos]), gone["I"]) if len(pos) else \
+            np.zeros((0, g.intent.shape[1]), np.float32)
+        cur = g.intent[pos]
+        affected = pos[((bound <= cur) & (cur < 1.0)).any(axis=1)]
     if len(affected):
         g.intent[affected] = compute_intents(g, ix.context.dense(), nodes=affected)
     from .graph import update_cooc
