@@ -590,6 +590,7 @@ def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
         affected = pos[((bound <= cur) & (cur < 1.0)).any(axis=1)]
     if len(affected):
         g.intent[affected] = compute_intents(g, ix.context.dense(), nodes=affected)
+        ix.context.invalidate()       # the dense context (n × M float32) is not kept past this step
     from .graph import update_cooc
     if not update_cooc(g, gone["members"], gone["doc_ids"], gone["positions"], ix.config, -1):
         set_edges(g, ix.chunk_doc_ids, ix.chunk_positions, ix.config)
@@ -779,7 +780,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         if not drop[s["sources"]].any():
             s["sources"] = remap[s["sources"]]
             s_items.append(s)
-    chunk_E = ix.chunk_embeddings[keep].copy()
+    chunk_E = ix.chunk_embeddings[keep]           # (a new array: fancy indexing copies)
     with _Timer(t, "graph"):
         gone_rows = np.flatnonzero(drop)
         gone = {"I": _context_rows(ix.context, gone_rows), "attrs": _member_rows(ix.context, gone_rows).indices,
