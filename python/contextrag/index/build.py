@@ -80,6 +80,19 @@ def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray) -> np
 
 # ---- virtual items -------------------------------------------------------------------------
 
+class _RowReader:
+    """``I[rows, col]`` of the context, read from the rows asked for (no dense n × M copy)."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def __getitem__(self, key):
+        rows, col = key
+        if self.ctx._dense is not None:
+            return self.ctx._dense[rows, col]
+        return _context_rows(self.ctx, np.asarray(rows, np.int64))[:, col]
+
+
 def _seed_extent(ix, I, p, rows):
     """Extent of seed node p ({m}↓ = column m of I) on the given chunk rows."""
     return I[rows, ix.graph.attr[p]]
@@ -133,7 +146,7 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     lexical concept node (index/lexical/nodes.py; kinds join/meet, no graph node: item_node = -1)."""
     n = ix.n_chunks
     k = ix.config.node_text_chunks
-    I = ix.context.dense()   # extents are read on member rows only: O(members), not O(V·n)
+    I = _RowReader(ix.context)   # extents are read on member rows only: O(members), not O(V·n)
     # the chunk items' members and sources are themselves (_csr_rows' identity rows): lists for the rest
     from .columns import LazyStrings
     lazy = isinstance(ix.chunk_texts, LazyStrings)     # a stored index's texts: never decoded here
