@@ -180,6 +180,7 @@ def test_failed_update_leaves_object_and_disk_unchanged(tiny, paragraphs, monkey
     def boom(*a, **k):
         raise OSError(28, "No space left on device")
     monkeypatch.setattr("safetensors.numpy.save_file", boom)
+    monkeypatch.setattr("contextrag.index.store.write_safetensors", boom)     # the snapshot's streamed arrays
     with pytest.raises(OSError, match="previous index is unchanged"):
         rag.add([dict(paragraphs[70], id="lost")])
     assert set(rag.index.docs) == before and store.current_snapshot(tiny) == snap
