@@ -190,7 +190,10 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     ix.item_node = np.asarray(node, np.int32)
     ix.item_members = _csr_rows(members, n, n_identity=n)
     ix.item_sources = _csr_rows(sources, n, n_identity=n)
-    ix.embeddings = np.ascontiguousarray(np.concatenate(embs, axis=0), dtype=np.float32)
+    # no virtual items: the chunks' embeddings as they are when the array is an in-memory one of its
+    # own (an update's), not a second n × d copy
+    own = len(embs) == 1 and type(chunk_E) is np.ndarray and chunk_E.flags.owndata
+    ix.embeddings = np.ascontiguousarray(chunk_E if own else np.concatenate(embs, axis=0), dtype=np.float32)
 
 
 def summary_items_of(ix: Index) -> list[dict]:
