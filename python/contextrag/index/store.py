@@ -370,35 +370,38 @@ def write_snapshot(ix, d: Path) -> dict:
     t = _Steps(LAST_SAVE)
     from .bm25_index import CountBM25
     from .lexical import words as lw
-    with t("prepare"):
-        jobs = [(d / ARRAYS, _arrays(ix), None)]
-        col_arrays, col_enc = _columns(ix)
-        jobs.append((d / columns.FILE, col_arrays, None))
-    with t("prepared"):
-        prep_arrays, prep_meta = prepared.prepared_arrays(ix)
-    if prep_arrays:
-        jobs.append((d / prepared.FILE, prep_arrays, None))
-    (d / "bm25").mkdir()
-    if isinstance(ix.bm25, CountBM25):
-        from .bm25_index import COUNTS_FILE
-        arrs, meta = ix.bm25.to_arrays()
-        jobs.append((d / "bm25" / COUNTS_FILE, arrs, meta))
-    if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (index/lexical/words.py)
-        jobs.append((d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)}))
-    files = {}
     from concurrent.futures import ThreadPoolExecutor
-    # the files are written (and hashed as they are written) two at a time, largest first: both steps
-    # release the GIL, and at a million chunks they are GBs
-    jobs.sort(key=lambda j: -sum(np.asarray(v).nbytes for v in j[1].values()))
-    with t("write_and_hash"), ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1)),
-                                                 thread_name_prefix="contextrag-write") as pool:
-        futs = [(p, pool.submit(write_safetensors, p, arrs, meta)) for p, arrs, meta in jobs]
+    (d / "bm25").mkdir()
+    files, futs = {}, []
+    # each file is written (and hashed as it is written) in a thread as soon as its arrays are ready,
+    # while the next one's are prepared (Python, holding the GIL: the columns' strings, the spreading
+    # incidence); writing and hashing release the GIL, and at a million chunks they are GBs
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="contextrag-write") as pool:
+        def write(p: Path, arrays: dict, meta=None) -> None:
+            futs.append((p, pool.submit(write_safetensors, p, arrays, meta)))
+        with t("prepare"):
+            write(d / ARRAYS, _arrays(ix))
+            if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (lexical/words.py)
+                write(d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)})
+        with t("prepared"):
+            prep_arrays, prep_meta = prepared.prepared_arrays(ix)
+            if prep_arrays:
+                write(d / prepared.FILE, prep_arrays)
+        with t("columns"):
+            col_arrays, col_enc = _columns(ix)
+            write(d / columns.FILE, col_arrays)
         with t("meta"):
+            if isinstance(ix.bm25, CountBM25):
+                from .bm25_index import COUNTS_FILE
+                arrs, meta = ix.bm25.to_arrays()
+                write(d / "bm25" / COUNTS_FILE, arrs, meta)
+                ix.bm25.save(str(d / "bm25"), allow_pickle=False, arrays=False)   # its terms
+            else:
+                ix.bm25.save(str(d / "bm25"), allow_pickle=False)
             _write_sqlite(ix, d / META)
-            ix.bm25.save(str(d / "bm25"), allow_pickle=False, arrays=False) if isinstance(ix.bm25, CountBM25) \
-                else ix.bm25.save(str(d / "bm25"), allow_pickle=False)
-        for p, fut in futs:
-            files[p.relative_to(d).as_posix()] = fut.result()
+        with t("write_wait"):
+            for p, fut in futs:
+                files[p.relative_to(d).as_posix()] = fut.result()
     paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
 
     def _seal(p: Path) -> tuple:        # fsync (and hash what was not hashed while written) in threads
