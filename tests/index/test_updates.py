@@ -398,7 +398,10 @@ def _assert_graph_like_a_recompute(ix):
     assert (g.edge_kind == 2).any()                  # the test index has co-occurrence edges
     np.testing.assert_array_equal(ix.node_extents(), g.extents(ix.context.dense()))
     from contextrag.index.build import attr_centroids
+    kept = None if getattr(ix, "_attr_sums", None) is None else np.array(ix._attr_sums)
     np.testing.assert_array_equal(ix.attr_centroids, attr_centroids(ix, ix.chunk_embeddings))
+    if kept is not None:                             # the sums an add extended equal the product's
+        np.testing.assert_array_equal(kept, ix._attr_sums)
 
 
 def sp_abs_diff(A, B) -> int:
@@ -440,6 +443,7 @@ def test_graph_updates_equal_a_recompute(fresh, hotpot_paragraphs):
     assert 0 < fresh.index.info["updates"][-1]["affected_nodes"] < fresh.index.graph.n_nodes
     again = ContextRAG.load(fresh.path, embedder=fresh.index.embedder)
     assert (again.index.graph.cooc != fresh.index.graph.cooc).nnz == 0
+    assert again.index._attr_sums is not None
     again.add(hotpot_paragraphs[N_BASE + 5:N_BASE + 7])
     _assert_graph_like_a_recompute(again.index)
 

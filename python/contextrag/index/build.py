@@ -58,23 +58,42 @@ def _unit_rows(X: np.ndarray) -> np.ndarray:
 
 
 def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
+    """Unit mean embedding of each attribute's crisp members. The sums before the normalisation are
+    kept (``ix._attr_sums``, stored with the index) so that an add extends them (see
+    :func:`_centroids_after_update`)."""
     mem = ix.context.members().T.tocsr().astype(np.float32)     # (M, n)
-    return _unit_rows(mem @ E)
+    S = np.asarray(mem @ E, dtype=np.float32)
+    ix._attr_sums = S
+    return _unit_rows(S)
 
 
-def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray) -> np.ndarray:
+def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray, appended=None) -> np.ndarray:
     """The attribute centroids once the chunks of ``E`` are the corpus, where only the attributes
     ``touched`` gained or lost a member (the others' members and embeddings are as before, so their
-    centroids are): those rows are recomputed, each as :func:`attr_centroids` computes it."""
+    centroids are). ``appended`` (an add: the new rows, at the end, and the old rows unchanged): each
+    touched sum is extended by its new members' embeddings, one after another in row order, which is
+    the order and the float32 arithmetic of the sparse product :func:`attr_centroids` computes (its
+    members ascending; the new rows come last), so the result is the same bit for bit. Otherwise the
+    touched attributes' sums are recomputed by that product."""
     old = getattr(ix, "attr_centroids", None)
+    sums = getattr(ix, "_attr_sums", None)
     M = ix.context.n_attributes
-    if old is None or old.shape != (M, E.shape[1]):
+    if old is None or old.shape != (M, E.shape[1]) or sums is None or sums.shape != old.shape:
         return attr_centroids(ix, E)
     touched = np.unique(np.asarray(touched, np.int64))
     out = np.array(old, dtype=np.float32, copy=True)
-    if touched.size:
+    S = np.array(sums, dtype=np.float32, copy=True)
+    if touched.size and appended is not None:
+        memT = _member_rows(ix.context, appended).T.tocsr()      # (M, new): each attribute's new members
+        for m in touched:
+            for r in memT.indices[memT.indptr[m]:memT.indptr[m + 1]]:
+                S[m] += E[appended[r]]
+        out[touched] = _unit_rows(S[touched])
+    elif touched.size:
         mem = ix.context.members()[:, touched].T.tocsr().astype(np.float32)
-        out[touched] = _unit_rows(mem @ E)
+        S[touched] = mem @ E
+        out[touched] = _unit_rows(S[touched])
+    ix._attr_sums = S
     return out
 
 
@@ -749,7 +768,8 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         # a family refitted on add (no transform) may change old rows: then refresh everything
         incremental = all(FAMILIES[b.name].transform is not None for b in ix.context.blocks)
         n_aff = _refresh_nodes(ix, new_rows if incremental else None)
-        ix.attr_centroids = (_centroids_after_update(ix, chunk_E, _member_rows(ix.context, new_rows).indices)
+        ix.attr_centroids = (_centroids_after_update(ix, chunk_E, _member_rows(ix.context, new_rows).indices,
+                                                     appended=new_rows)
                              if incremental else attr_centroids(ix, chunk_E))
     from .lexical.incremental import append_chunks
     with _Timer(t, "words"):

@@ -198,6 +198,8 @@ def _arrays(ix) -> dict:
     _put_csr(a, "item_members", ix.item_members)
     _put_csr(a, "item_sources", ix.item_sources)
     _put_csr(a, "node_members", ix.graph.members)
+    if getattr(ix, "_attr_sums", None) is not None:     # the centroids' sums, for updates (index/build.py)
+        a["attr_sums"] = ix._attr_sums
     if getattr(ix.graph, "cooc", None) is not None:     # window counts, for updates (index/graph.py)
         C = sp.csr_matrix(ix.graph.cooc)
         a.update({"node_cooc.indptr": C.indptr.astype(np.int64), "node_cooc.indices": C.indices.astype(np.int32),
@@ -779,6 +781,8 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     if ix.n_items != len(ix.embeddings) or ix.n_chunks != m["counts"].get("chunks"):
         raise IndexFormatError("index tables disagree in length (corrupt index)")
     ix.info["path"] = str(snap)
+    if "attr_sums" in a and a["attr_sums"].shape == ix.attr_centroids.shape:   # absent before they were stored
+        ix._attr_sums = a["attr_sums"]
     _load_lexical(ix, a, kv.get("lexical"), m)
     _load_words(ix, snap, m)
     _load_prepared(ix, snap, m)
