@@ -204,6 +204,10 @@ def _copy_index(ix: Index) -> Index:
         v = getattr(ix, name, None)
         if v is not None:
             memo[id(v)] = v
+    ctx = getattr(ix, "context", None)
+    for b in getattr(ctx, "blocks", ()):        # an update replaces a block's arrays, never writes into them
+        for v in (b.matrix, b.members, *b.rows.values(), *b.state.values()):   # (index/context.py)
+            memo[id(v)] = v
     ext = getattr(ix, "_extents", None)
     if ext is not None:                          # a cache an update drops or extends, never changes in place
         memo[id(ext)] = ext

@@ -458,3 +458,29 @@ def test_graph_of_a_snapshot_without_window_counts_updates(fresh, hotpot_paragra
     assert old.index.graph.cooc is None
     old.delete(["p9"])
     _assert_graph_like_a_recompute(old.index)
+
+
+def test_updates_leave_the_previous_index_object_as_it_was(fresh, hotpot_paragraphs, questions):
+    """An update works on a copy that shares the arrays it only replaces (context blocks, BM25 postings,
+    words): the index object queries were reading is unchanged after an add and a delete."""
+    from contextrag.index.core import bm25_tokenize
+    old = fresh.index
+
+    def state(ix):
+        toks = bm25_tokenize([questions[0]])[0]
+        return {"dense": ix.context.dense().copy(), "members": ix.context.members().toarray(),
+                "intent": ix.graph.intent.copy(), "attr": ix.graph.attr.copy(),
+                "gmembers": ix.graph.members.toarray(), "emb": np.array(ix.embeddings),
+                "centroids": np.array(ix.attr_centroids), "bm25": ix.bm25.get_scores(toks),
+                "rows": {k: np.array(v) for b in ix.context.blocks for k, v in b.rows.items()}}
+    before = state(old)
+    fresh.add(hotpot_paragraphs[N_BASE:N_BASE + 3])
+    fresh.delete(["p2", hotpot_paragraphs[N_BASE]["id"]])
+    assert fresh.index is not old
+    after = state(old)
+    for k, v in before.items():
+        if k == "rows":
+            for r in v:
+                np.testing.assert_array_equal(after[k][r], v[r], err_msg=r)
+        else:
+            np.testing.assert_array_equal(after[k], v, err_msg=k)
