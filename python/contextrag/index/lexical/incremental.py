@@ -92,10 +92,12 @@ def keep_chunks(W: CorpusWords, keep: np.ndarray) -> CorpusWords:
 # ---- shared ---------------------------------------------------------------------------------------
 
 def _degrees(name: str, I: sp.csr_matrix, n: int, own: np.ndarray | None, names: list, max_n: int,
-             vocab: dict | None = None) -> Family:
+             vocab: dict | None = None, df: np.ndarray | None = None) -> Family:
     """The family over the incidence pattern ``I`` (rows = chunks, sorted columns per row): df by
-    column counts, w(a) from df and N, degree w(a), 1 for a chunk's own title (``own[i]``)."""
-    df = np.bincount(I.indices, minlength=I.shape[1]).astype(np.int64)
+    column counts (``df`` when the caller has them), w(a) from df and N, degree w(a), 1 for a
+    chunk's own title (``own[i]``); ``I``'s values are not read."""
+    if df is None:
+        df = np.bincount(I.indices, minlength=I.shape[1]).astype(np.int64)
     w = idf_weight(df, n)
     data = w.astype(np.float32)[I.indices]
     if own is not None and I.nnz:
@@ -298,9 +300,17 @@ def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray,
     keep = tw >= 0
     keep[keep] = ok[tw[keep]]
     New = _pairs_csr(rows[keep] - n_old, col[tw[keep]], n - n_old, len(names))
-    Old = fam.incidence.tocsr().copy()
-    Old.resize((n_old, len(names)))
-    out = _degrees("term", _stack_rows(Old, New), n, None, names, fam.max_n, vocab)
+    Old = fam.incidence.tocsr()
+    # the old rows' pattern as it is (no copy of its values: every degree is recomputed), and df as
+    # the old df plus the new rows' column counts
+    df = np.zeros(len(names), np.int64)
+    df[:len(fam.df)] = fam.df
+    df += np.bincount(New.indices, minlength=len(names))
+    P = sp.csr_matrix((np.empty(Old.indices.size + New.indices.size, np.float32),
+                       np.concatenate([Old.indices, New.indices]).astype(np.int32, copy=False),
+                       np.concatenate([np.asarray(Old.indptr, np.int64), Old.indptr[-1] + New.indptr[1:].astype(np.int64)])),
+                      shape=(n, len(names)))
+    out = _degrees("term", P, n, None, names, fam.max_n, vocab, df=df)
     out.stemmer = fam.stemmer
     return out
 
