@@ -48,7 +48,7 @@ def test_round_trip_equal(base, embedder, tmp_path):
     m = json.loads((store.snapshot_dir(tmp_path / "copy") / "manifest.json").read_text())
     assert m["format"] == "contextrag-index" and m["embedding"]["dim"] == 384
     assert m["counts"]["chunks"] == ix.n_chunks
-    assert all(len(v["sha256"]) == 64 for v in m["files"].values())
+    assert all(set(v) == {"xxh3_128", "bytes"} and len(v["xxh3_128"]) == 32 for v in m["files"].values())
     # no pickle anywhere: every stored .npy loads with allow_pickle=False
     for p in store.snapshot_dir(tmp_path / "copy").rglob("*.npy"):
         np.load(p, allow_pickle=False)
