@@ -148,6 +148,31 @@ def test_static_encoder_shape_and_determinism(tmp_path):
     np.testing.assert_allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
     np.testing.assert_array_equal(E, enc.encode(TEXTS))                 # deterministic
     assert (E[0] @ E[1]) < 0.999                                         # different texts, different rows
+    # loaded by the constructor, it encodes exactly as model2vec's own loader (max_length, normalize)
+    ref = StaticModel.from_pretrained(str(tmp_path / "m"))
+    long = ["word " * 2000, ""]
+    np.testing.assert_array_equal(enc.encode(TEXTS + long), ref.encode(TEXTS + long).astype(np.float32))
+
+
+def test_static_encoder_loads_without_model_cards(tmp_path):
+    """The encoder's load skips model2vec's persistence module (and huggingface_hub's card code)."""
+    pytest.importorskip("model2vec")
+    import subprocess
+    import sys
+
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    from contextrag.embed.embedder import resolve_model
+    path = resolve_model("all-MiniLM-L6-v2")
+    table = np.random.default_rng(0).standard_normal((30522, 8)).astype(np.float32)
+    StaticModel(vectors=table, tokenizer=Tokenizer.from_file(os.path.join(path, "tokenizer.json")),
+                normalize=True).save_pretrained(str(tmp_path / "m"))
+    code = ("import sys; from contextrag.embed.static import StaticEncoder; "
+            f"e = StaticEncoder({str(tmp_path / 'm')!r}); e.encode(['a text']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('model2vec.persistence', 'model2vec.modelcards'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
 
 
 def test_backend_choice_and_errors():

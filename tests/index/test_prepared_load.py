@@ -86,7 +86,7 @@ def test_load_maps_prepared_state_and_rebuilds_nothing(fresh, embedder, monkeypa
     path = fresh.path
     snap = store.snapshot_dir(path)
     m = store.read_manifest(snap)
-    assert m["format_version"] == store.FORMAT_VERSION == 3
+    assert m["format_version"] == store.FORMAT_VERSION == 4
     assert m["prepared"]["extents"] and m["prepared"]["spread_families"]
     assert {columns.FILE, prepared.FILE} <= set(m["files"])
     con = sqlite3.connect(snap / store.META)       # no row per chunk or document any more
@@ -133,8 +133,8 @@ def test_an_update_stores_the_state_of_the_changed_index(fresh, embedder, hotpot
 
 
 def _write_previous_format(path) -> None:
-    """Rewrite the index at ``path`` as the previous format (2) wrote it: every document and chunk a
-    SQLite row, no columns or prepared arrays, format_version 2."""
+    """Rewrite the index at ``path`` as format 2 wrote it: every document and chunk a SQLite row, no
+    columns or prepared arrays, sha256 file checksums, format_version 2."""
     snap = store.snapshot_dir(path)
     ix = ContextRAG.load(path, prepare=False, embedder=object.__new__(_NoEmbedder)).index
     con = sqlite3.connect(snap / store.META)
@@ -149,7 +149,8 @@ def _write_previous_format(path) -> None:
         (snap / f).unlink()
         del m["files"][f]
     del m["columns"], m["prepared"]
-    m["files"][store.META] = {"sha256": store._sha256(snap / store.META), "bytes": (snap / store.META).stat().st_size}
+    m["files"] = {rel: {"sha256": store._sha256(snap / rel), "bytes": (snap / rel).stat().st_size}
+                  for rel in m["files"]}
     m["format_version"] = 2
     m[store._SELF_SUM] = store._ZERO_SUM.decode()
     body = json.dumps(m, indent=2).encode()
@@ -177,7 +178,20 @@ def test_previous_format_still_loads_and_answers_the_same(fresh, embedder, monke
     old.save()                                                     # migrates it to the current format
     m = store.read_manifest(store.snapshot_dir(fresh.path))
     assert m["format_version"] == store.FORMAT_VERSION and m["prepared"]["spread_families"]
+    assert all("xxh3_128" in v and "sha256" not in v for v in m["files"].values())
     assert _hits(ContextRAG.load(fresh.path, embedder=embedder), qs) == want
+
+
+def test_previous_format_checksums_still_catch_a_flipped_byte(fresh, embedder):
+    """A format-2 snapshot's files are verified by their sha256 entries: one flipped byte fails."""
+    _write_previous_format(fresh.path)
+    snap = store.snapshot_dir(fresh.path)
+    p = snap / store.ARRAYS
+    data = bytearray(p.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    p.write_bytes(bytes(data))
+    with pytest.raises(store.IndexFormatError, match="arrays.safetensors fails its sha256 checksum"):
+        ContextRAG.load(fresh.path, embedder=embedder)
 
 
 def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, embedder):

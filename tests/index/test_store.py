@@ -48,7 +48,7 @@ def test_round_trip_equal(base, embedder, tmp_path):
     m = json.loads((store.snapshot_dir(tmp_path / "copy") / "manifest.json").read_text())
     assert m["format"] == "contextrag-index" and m["embedding"]["dim"] == 384
     assert m["counts"]["chunks"] == ix.n_chunks
-    assert all(len(v["sha256"]) == 64 for v in m["files"].values())
+    assert all(set(v) == {"xxh3_128", "bytes"} and len(v["xxh3_128"]) == 32 for v in m["files"].values())
     # no pickle anywhere: every stored .npy loads with allow_pickle=False
     for p in store.snapshot_dir(tmp_path / "copy").rglob("*.npy"):
         np.load(p, allow_pickle=False)
@@ -229,8 +229,6 @@ def test_writer_lock_arguments_and_location(fresh, tmp_path):
 def test_streamed_safetensors_load_and_hash(tmp_path):
     """store.write_safetensors writes what safetensors reads (odd shapes, empty arrays, every dtype),
     hashes exactly the file's bytes, and aligns every array so a memory map gives views, not copies."""
-    import hashlib
-
     from safetensors.numpy import load_file
     rng = np.random.default_rng(0)
     arrays = {"f64": rng.random((3, 5)), "i8": np.arange(-3, 4, dtype=np.int8), "empty": np.zeros((0, 4), np.float32),
@@ -239,7 +237,9 @@ def test_streamed_safetensors_load_and_hash(tmp_path):
               "f16": np.ones(3, np.float16), "u32": np.arange(5, dtype=np.uint32), "b": np.array([True, False])}
     p = tmp_path / "x.safetensors"
     entry = store.write_safetensors(p, arrays, {"version": 3})
-    assert entry == {"sha256": hashlib.sha256(p.read_bytes()).hexdigest(), "bytes": p.stat().st_size}
+    assert entry == {store._FILE_SUM: store.file_sum(p), "bytes": p.stat().st_size}
+    import xxhash
+    assert entry[store._FILE_SUM] == xxhash.xxh3_128(p.read_bytes()).hexdigest()
     back = load_file(str(p))
     assert set(back) == set(arrays)
     for k, v in arrays.items():

@@ -47,8 +47,7 @@ class StaticEncoder:
     """Mean of distilled token vectors (model2vec's StaticModel), unit rows."""
 
     def __init__(self, folder: str | Path):
-        from model2vec import StaticModel
-        self._model = StaticModel.from_pretrained(str(folder))
+        self._model = _load_static(Path(folder))
         self.dim = int(self._model.dim)
 
     def encode(self, texts: list[str], batch_size: int = 1024, on_batch=None) -> np.ndarray:
@@ -60,3 +59,26 @@ class StaticEncoder:
             if on_batch is not None:
                 on_batch(len(part))
         return out
+
+
+def _load_static(folder: Path):
+    """model2vec's ``StaticModel`` built from the folder ``distil`` wrote, by its constructor.
+
+    ``StaticModel.from_pretrained`` reads the same three files, but it imports model2vec's persistence
+    and model-card modules (and huggingface_hub's card machinery) on the way: half a second of a
+    ``contextrag add`` that takes about one and a half. The files of a local, already distilled model
+    need none of it."""
+    from model2vec import StaticModel
+    from safetensors import safe_open
+    from tokenizers import Tokenizer
+
+    config = json.loads((folder / "config.json").read_text())
+    with safe_open(str(folder / "model.safetensors"), framework="numpy") as f:
+        names = set(f.keys())
+        vectors = f.get_tensor("embeddings")
+        weights = f.get_tensor("weights") if "weights" in names else None
+        mapping = f.get_tensor("mapping") if "mapping" in names else None
+    kwargs = {"max_length": config["max_length"]} if "max_length" in config else {}
+    return StaticModel(vectors=vectors, tokenizer=Tokenizer.from_file(str(folder / "tokenizer.json")),
+                       config=config, normalize=bool(config.get("normalize", False)), weights=weights,
+                       token_mapping=mapping, **kwargs)

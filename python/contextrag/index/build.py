@@ -435,8 +435,14 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                 tick(len(block))
         if chunks:
             lexical_job = _start(_lexical_of_chunks, chunks, config)
-        with stage("embed", total=len(chunks), unit="chunk") as tick:
-            E = embed_all(embedder, embed_inputs([c.title for c in chunks], [c.text for c in chunks], config), tick)
+        try:
+            with stage("embed", total=len(chunks), unit="chunk") as tick:
+                E = embed_all(embedder, embed_inputs([c.title for c in chunks], [c.text for c in chunks], config),
+                              tick)
+        except BaseException:
+            if lexical_job is not None:
+                lexical_job.settle()
+            raise
     else:
         chunks, E = precomputed
     if not chunks:
@@ -453,8 +459,13 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
     backend = getattr(embedder, "backend", None)
     if isinstance(backend, str):
         ix.info["embedder"] = backend
-    _cluster_and_graph(ix, E, stage)
-    finish_items(ix, llm, E, stage, lexical=lexical_job)
+    try:
+        _cluster_and_graph(ix, E, stage)
+        finish_items(ix, llm, E, stage, lexical=lexical_job)
+    except BaseException:
+        if lexical_job is not None:
+            lexical_job.settle()
+        raise
     return ix
 
 
@@ -478,6 +489,12 @@ class _Job:
         if self._err is not None:
             raise self._err
         return self._out
+
+    def settle(self) -> None:
+        """Wait for the thread, dropping its result: on the caller's error path (Ctrl-C included), so
+        that no daemon thread is inside native code when the interpreter exits (it would abort the
+        process instead of exiting with the caller's error)."""
+        self._t.join()
 
 
 def _start(fn, *args) -> _Job:
