@@ -196,13 +196,17 @@ class CountBM25:
         return self._vocab
 
     def _stats(self):
-        """(idf (T,) float32, length norm k1 (1 − b + b dl/avgdl) (n_items,) float64), as bm25_from_counts."""
+        """(idf (T,) float32, the item lengths in the smallest unsigned type that holds them, the mean
+        length), as bm25_from_counts computes them. The length norm k1 (1 − b + b dl/avgdl) is
+        computed per posting from the gathered length (the same float64 operations): gathering 2-byte
+        lengths rather than 8-byte norms keeps the query's random reads in cache (3× less time at 1M)."""
         if self._idf is None:
             N = self.n_items
             d = (np.diff(self.c_indptr) + np.diff(self.v_indptr)).astype(np.float64)
             self._idf = np.log(1.0 + (N - d + 0.5) / (d + 0.5)).astype(np.float32)
-            avg = self.doc_len.mean() if N else np.float64(0.0)
-            self._norm = K1 * ((1 - B) + B * self.doc_len.astype(np.float64) / avg) if N else np.zeros(0)
+            top = int(self.doc_len.max()) if N else 0
+            dt = np.uint16 if top < 1 << 16 else np.uint32 if top < 1 << 32 else np.int64
+            self._norm = (self.doc_len.astype(dt), self.doc_len.mean() if N else np.float64(0.0))
         return self._idf, self._norm
 
     def postings(self, j: int) -> tuple:
@@ -210,7 +214,7 @@ class CountBM25:
         a, b = int(self.c_indptr[j]), int(self.c_indptr[j + 1])
         c, d = int(self.v_indptr[j]), int(self.v_indptr[j + 1])
         if c == d:
-            return np.asarray(self.c_rows[a:b], np.int64), self.c_tf[a:b].astype(np.float64)
+            return self.c_rows[a:b], self.c_tf[a:b].astype(np.float64)
         return (np.concatenate([np.asarray(self.c_rows[a:b], np.int64), self.n_chunks + np.asarray(self.v_rows[c:d], np.int64)]),
                 np.concatenate([self.c_tf[a:b], self.v_tf[c:d]]).astype(np.float64))
 
@@ -222,11 +226,15 @@ class CountBM25:
         ids = [vocab[t] for t in query_tokens if t in vocab]
         if not ids:
             return out
-        idf, norm = self._stats()
+        idf, (dl, avg) = self._stats()
         for j in ids:
             rows, tf = self.postings(j)
             if rows.size:
-                out[rows] += (idf[j].astype(np.float64) * (tf / (norm[rows] + tf))).astype(np.float32)
+                d = K1 * ((1 - B) + B * dl.take(rows).astype(np.float64) / avg)     # the length norms
+                d += tf
+                np.divide(tf, d, out=d)                  # tf / (norm + tf)
+                d *= idf[j].astype(np.float64)
+                np.add.at(out, rows, d.astype(np.float32))   # (numpy's fast path; a fancy-index += is 4× slower)
         return out
 
     # -- updates (each returns a new object; this one stays valid for the index before the change)
