@@ -222,3 +222,25 @@ def test_count_bm25_rejects_inconsistent_arrays(tmp_path):
     (tmp_path / bi.TERMS_FILE).write_text('{"a": 1}')
     with pytest.raises(ValueError, match="list of terms"):
         bi.load(tmp_path)
+
+
+def test_count_bm25_updates_on_edge_cases():
+    """Rows without a term, a term that only new rows hold, every chunk kept, one chunk kept: the
+    updated postings score as a fresh index of the same counts."""
+    from contextrag.index import bm25_index as bi
+    C = sp.csr_matrix(np.array([[1, 0, 2], [0, 3, 0], [1, 1, 0]], float))
+    bm = bi.from_counts(C, ["a", "b", "c"], 3)
+    new = sp.csr_matrix(np.array([[0, 0, 0, 0], [2, 0, 0, 1]], float))
+    added = bm.with_chunks_added(new, ["a", "b", "c", "d"])
+    ref = bi.from_counts(sp.vstack([sp.hstack([C, sp.csr_matrix((3, 1))]), new]).tocsr(), ["a", "b", "c", "d"], 5)
+    empty = bm.with_chunks_added(sp.csr_matrix((2, 3)), ["a", "b", "c"])
+    ref_empty = bi.from_counts(sp.vstack([C, sp.csr_matrix((2, 3))]).tocsr(), ["a", "b", "c"], 5)
+    for q in (["a"], ["d"], ["a", "c", "a"], ["b"], ["zz"]):
+        np.testing.assert_array_equal(added.get_scores(q), ref.get_scores(q), err_msg=str(q))
+        np.testing.assert_array_equal(empty.get_scores(q), ref_empty.get_scores(q), err_msg=str(q))
+    np.testing.assert_array_equal(added.with_chunks_kept(np.arange(5)).get_scores(["a", "b"]),
+                                  added.get_scores(["a", "b"]))
+    one = added.with_chunks_kept(np.array([4]))
+    np.testing.assert_array_equal(one.get_scores(["a", "d", "b"]),
+                                  bi.from_counts(sp.csr_matrix(new[1]), ["a", "b", "c", "d"], 1)
+                                  .get_scores(["a", "d", "b"]))
