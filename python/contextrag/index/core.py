@@ -20,7 +20,8 @@ Retrievable items (N = n + virtual items; items [0, n) are the chunks, in the sa
     item_members     CSR bool (N, n)  member chunks (a chunk: itself)
     item_sources     CSR bool (N, n)  chunks whose text went into item_texts (a chunk: itself)
     embeddings       float32 (N, d)   unit rows; chunks embed "title\\ntext" (Config.embed_title)
-    bm25             bm25s.BM25 over search_texts() (title + text), item order; use bm25_scores()
+    bm25             BM25 over search_texts() (title + text), item order: index/bm25_index.CountBM25
+                     (bm25s.BM25 as loaded from an older snapshot); use bm25_scores()
     words            lexical.words.CorpusWords: every chunk's words and word counts (memory-mapped),
                      from which updates recompute BM25 and the lexical families without old text
 

@@ -1,4 +1,5 @@
-"""BM25 term of eq. 13, from bm25s.
+"""BM25 term of eq. 13: the index's BM25 (bm25s's Lucene scores, computed at query time from stored
+counts: index/bm25_index.CountBM25).
 
 Normalisation: raw BM25 scores are unbounded and their scale changes with the query (number and
 rarity of its terms), while cosine and the fuzzy score live in [0, 1]. We divide the raw scores by
