@@ -14,7 +14,9 @@ Layout::
                                           the documents and chunks: one row each)
     DIR/snap-<ns>-<id>/prepared.safetensors what queries derive from the rest, stored so a load maps it
                                           instead of rebuilding it (index/prepared.py)
-    DIR/snap-<ns>-<id>/bm25/...           bm25s's own files (.npy saved with allow_pickle=False, JSON)
+    DIR/snap-<ns>-<id>/bm25/...           BM25's term counts (counts.safetensors) and vocabulary (terms.json),
+                                          scored at query time (index/bm25_index.py); before format 4,
+                                          bm25s's own files (.npy saved with allow_pickle=False, JSON)
     DIR/snap-<ns>-<id>/tokens.safetensors the chunks' words and word counts, memory-mapped (lexical/words.py)
 
 Why a pointer file: replacing a directory by rename takes two renames (old away, new in), and a
@@ -59,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 
 FORMAT = "contextrag-index"
-FORMAT_VERSION = 4      # 4: xxh3_128 file checksums; 3: columns + prepared.safetensors; 2: manifest_sha256
+FORMAT_VERSION = 4      # 4: xxh3_128 checksums, BM25 as counts; 3: columns + prepared.safetensors; 2: manifest_sha256
 ARRAYS = "arrays.safetensors"
 META = "meta.sqlite"
 MANIFEST = "manifest.json"
