@@ -341,8 +341,8 @@ _BLOCK = 1 << 26
 def write_safetensors(path: Path, arrays: dict, metadata: dict | None = None) -> dict:
     """Write ``arrays`` to ``path`` in the safetensors format, streamed from the arrays as they are
     (memory-mapped ones included) and hashed while written; returns the manifest entry
-    {checksum (:data:`_FILE_SUM`), "bytes"}. ``safetensors.numpy.save_file`` first serialises every array into one bytes object
-    (a copy of the file in memory: GBs at a million chunks) and the file then had to be read back
+    {checksum (:data:`_FILE_SUM`), "bytes"}. ``safetensors.numpy.save_file`` first serialises every
+    array into one bytes object (a copy of the file in memory: GBs at a million chunks) and the file then had to be read back
     to be hashed. The layout is safetensors': the arrays in order of decreasing item size (so each
     is aligned in a memory map), the header padded to 8 bytes (tested loadable by safetensors)."""
     items = []
