@@ -151,7 +151,7 @@ def candidates(view, question: str, qvec: np.ndarray, bm_raw: np.ndarray, cfg, k
                mask: np.ndarray | None = None) -> np.ndarray:
     """Sorted item indices whose eq. 13 parts a query computes (module doc)."""
     n, nc = view.n, n_chunks_of(view)
-    want = budget(n, k, cfg)
+    want = max(budget(n, k, cfg), int(k))
     if mask is not None and int(np.count_nonzero(mask)) <= want:
         return np.flatnonzero(mask).astype(np.int64)        # a narrow filter: every allowed item
     take = np.zeros(n, dtype=bool)
