@@ -182,3 +182,23 @@ def test_stored_item_major_extents(rag, hotpot, tmp_path, monkeypatch):
 def test_config_scoring_is_checked():
     with pytest.raises(ValueError, match="scoring"):
         Config(scoring="fast")
+
+
+def test_holding_top_holds_the_k_largest():
+    from contextrag.query.spread import holding_top, pick_seeds, seed_relevance
+    rng = np.random.default_rng(11)
+    for n, k in ((70_000, 80), (300_001, 26), (200_000, 1)):
+        h = rng.standard_normal(n).astype(np.float32)
+        h[rng.integers(0, n, 50)] = h.max()            # ties at the top
+        h[: n // 3] = -np.inf
+        sup = holding_top(h, k)
+        kth = np.sort(h)[-k]
+        assert set(np.flatnonzero(h >= kth).tolist()) <= set(sup.tolist())     # every one of the k best
+        assert sup.size < n // 10
+    assert holding_top(np.ones(100, np.float32), 5) is None            # small: the plain partition
+    h = rng.random(150_000).astype(np.float32)
+    order = np.lexsort((np.arange(h.size), -h))
+    assert pick_seeds(h, 5).tolist() == order[:5].tolist()
+    top = np.sort(h)[::-1][:26]
+    want = np.clip((h - top[-1]) / (top[0] - top[-1]), 0, 1)
+    np.testing.assert_allclose(seed_relevance(h, 25), want, rtol=1e-6)

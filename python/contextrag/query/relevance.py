@@ -47,18 +47,18 @@ def _postings(view):
     return ix, bm
 
 
-def _holders(got, term: str) -> np.ndarray:
-    """The sorted items whose BM25 score for ``term`` is > 0: the union of its tokens' postings."""
+def _holders(got, term: str, n: int) -> np.ndarray:
+    """(n,) bool: the items whose BM25 score for ``term`` is > 0 (in the postings of one of its tokens)."""
     from ..index.core import bm25_tokenize, index_stemmer
     ix, bm = got
     sc, vocab = bm.scores, bm.vocab_dict
     ptr, ind = sc["indptr"], sc["indices"]
-    ids = [vocab[t] for t in bm25_tokenize([term], index_stemmer(ix.config))[0] if t in vocab]
-    ids = [j for j in ids if 0 <= j < len(ptr) - 1]
-    if not ids:
-        return np.zeros(0, np.int64)
-    cols = [np.asarray(ind[ptr[j]:ptr[j + 1]]) for j in ids]
-    return np.unique(np.concatenate(cols)) if len(cols) > 1 else np.sort(cols[0])
+    out = np.zeros(n, dtype=bool)
+    for t in bm25_tokenize([term], index_stemmer(ix.config))[0]:
+        j = vocab.get(t)
+        if j is not None and 0 <= j < len(ptr) - 1:
+            out[ind[ptr[j]:ptr[j + 1]]] = True
+    return out
 
 
 def coverage(view, question: str, idx) -> np.ndarray:
@@ -73,13 +73,11 @@ def coverage(view, question: str, idx) -> np.ndarray:
     post = _postings(view)
     for t in terms:
         if post is not None:     # the term's postings: no pass over all n items (a million at scale)
-            h = _holders(post, t)
-            df = int(h.size)
-            at = np.minimum(np.searchsorted(h, idx), max(df - 1, 0))
-            hit = (h[at] == idx) if df else np.zeros(idx.size, bool)
+            h = _holders(post, t, view.n)
+            df = int(np.count_nonzero(h))
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             total += idf
-            got += idf * hit
+            got += idf * h[idx]
             continue
         present = np.asarray(view.bm25_raw(t), dtype=np.float64) > 0      # items that contain t
         df = int(present.sum())

@@ -40,6 +40,19 @@ def relevance(h) -> np.ndarray:
     return np.clip(h / mx, 0.0, 1.0) if mx > 0 else np.zeros_like(h)
 
 
+def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
+    """Indices of h that hold its k largest values (and perhaps a few more): every index whose value
+    reaches the k-th largest of a strided sample of h, which is at most the k-th largest of h. One
+    pass over h instead of a partition of all of it (a million scores per query at scale); None when h
+    is too small for that to pay."""
+    n = h.size
+    if k < 1 or n < max(1 << 16, 64 * k):
+        return None
+    sample = h[:: n // max(16 * k, 4096)]
+    thr = np.partition(sample, sample.size - k)[sample.size - k]
+    return np.flatnonzero(h >= thr)
+
+
 def seed_relevance(h, candidates: int = 25) -> np.ndarray:
     """Seed degrees: the hybrid score min-max scaled over the top `candidates` (1 for the best chunk,
     0 from the candidates' last one down), so only clearly relevant seeds spread with a high degree."""
@@ -47,7 +60,9 @@ def seed_relevance(h, candidates: int = 25) -> np.ndarray:
     if h.size == 0:
         return h
     k = min(candidates, h.size - 1)
-    top = -np.partition(-h, k)[: k + 1] if k > 0 else h[:1]
+    sup = holding_top(h, k + 1) if k > 0 else None
+    hs = h if sup is None else h[sup]          # the same k + 1 largest values
+    top = -np.partition(-hs, k)[: k + 1] if k > 0 else h[:1]
     hi, lo = float(top.max()), float(top.min())
     if hi <= lo:
         return (h >= hi).astype(np.float32)
@@ -66,7 +81,11 @@ def pick_seeds(h, n_seeds: int, doc=None) -> np.ndarray:
         return idx[np.argsort(-h[idx], kind="stable")]
     # the best few hundred are nearly always enough to find n_seeds documents: sort only those
     k = min(h.size, max(64, 16 * n_seeds))
-    top = np.argpartition(-h, k - 1)[:k] if k < h.size else np.arange(h.size)
+    sup = holding_top(h, k)
+    if sup is not None:      # the k best among the few indices that hold them
+        top = sup[np.argpartition(-h[sup], k - 1)[:k]] if sup.size > k else sup
+    else:
+        top = np.argpartition(-h, k - 1)[:k] if k < h.size else np.arange(h.size)
     order = top[np.lexsort((top, -h[top]))]
     if len({doc[i] for i in order}) < n_seeds and k < h.size:
         order = np.argsort(-h, kind="stable")
@@ -225,6 +244,9 @@ def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
     allowed: the seed rule shared by the hop and its explanation."""
     h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
     finite = np.isfinite(h)
+    if finite.all():         # nothing to fill (no filter): skip the passes below
+        sd = pick_seeds(h[:st.n_chunks], int(cfg.spread_seeds), st.doc)
+        return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
     if not finite.any():
         return None
     lo = float(h[finite].min())
