@@ -292,6 +292,7 @@ def query_compare(args) -> None:
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
            "candidate_budget": cand.budget(view.n, 10, rag.index.config),
+           "stored_item_major_extents": getattr(rag.index, "_extents_items", None) is not None,
            "items_scored_mean": round(float(np.mean(n_cand)), 1) if n_cand else None,
            "identical_top10": same, "top10_overlap_mean": round(float(np.mean(overlap)), 4),
            "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
