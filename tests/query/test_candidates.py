@@ -202,3 +202,20 @@ def test_holding_top_holds_the_k_largest():
     top = np.sort(h)[::-1][:26]
     want = np.clip((h - top[-1]) / (top[0] - top[-1]), 0, 1)
     np.testing.assert_allclose(seed_relevance(h, 25), want, rtol=1e-6)
+
+
+def test_activations_that_reach_nothing_are_dropped_before_the_hop():
+    import scipy.sparse as sp
+    from contextrag import ops
+    from contextrag.query.spread import LexicalState
+    rng = np.random.default_rng(2)
+    M = sp.random(60, 25, density=0.3, random_state=4, dtype=np.float32).tocsr()
+    M.data = np.where(np.arange(M.nnz) % 3 == 0, M.data, M.data * 0.3).astype(np.float32)   # low columns
+    st = LexicalState.__new__(LexicalState)
+    st.G = ops.SpreadIncidence(M, rng.integers(0, 20, 60))
+    mu = sp.csr_matrix(rng.random((3, 25)).astype(np.float32) * (rng.random((3, 25)) < 0.5))
+    kept = st.reaching(mu)
+    assert kept.nnz < mu.nnz
+    assert np.allclose(st.column_max, M.toarray().max(axis=0))
+    seeds, degs = np.array([[1, 7], [3, -1], [-1, -1]]), np.array([[0.9, 0.6], [1.0, 0], [0, 0]], np.float32)
+    np.testing.assert_array_equal(ops.spread_hop(st.G, seeds, degs, kept), ops.spread_hop(st.G, seeds, degs, mu))

@@ -150,6 +150,31 @@ class LexicalState:
             self._title_csc = self.ctx.families["title"].incidence.tocsc()
         return self._title_csc
 
+    @property
+    def column_max(self) -> np.ndarray:
+        """(M,) the largest degree in each attribute's column of the incidence (0 when empty), built once:
+        an activation v of attribute a reaches no item when v + max_c I(c, a) − 1 ≤ 0."""
+        if getattr(self, "_colmax", None) is None:
+            G = self.G
+            ptr, data = np.asarray(G.t_indptr), np.asarray(G.t_data)
+            cm = np.zeros(G.shape[1], dtype=np.float32)
+            full = np.flatnonzero(np.diff(ptr) > 0)
+            if full.size:
+                cm[full] = np.maximum.reduceat(data, ptr[:-1][full])
+            self._colmax = cm
+        return self._colmax
+
+    def reaching(self, mu: sp.csr_matrix) -> sp.csr_matrix:
+        """``mu`` without the activations that reach no item (v + column max − 1 ≤ 0): the hop is the
+        same, and the kernel skips the long columns of common terms whose degrees are all low."""
+        keep = (mu.data + self.column_max[mu.indices] - np.float32(1.0)) > 0
+        if keep.all():
+            return mu
+        out = mu.copy()
+        out.data = np.where(keep, out.data, np.float32(0.0)).astype(out.data.dtype)
+        out.eliminate_zeros()
+        return out
+
     def mu(self, question: str) -> np.ndarray:
         return self.ctx.query_activation_dense(question, self.weights)
 
@@ -408,7 +433,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         own.append(u[~np.isin(u, es)] if not cfg.spread_self else np.zeros(0, np.int64))
     seeds, degs = _padded(rows, max(s.size for s, _ in rows))
     mu = st.mu_rows(list(questions))
-    H = ops.spread_hop(st.G, seeds, degs, mu)
+    H = ops.spread_hop(st.G, seeds, degs, st.reaching(mu))
     for q in range(Q):
         if own[q].size:
             H[q, own[q]] = _from_others(st, own[q], rows[q][0], rows[q][1], mu, q)
