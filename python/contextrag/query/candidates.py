@@ -16,7 +16,9 @@ a million chunks): bandwidth, not arithmetic. Above ``CANDIDATE_MIN_ITEMS`` item
 BM25 stays exact for every item. The other items keep their BM25 part as their provisional base, so
 the spreading (query/spread.py, exact over the graph) starts from the same seeds whenever those are
 candidates; an item that spreading raises but was no candidate gets its cosine and routing computed
-afterwards (the ``budget`` best of them by provisional score) and its relevance redone. Only items whose
+afterwards and its relevance redone: those that could still reach the candidates' k-th score (a
+relevance is at most 1, so a score at most boost · (1 + w_spread · hop)), the ``budget`` best of them by
+provisional score. Only items whose
 parts were computed are ranked. Below the threshold the query scores every item, so hits there are
 exactly the exhaustive ones (tested).
 
@@ -193,6 +195,7 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
     hop = zeros
     if cfg.w_spread:   # spreading over the lexical context (query/spread.py), exact over the graph
         from .spread import spread_view
+        bo = boosts(view, cfg)
         eq13 = base.copy()
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
@@ -202,6 +205,13 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
         if mask is not None:
             out &= mask
         raised = np.flatnonzero(out & (hop > 0))
+        if raised.size and C.size >= k:
+            # an item's relevance is at most 1, so its score at most boost · (1 + w_spread · hop): one that
+            # cannot reach the candidates' k-th score cannot be a hit, whatever its own parts
+            bc = base[C]
+            kth = float(np.partition(np.where(bc > 0, bc * bo[C], bc), C.size - k)[C.size - k])
+            reach = bo[raised].astype(np.float64) * (1.0 + float(cfg.w_spread) * hop[raised].astype(np.float64))
+            raised = raised[reach >= kth - 1e-6]
         R = np.sort(top_by(base, raised, budget(n, k, cfg)))
         if R.size:   # raised by spreading, no candidate: its own parts, then its relevance again
             _fill(view, qvec, cfg, R, cs, fz)
