@@ -26,10 +26,12 @@ Choices the paper leaves open (docs/QUERY.md):
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
 SEED, JOIN, MEET = 0, 1, 2
+_MAJOR_LOCK = threading.Lock()
 
 
 def _theta_tuple(theta, L: int) -> np.ndarray:
@@ -139,7 +141,9 @@ class Router:
         percent of the columns touches nearly every page of it). The index's stored copy
         (index/prepared.py) when it has one, else transposed here once."""
         if self._Ii is None:
-            self._Ii = np.ascontiguousarray(self._It[:, :self.n_chunks].T)
+            with _MAJOR_LOCK:     # queries arriving together transpose it once (0.5 GB at a million chunks)
+                if self._Ii is None:
+                    self._Ii = np.ascontiguousarray(self._It[:, :self.n_chunks].T)
         return self._Ii
 
     def scores_at(self, qvecs: np.ndarray, theta, idx: np.ndarray) -> np.ndarray:
