@@ -265,7 +265,6 @@ def query_compare(args) -> None:
     with sampler.interval("first_query", st):
         for m in modes:                          # the embedder's first use, the inverted file's build
             rag.retrieve(qs[0].text, k=10, scoring=m)
-    view = rag.index
     from contextrag.query import view_of
     view = view_of(rag.index)
     res = {m: {"lat": [], "cpu": [], "rec": {2: [], 5: [], 10: []}} for m in modes}
@@ -291,7 +290,7 @@ def query_compare(args) -> None:
                 n_cand.append(int(cand.score_candidates(view, q.text, qv, cfg, 10)["candidates"].size))
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
-           "candidate_budget": cand.budget(view.n, 10, rag.index.config),
+           "candidate_budget": cand.budget(view.n, 10),
            "stored_item_major_extents": getattr(rag.index, "_extents_items", None) is not None,
            "items_scored_mean": round(float(np.mean(n_cand)), 1) if n_cand else None,
            "identical_top10": same, "top10_overlap_mean": round(float(np.mean(overlap)), 4),

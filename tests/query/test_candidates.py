@@ -19,7 +19,7 @@ def _ids(hits):
 def tiny_budget(monkeypatch):
     """A budget of m items per source, so that candidates are a small part of the test index."""
     def set_(m):
-        monkeypatch.setattr(cand, "budget", lambda n, k, cfg=None: m)
+        monkeypatch.setattr(cand, "budget", lambda n, k: m)
     return set_
 
 

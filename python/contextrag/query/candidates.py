@@ -18,9 +18,8 @@ the spreading (query/spread.py, exact over the graph) starts from the same seeds
 candidates; an item that spreading raises but was no candidate gets its cosine and routing computed
 afterwards and its relevance redone: those that could still reach the candidates' k-th score (a
 relevance is at most 1, so a score at most boost · (1 + w_spread · hop)), the ``budget`` best of them by
-provisional score. Only items whose
-parts were computed are ranked. Below the threshold the query scores every item, so hits there are
-exactly the exhaustive ones (tested).
+provisional score. Only items whose parts were computed are ranked. Below the threshold the query
+scores every item, so hits there are exactly the exhaustive ones (tested).
 
 The inverted file is the sort of the chunks by cell, derived from the stored RQ codes when a view
 first needs it (one argsort of n cell ids, a fraction of a second at a million chunks); an index
@@ -33,10 +32,9 @@ import math
 import numpy as np
 
 CANDIDATE_MIN_ITEMS = 100_000     # below: scoring every item costs tens of ms per query at most
-SCORING = ("auto", "exhaustive", "candidates")
 
 
-def budget(n: int, k: int, cfg=None) -> int:
+def budget(n: int, k: int) -> int:
     """Candidates per source (RQ cells, BM25, raised by spreading): k · ⌈√n⌉."""
     return max(int(k), 1) * max(1, math.isqrt(max(n - 1, 0)) + 1)
 
@@ -149,17 +147,18 @@ def entity_pages(view, question: str, cfg) -> np.ndarray:
     return np.concatenate(out).astype(np.int64) if out else np.zeros(0, np.int64)
 
 
-def candidates(view, question: str, qvec: np.ndarray, bm_raw: np.ndarray, cfg, k: int,
+def candidates(view, question: str, qvec: np.ndarray, bm: np.ndarray, cfg, k: int,
                mask: np.ndarray | None = None) -> np.ndarray:
-    """Sorted item indices whose eq. 13 parts a query computes (module doc)."""
+    """Sorted item indices whose eq. 13 parts a query computes (module doc); ``bm``: the (n,) BM25 term
+    (0 outside the mask)."""
     n, nc = view.n, n_chunks_of(view)
-    want = max(budget(n, k, cfg), int(k))
+    want = max(budget(n, k), int(k))
     if mask is not None and int(np.count_nonzero(mask)) <= want:
         return np.flatnonzero(mask).astype(np.int64)        # a narrow filter: every allowed item
     take = np.zeros(n, dtype=bool)
     take[nc:] = True                                                   # virtual items
     take[inverted_file(view).probe(qvec, want, None if mask is None else mask[:nc])] = True
-    take[top_by(bm_raw, np.flatnonzero(bm_raw), want)] = True          # bm_raw is 0 outside the mask
+    take[top_by(bm, np.flatnonzero(bm), want)] = True
     take[entity_pages(view, question, cfg)] = True
     if mask is not None:
         take &= mask
@@ -212,7 +211,7 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
             kth = float(np.partition(np.where(bc > 0, bc * bo[C], bc), C.size - k)[C.size - k])
             reach = bo[raised].astype(np.float64) * (1.0 + float(cfg.w_spread) * hop[raised].astype(np.float64))
             raised = raised[reach >= kth - 1e-6]
-        R = np.sort(top_by(base, raised, budget(n, k, cfg)))
+        R = np.sort(top_by(base, raised, budget(n, k)))
         if R.size:   # raised by spreading, no candidate: its own parts, then its relevance again
             _fill(view, qvec, cfg, R, cs, fz)
             b = cfg.w_bm25 * bm[R] + cfg.w_cos * cs[R] + cfg.w_fuzzy * fz[R]

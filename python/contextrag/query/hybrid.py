@@ -132,7 +132,8 @@ def top_of(parts: dict, k: int) -> np.ndarray:
     c = parts.get("candidates")
     if c is None:
         return top_indices(parts["score"], k)
-    return c[top_indices(parts["score"][c], k)]
+    out: np.ndarray = c[top_indices(parts["score"][c], k)]
+    return out
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:
