@@ -135,6 +135,9 @@ def prepared_arrays(ix) -> tuple[dict, dict]:
     lex = getattr(ix, "lexical", None)
     if key and lex is not None and all(n in lex.families for n, _ in key):
         parts = spread_parts(lex, key, ix.n_items, ix.chunk_doc_ids, stored_spread(ix, key))
+        for k in ("G", "own"):      # an index stored before the columns were kept in degree order
+            if parts.get(k) is not None:
+                parts[k] = parts[k].in_degree_order()
         remember_spread(ix, key, parts)
         arrays.update({_SPREAD + k: v for k, v in parts["G"].to_arrays().items()})
         if parts.get("own") is not None:
