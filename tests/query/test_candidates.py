@@ -219,3 +219,29 @@ def test_activations_that_reach_nothing_are_dropped_before_the_hop():
     assert np.allclose(st.column_max, M.toarray().max(axis=0))
     seeds, degs = np.array([[1, 7], [3, -1], [-1, -1]]), np.array([[0.9, 0.6], [1.0, 0], [0, 0]], np.float32)
     np.testing.assert_array_equal(ops.spread_hop(st.G, seeds, degs, kept), ops.spread_hop(st.G, seeds, degs, mu))
+
+
+def test_hop_walks_columns_in_degree_order_or_whole():
+    import scipy.sparse as sp
+    from contextrag import ops
+    rng = np.random.default_rng(8)
+    M = sp.random(80, 30, density=0.25, random_state=9, dtype=np.float32).tocsr()
+    doc = rng.integers(0, 25, 80)
+    G = ops.SpreadIncidence(M, doc)
+    assert G.by_degree
+    for a in range(30):      # every column's entries in decreasing degree
+        col = G.t_data[G.t_indptr[a]:G.t_indptr[a + 1]]
+        assert (np.diff(col) <= 0).all()
+    arrays = G.to_arrays()
+    T = M.T.tocsr()
+    T.sort_indices()
+    arrays.update(t_indices=T.indices.astype(np.int64), t_data=T.data)      # as stored before the order
+    del arrays["by_degree"]
+    old = ops.SpreadIncidence.from_arrays(arrays)
+    assert not old.by_degree and old.in_degree_order().by_degree
+    seeds = np.array([[1, 5, 9], [2, -1, -1]])
+    degs = np.array([[0.95, 0.7, 0.4], [1.0, 0, 0]], np.float32)
+    mu = sp.csr_matrix(rng.random((2, 30)).astype(np.float32) * (rng.random((2, 30)) < 0.4))
+    want = ops.spread_hop(old, seeds, degs, mu)
+    np.testing.assert_array_equal(ops.spread_hop(G, seeds, degs, mu), want)
+    np.testing.assert_array_equal(ops.spread_hop(old.in_degree_order(), seeds, degs, mu), want)
