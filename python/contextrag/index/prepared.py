@@ -7,7 +7,8 @@ it (``prepared.safetensors``), so a load maps it instead of rebuilding it.
   (query/candidates.py).
 * ``spread.*``: the spreading incidence of the index's ``Config.spread_families`` (query/spread.py):
   the families' weighted union over all N items, in CSR and transposed, with each row's document
-  code (``ops.SpreadIncidence``); building it stacks, converts and transposes the families. Beside
+  code (``ops.SpreadIncidence``, each column in decreasing degree; one stored before that order is
+  reordered when the index is saved again); building it stacks, converts and transposes the families. Beside
   it ``own.*``, the title family's own-page entries prepared the same way, and ``csc.<family>.*``,
   the title and term families by columns: what the named-entity and rare-term steps read.
 

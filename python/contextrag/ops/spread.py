@@ -275,9 +275,19 @@ def _ref_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
 
 
 def _by_degree(indptr: np.ndarray, data: np.ndarray) -> np.ndarray:
-    """The permutation that puts each CSR row's entries in decreasing value (ties keep their order)."""
-    rows = np.repeat(np.arange(indptr.size - 1, dtype=np.int64), np.diff(indptr))
-    return np.lexsort((-data, rows))
+    """The permutation that puts each CSR row's entries in decreasing value (ties keep their order).
+    float32 degrees (≥ 0, so their bits order as their values): one stable sort of (row, ~bits) as
+    uint64 keys, ~3 s for 43 million entries where a lexsort took 28 s."""
+    M = indptr.size - 1
+    if data.dtype == np.float32 and M < 1 << 32:
+        rows = np.repeat(np.arange(M, dtype=np.uint64), np.diff(indptr))
+        bits = np.where(data > 0, data, np.float32(0)).astype(np.float32).view(np.uint32)
+        key = (rows << np.uint64(32)) | (~bits).astype(np.uint64)
+        order: np.ndarray = np.argsort(key, kind="stable")
+        return order
+    rows = np.repeat(np.arange(M, dtype=np.int64), np.diff(indptr))
+    out: np.ndarray = np.lexsort((-data, rows))
+    return out
 
 
 def gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
