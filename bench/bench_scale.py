@@ -3,6 +3,7 @@
 
     python bench/bench_scale.py build --chunks 1000000 --index DIR      # corpus + build (static embedder)
     python bench/bench_scale.py query --index DIR --chunks 1000000      # fresh process: load, 500 queries, recall
+    python bench/bench_scale.py query-compare --index DIR --chunks 1000000   # exhaustive vs candidates, same run
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
     python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
@@ -21,6 +22,7 @@ the neighbours as much as the code, and CPU seconds are the figure to compare.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -238,6 +240,69 @@ def query(args) -> None:
     update_json(args.chunks, args.key or "query", out)
 
 
+def _latency(lat: list, cpu: list) -> dict:
+    lat_ms = np.asarray(lat) * 1e3
+    return {"p50": round(float(np.percentile(lat_ms, 50)), 2), "p90": round(float(np.percentile(lat_ms, 90)), 2),
+            "p99": round(float(np.percentile(lat_ms, 99)), 2), "max": round(float(lat_ms.max()), 2),
+            "mean": round(float(lat_ms.mean()), 2), "cpu_ms_mean": round(float(np.mean(cpu)) * 1e3, 2)}
+
+
+def query_compare(args) -> None:
+    """Exhaustive scoring against candidates (query/candidates.py) in one process: each question is
+    retrieved both ways, one after the other (the order alternating), so both see the same load."""
+    from contextrag import ContextRAG
+    from contextrag.eval.metrics import recall_at_k
+    from contextrag.query import candidates as cand
+    sampler = Sampler()
+    st: dict = {}
+    la0 = os.getloadavg()
+    with sampler.interval("load", st):
+        rag = ContextRAG.load(args.index, prepare=False)
+    with sampler.interval("prepare", st):
+        rag.prepare()
+    qs = _questions(args.questions)
+    modes = ("exhaustive", "candidates")
+    with sampler.interval("first_query", st):
+        for m in modes:                          # the embedder's first use, the inverted file's build
+            rag.retrieve(qs[0].text, k=10, scoring=m)
+    from contextrag.query import view_of
+    view = view_of(rag.index)
+    res = {m: {"lat": [], "cpu": [], "rec": {2: [], 5: [], 10: []}} for m in modes}
+    same, overlap, n_cand = 0, [], []
+    with sampler.interval("queries", st):
+        for i, q in enumerate(qs):
+            got = {}
+            for m in (modes if i % 2 == 0 else modes[::-1]):
+                c0, t = time.process_time(), time.perf_counter()
+                hits = rag.retrieve(q.text, k=10, scoring=m)
+                res[m]["lat"].append(time.perf_counter() - t)
+                res[m]["cpu"].append(time.process_time() - c0)
+                got[m] = [h.id for h in hits]
+                ranked = list(dict.fromkeys(h.doc_id for h in hits if h.kind == "chunk"))
+                for k in res[m]["rec"]:
+                    res[m]["rec"][k].append(recall_at_k(ranked, q.gold_ids, k))
+            same += got["exhaustive"] == got["candidates"]
+            overlap.append(len(set(got["exhaustive"]) & set(got["candidates"])) / max(len(got["exhaustive"]), 1))
+            if i < 50:   # how many items a query scored (the candidates plus those spreading raised)
+                qv = rag.index.embed_queries([q.text])
+                qv = qv / np.linalg.norm(qv, axis=1, keepdims=True)
+                cfg = dataclasses.replace(rag.index.config, scoring="candidates")
+                n_cand.append(int(cand.score_candidates(view, q.text, qv, cfg, 10)["candidates"].size))
+    out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
+           "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
+           "candidate_budget": cand.budget(view.n, 10),
+           "stored_item_major_extents": getattr(rag.index, "_extents_items", None) is not None,
+           "items_scored_mean": round(float(np.mean(n_cand)), 1) if n_cand else None,
+           "identical_top10": same, "top10_overlap_mean": round(float(np.mean(overlap)), 4),
+           "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
+           "goal": {"p50_ms": 50, "p99_ms": 200}}
+    for m in modes:
+        out[m] = {"latency_ms": _latency(res[m]["lat"], res[m]["cpu"]),
+                  "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in res[m]["rec"].items()}}
+    sampler.stop()
+    update_json(args.chunks, args.key or "query_candidates", out)
+
+
 def migrate(args) -> None:
     """Load an index written in an earlier format and save it in the current one (what a user does
     once: ``ContextRAG.load(path).save()``); the timings of both, then the load of the result."""
@@ -321,7 +386,7 @@ def update(args) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("build", "query", "load", "update", "migrate", "baseline"))
+    p.add_argument("part", choices=("build", "query", "query-compare", "load", "update", "migrate", "baseline"))
     p.add_argument("--chunks", type=int, default=100_000)
     p.add_argument("--chunks-per-doc", type=float, default=1.0,
                    help="the recombined documents' chunks per document (measured; sizes the corpus)")
@@ -345,7 +410,8 @@ def main(argv=None) -> int:
         return 0
     if not args.index:
         p.error("--index is required")
-    {"build": build, "query": query, "load": load, "update": update, "migrate": migrate}[args.part](args)
+    {"build": build, "query": query, "query-compare": query_compare, "load": load, "update": update,
+     "migrate": migrate}[args.part](args)
     return 0
 
 

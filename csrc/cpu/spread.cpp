@@ -27,20 +27,24 @@ namespace {
 template <class T>
 using arr = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
+// `by_degree`: each column's entries are in decreasing degree, so the walk stops at the first entry
+// whose path degree (v + I(c, a)) - 1 is not positive: none after it can raise an item either.
 template <class T>
 static void hop_column(T* __restrict o, const int64_t* __restrict idx, const T* __restrict val, int64_t b,
-                       int64_t e, T v, const int64_t* doc, int64_t sdoc, int64_t self) {
+                       int64_t e, T v, const int64_t* doc, int64_t sdoc, int64_t self, bool by_degree) {
   if (doc == nullptr || self < 0) {
     for (int64_t p = b; p < e; ++p) {
       T t = (v + val[p]) - T(1);
+      if (by_degree && !(t > T(0))) break;
       int64_t c = idx[p];
       if (t > o[c]) o[c] = t;
     }
   } else {
     for (int64_t p = b; p < e; ++p) {
+      T t = (v + val[p]) - T(1);
+      if (by_degree && !(t > T(0))) break;
       int64_t c = idx[p];
       if (doc[c] == sdoc && c != self) continue;   // no path from a seed to its sibling chunks
-      T t = (v + val[p]) - T(1);
       if (t > o[c]) o[c] = t;
     }
   }
@@ -50,7 +54,7 @@ template <class T>
 static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, arr<T> data, arr<int64_t> t_indptr,
                                    arr<int64_t> t_indices, arr<T> t_data, int64_t n, py::object doc_o,
                                    arr<int64_t> seeds, arr<T> deg, py::object mu_indptr_o, py::object mu_indices_o,
-                                   py::object mu_data_o) {
+                                   py::object mu_data_o, bool by_degree) {
   if (seeds.ndim() != 2 || deg.ndim() != 2 || seeds.shape(0) != deg.shape(0) || seeds.shape(1) != deg.shape(1))
     throw std::invalid_argument("spread_hop: seeds and seed_deg must be (Q, S) of one shape");
   const int64_t Q = seeds.shape(0), S = seeds.shape(1);
@@ -98,7 +102,7 @@ static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, ar
           const T v = mv[p];
           if (!(v > T(0))) continue;
           const int64_t a = mix[p];
-          hop_column(oq, tix, tdv, tip[a], tip[a + 1], v, nullptr, 0, -1);
+          hop_column(oq, tix, tdv, tip[a], tip[a + 1], v, nullptr, 0, -1, by_degree);
         }
       for (int64_t j = 0; j < S; ++j) {
         const int64_t s = sd[q * S + j];
@@ -109,7 +113,7 @@ static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, ar
           const T v = (r + dv[p]) - T(1);
           if (!(v > T(0))) continue;
           const int64_t a = ix[p];
-          hop_column(oq, tix, tdv, tip[a], tip[a + 1], v, doc, sdoc, s);
+          hop_column(oq, tix, tdv, tip[a], tip[a + 1], v, doc, sdoc, s, by_degree);
         }
       }
     }
@@ -123,10 +127,12 @@ void register_spread(py::module_& m) {
   m.def("spread_hop_f32", &spread_typed<float>, py::arg("indptr"), py::arg("indices"), py::arg("data"),
         py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("n"), py::arg("doc"),
         py::arg("seeds"), py::arg("seed_deg"), py::arg("mu_indptr"), py::arg("mu_indices"), py::arg("mu_data"),
+        py::arg("by_degree") = false,
         "(Q, n) spreading hop over a CSR incidence and its transpose (float32); see csrc/cpu/spread.cpp.");
   m.def("spread_hop_f64", &spread_typed<double>, py::arg("indptr"), py::arg("indices"), py::arg("data"),
         py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("n"), py::arg("doc"),
         py::arg("seeds"), py::arg("seed_deg"), py::arg("mu_indptr"), py::arg("mu_indices"), py::arg("mu_data"),
+        py::arg("by_degree") = false,
         "(Q, n) spreading hop over a CSR incidence and its transpose (float64).");
 }
 

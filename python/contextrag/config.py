@@ -101,6 +101,9 @@ class Config:
     spread_mentions: bool = True         # a seed reaches the pages whose titles it names with its own degree
     spread_self: bool = False            # a relevance seed's path to itself counts (its relevance twice)
     w_residual: float = 0.75             # weight of the question's residual coverage (query/spread.py)
+    # which items a query scores: "auto" candidates from 100k items on (query/candidates.py), every item
+    # below; "exhaustive" always every item; "candidates" always candidates
+    scoring: str = "auto"
 
     def __post_init__(self) -> None:
         self.rq_sizes = tuple(self.rq_sizes)
@@ -128,6 +131,8 @@ class Config:
         for name in ("spread_entities", "spread_mentions", "spread_self"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"Config.{name} must be a bool, got {getattr(self, name)!r}")
+        if self.scoring not in ("auto", "exhaustive", "candidates"):
+            raise ValueError(f"Config.scoring must be 'auto', 'exhaustive' or 'candidates', got {self.scoring!r}")
         if self.spread_stop not in ("head", "raised"):
             raise ValueError(f"Config.spread_stop must be 'head' or 'raised', got {self.spread_stop!r}")
         if isinstance(self.spread_steps, bool) or not isinstance(self.spread_steps, int) or self.spread_steps < 1:

@@ -2,10 +2,13 @@
 it (``prepared.safetensors``), so a load maps it instead of rebuilding it.
 
 * ``node_extents``: the concept nodes' fuzzy extents (V, n) (``Index.node_extents``; the router's
-  item × node degrees of eq. 16). Deriving them reads every membership.
+  item × node degrees of eq. 16). Deriving them reads every membership. From 100,000 items on also
+  ``node_extents_items``, the same degrees item-major (n, V): the rows a candidate query reads
+  (query/candidates.py).
 * ``spread.*``: the spreading incidence of the index's ``Config.spread_families`` (query/spread.py):
   the families' weighted union over all N items, in CSR and transposed, with each row's document
-  code (``ops.SpreadIncidence``); building it stacks, converts and transposes the families. Beside
+  code (``ops.SpreadIncidence``, each column in decreasing degree; one stored before that order is
+  reordered when the index is saved again); building it stacks, converts and transposes the families. Beside
   it ``own.*``, the title family's own-page entries prepared the same way, and ``csc.<family>.*``,
   the title and term families by columns: what the named-entity and rare-term steps read.
 
@@ -124,10 +127,18 @@ def prepared_arrays(ix) -> tuple[dict, dict]:
     if getattr(ix, "graph", None) is not None and ix.graph.n_nodes > 0 and ix.n_chunks > 0:
         arrays["node_extents"] = np.ascontiguousarray(ix.node_extents(), dtype=np.float32)
         meta["extents"] = True
+        from ..query.candidates import CANDIDATE_MIN_ITEMS
+        if ix.n_items >= CANDIDATE_MIN_ITEMS:    # the candidate queries' item-major copy (query/fuzzy.py)
+            pair = getattr(ix, "_extents_items", None)
+            arrays["node_extents_items"] = pair[1] if pair is not None and pair[0] is ix.node_extents() \
+                else np.ascontiguousarray(arrays["node_extents"].T)
     key = config_key(ix.config)
     lex = getattr(ix, "lexical", None)
     if key and lex is not None and all(n in lex.families for n, _ in key):
         parts = spread_parts(lex, key, ix.n_items, ix.chunk_doc_ids, stored_spread(ix, key))
+        for k in ("G", "own"):      # an index stored before the columns were kept in degree order
+            if parts.get(k) is not None:
+                parts[k] = parts[k].in_degree_order()
         remember_spread(ix, key, parts)
         arrays.update({_SPREAD + k: v for k, v in parts["G"].to_arrays().items()})
         if parts.get("own") is not None:
@@ -149,6 +160,12 @@ def attach(ix, arrays: dict, meta: dict) -> None:
         if ext.shape != want or ext.dtype != np.float32:
             raise ValueError(f"stored node extents are {ext.dtype} {ext.shape}, expected float32 {want}")
         ix._extents = ext
+        items = arrays.get("node_extents_items")
+        if items is not None:      # absent: an index saved without it transposes it when a query needs it
+            if items.shape != want[::-1] or items.dtype != np.float32:
+                raise ValueError(f"stored item-major extents are {items.dtype} {items.shape}, "
+                                 f"expected float32 {want[::-1]}")
+            ix._extents_items = (ext, items)
     fams = meta.get("spread_families")
     if fams:
         key = tuple((str(n), float(w)) for n, w in fams)

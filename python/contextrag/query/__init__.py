@@ -24,7 +24,7 @@ from .answer import Answer, STYLES, cost_delta
 from .answering import answer_style, compose, prepare_answer
 from .dense import embed_queries
 from .explain import explain_hits, neighbourhood
-from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices
+from .hybrid import Hit, base_parts, finish_parts, make_hits, score_all, top_indices, top_of
 from .rerank import arerank, rerank as _rerank
 from .relevance import annotate as annotate_relevance
 from .rewrite import arewrite_calls, rewrite_calls
@@ -37,7 +37,7 @@ __all__ = ["retrieve", "retrieve_many", "explain", "neighbourhood", "search", "a
 QUERY_FIELDS = ("w_bm25", "w_cos", "w_fuzzy", "theta", "candidates", "rerank_top", "boost_summary",
                 "boost_bridge", "n_rewrites", "rrf_k", "w_spread", "spread_families", "spread_seeds",
                 "spread_steps", "spread_entities", "w_residual",
-                "spread_mentions", "spread_stop", "spread_self")
+                "spread_mentions", "spread_stop", "spread_self", "scoring")
 
 
 def _config(index, overrides: dict) -> Config:
@@ -78,8 +78,8 @@ def retrieve(index, question: str, *, k: int = DEFAULT_K, doc_ids=None, explain:
     view = view_of(index)
     mask = view.doc_mask(doc_ids)
     q = embed_queries(view, [question])
-    parts = score_all(view, question, q, cfg, mask)
-    idx = top_indices(parts["score"], k)
+    parts = score_all(view, question, q, cfg, mask, k)
+    idx = top_of(parts, k)
     hits = annotate_relevance(view, question, make_hits(view, idx, parts), idx, cfg)
     if explain:
         explain_hits(view, question, hits, cfg, mask, parts)
@@ -110,6 +110,14 @@ def retrieve_many(index, questions, *, k: int = DEFAULT_K, doc_ids=None, **overr
     view = view_of(index)
     mask = view.doc_mask(doc_ids)
     Q = embed_queries(view, questions)
+    from .candidates import use_candidates
+    if use_candidates(view, cfg):   # a large index: per question, on its candidates (query/candidates.py)
+        out = []
+        for i, question in enumerate(questions):
+            full = score_all(view, question, Q[i:i + 1], cfg, mask, k)
+            idx = top_of(full, k)
+            out.append(annotate_relevance(view, question, make_hits(view, idx, full), idx, cfg))
+        return out
     parts = [base_parts(view, q, Q[i:i + 1], cfg, mask) for i, q in enumerate(questions)]
     if cfg.w_spread:
         from .spread import spread_many
@@ -138,10 +146,10 @@ def _resolve_llm(llm):
 def _fuse(view, questions: list[str], Q: np.ndarray, cfg, mask):
     """Hybrid lists for every query, fused by RRF. Returns (hits, parts of the original question)."""
     parts0 = score_all(view, questions[0], Q[:1], cfg, mask)
-    lists = [top_indices(parts0["score"], cfg.candidates)]
+    lists = [top_of(parts0, cfg.candidates)]
     for i in range(1, len(questions)):
         p = score_all(view, questions[i], Q[i:i + 1], cfg, mask)
-        lists.append(top_indices(p["score"], cfg.candidates))
+        lists.append(top_of(p, cfg.candidates))
     if len(lists) == 1:
         return annotate_relevance(view, questions[0], make_hits(view, lists[0], parts0), lists[0], cfg)
     fused = rrf([l.tolist() for l in lists], k=cfg.rrf_k)[: cfg.candidates]

@@ -26,10 +26,12 @@ Choices the paper leaves open (docs/QUERY.md):
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
 SEED, JOIN, MEET = 0, 1, 2
+_MAJOR_LOCK = threading.Lock()
 
 
 def _theta_tuple(theta, L: int) -> np.ndarray:
@@ -48,7 +50,7 @@ class Router:
     """Precomputed pieces of eq. 14–16 for one index."""
 
     def __init__(self, centroids, attr_level, node_kind, node_attr, node_parents, I_items, *,
-                 node_major: bool = False):
+                 node_major: bool = False, n_chunks: int | None = None, chunks_major=None):
         self.A = np.ascontiguousarray(centroids, dtype=np.float32)            # (M, d)
         self.attr_level = np.asarray(attr_level, dtype=np.int64)              # (M,) -1: not an RQ level
         self.kind = np.asarray(node_kind, dtype=np.int8)                      # (V,)
@@ -60,6 +62,10 @@ class Router:
         It = np.asarray(I_items, dtype=np.float32)
         self._It = np.ascontiguousarray(It if node_major else It.T)                 # (V, N)
         self.I = self._It.T                                                      # (N, V) view
+        # the chunks' rows item-major, for candidate queries (items_major); None: transposed when needed
+        self.n_chunks = self._It.shape[1] if n_chunks is None else int(n_chunks)
+        self._Ii = chunks_major if chunks_major is not None and chunks_major.shape == (self.n_chunks, len(self.kind)) \
+            and chunks_major.dtype == np.float32 else None
         V = len(self.kind)
         if self._It.size and (not np.isfinite(self._It).all() or self._It.min() < 0 or self._It.max() > 1):
             raise ValueError("I_items must hold finite degrees in [0, 1]")   # checked once, not per query
@@ -101,7 +107,9 @@ class Router:
             It[:, n:] = (np.asarray(mem @ ext.T) / cnt[:, None]).T
         else:       # chunks only: the extents themselves (no (N, V) copy and transpose back, 0.5 GB at 1M)
             It = ext
-        return cls(A, level, g.kind, g.attr, g.parents, It, node_major=True)
+        pair = getattr(ix, "_extents_items", None)     # (node-major extents, their item-major copy)
+        Ii = pair[1] if pair is not None and pair[0] is ext else None
+        return cls(A, level, g.kind, g.attr, g.parents, It, node_major=True, n_chunks=n, chunks_major=Ii)
 
     def activations(self, qvecs: np.ndarray, theta) -> np.ndarray:
         """μ (Q, V) of eq. 15 for unit query embeddings (Q, d)."""
@@ -125,7 +133,38 @@ class Router:
 
     def scores(self, qvecs: np.ndarray, theta) -> np.ndarray:
         """(Q, N) eq. 16 for every item."""
+        return self._route(self.activations(qvecs, theta), self._It)
+
+    def items_major(self) -> np.ndarray:
+        """The chunks' extents item-major (n_chunks, V): the rows a candidate query gathers are
+        contiguous there (a column of the node-major matrix is V strided reads, and gathering a few
+        percent of the columns touches nearly every page of it). The index's stored copy
+        (index/prepared.py) when it has one, else transposed here once."""
+        if self._Ii is None:
+            with _MAJOR_LOCK:     # queries arriving together transpose it once (0.5 GB at a million chunks)
+                if self._Ii is None:
+                    self._Ii = np.ascontiguousarray(self._It[:, :self.n_chunks].T)
+        return self._Ii
+
+    def scores_at(self, qvecs: np.ndarray, theta, idx: np.ndarray) -> np.ndarray:
+        """(Q, len(idx)) eq. 16 for the items ``idx`` (sorted) only (query/candidates.py): the kernel
+        on their gathered extents, so a query reads len(idx) rows instead of all N."""
+        idx = np.asarray(idx, dtype=np.int64)
         mu = self.activations(qvecs, theta)
+        m = int(np.searchsorted(idx, self.n_chunks))
+        out = np.empty((mu.shape[0], idx.size), dtype=np.float32)
+        if m:    # max_v max(0, μ + I − 1) on the gathered rows, as the kernel sums it ((μ + I) − 1)
+            rows = self.items_major()[idx[:m]]
+            for q in range(mu.shape[0]):
+                t = rows + mu[q]
+                t -= np.float32(1.0)
+                out[q, :m] = np.maximum(t.max(axis=1), np.float32(0.0)) if self.n_nodes else 0.0
+        if m < idx.size:     # virtual items: few, from the node-major matrix
+            out[:, m:] = self._route(mu, np.ascontiguousarray(np.take(self._It, idx[m:], axis=1)))
+        return out
+
+    def _route(self, mu: np.ndarray, It: np.ndarray) -> np.ndarray:
+        """max_v μ(q, v) ⊗ I(c, v) for node-major extents It (V, m)."""
         if os.environ.get("CONTEXTRAG_BACKEND") in (None, "", "cpu"):
             from contextrag.ops import native
 
@@ -133,11 +172,11 @@ class Router:
             if C is not None and hasattr(C, "semiring"):
                 # the kernel ops.fuzzy_route's CPU backend calls, without re-validating and re-laying
                 # out the (N, V) matrix on every query (I was checked once above; μ is in [0, 1])
-                return np.asarray(C.semiring("route", np.ascontiguousarray(mu, dtype=np.float32), self._It),
+                return np.asarray(C.semiring("route", np.ascontiguousarray(mu, dtype=np.float32), It),
                                   dtype=np.float32)
         from contextrag import ops
 
-        return np.asarray(ops.fuzzy_route(mu, self.I), dtype=np.float32)
+        return np.asarray(ops.fuzzy_route(mu, It.T), dtype=np.float32)
 
 
 def fuzzy_scores(view, qvecs: np.ndarray, theta) -> np.ndarray:

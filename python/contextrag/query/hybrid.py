@@ -98,9 +98,15 @@ def base_parts(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | No
     return {"bm25": bm, "cos": cs, "fuzzy": fz, "base": cfg.w_bm25 * bm + cfg.w_cos * cs + cfg.w_fuzzy * fz}
 
 
-def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None) -> dict:
+def score_all(view, question: str, qvec: np.ndarray, cfg, mask: np.ndarray | None = None,
+              k: int | None = None) -> dict:
     """All parts and the total for one query, as (n,) arrays: {"bm25", "cos", "fuzzy", "boost", "spread",
-    "score"} and "eq13" (the eq. 13 score before spreading and boosts)."""
+    "score"} and "eq13" (the eq. 13 score before spreading and boosts). On a large index (or with
+    ``Config.scoring = "candidates"``) cos and fuzzy are computed on candidates only, for a top ``k``
+    (default ``Config.candidates``), and the others score −inf (query/candidates.py)."""
+    from .candidates import score_candidates, use_candidates
+    if use_candidates(view, cfg):
+        return score_candidates(view, question, qvec, cfg, cfg.candidates if k is None else k, mask)
     p = base_parts(view, question, qvec, cfg, mask)
     base, hop = p["base"], np.zeros(view.n, dtype=np.float32)
     if cfg.w_spread:   # spreading over the lexical context (query/spread.py)
@@ -118,6 +124,16 @@ def finish_parts(view, p: dict, base: np.ndarray, hop: np.ndarray, cfg, mask=Non
         total = np.where(mask, total, -np.inf).astype(np.float32)
     # eq13: the score before spreading, what the seeds are picked from (query/explain.py)
     return {"bm25": bm, "cos": cs, "fuzzy": fz, "boost": bo, "spread": hop, "score": total, "eq13": p["base"]}
+
+
+def top_of(parts: dict, k: int) -> np.ndarray:
+    """:func:`top_indices` of ``parts["score"]``, among the scored candidates when there are any
+    (query/candidates.py; the others are −inf)."""
+    c = parts.get("candidates")
+    if c is None:
+        return top_indices(parts["score"], k)
+    out: np.ndarray = c[top_indices(parts["score"][c], k)]
+    return out
 
 
 def top_indices(scores: np.ndarray, k: int) -> np.ndarray:

@@ -33,6 +33,34 @@ def question_terms(question: str) -> list[str]:
     return list(dict.fromkeys(query_tokens(question)))
 
 
+def _postings(view):
+    """(index, its bm25s object) when the view's BM25 is the index's bm25s over the view's items, so a
+    term's items are its postings (a column of the by-term score matrix), else None."""
+    src = getattr(view, "source", None)
+    ix = src() if callable(src) else None
+    bm = getattr(ix, "bm25", None)
+    sc = getattr(bm, "scores", None)
+    if (ix is None or not callable(getattr(ix, "bm25_scores", None)) or not isinstance(sc, dict)
+            or sc.get("num_docs") != view.n or getattr(bm, "nonoccurrence_array", None) is not None
+            or not isinstance(getattr(bm, "vocab_dict", None), dict)):
+        return None
+    return ix, bm
+
+
+def _holders(got, term: str, n: int) -> np.ndarray:
+    """(n,) bool: the items whose BM25 score for ``term`` is > 0 (in the postings of one of its tokens)."""
+    from ..index.core import bm25_tokenize, index_stemmer
+    ix, bm = got
+    sc, vocab = bm.scores, bm.vocab_dict
+    ptr, ind = sc["indptr"], sc["indices"]
+    out = np.zeros(n, dtype=bool)
+    for t in bm25_tokenize([term], index_stemmer(ix.config))[0]:
+        j = vocab.get(t)
+        if j is not None and 0 <= j < len(ptr) - 1:
+            out[ind[ptr[j]:ptr[j + 1]]] = True
+    return out
+
+
 def coverage(view, question: str, idx) -> np.ndarray:
     """(len(idx),) the IDF-weighted share of the question's terms each item ``idx`` contains."""
     idx = np.asarray(idx, dtype=np.int64)
@@ -42,7 +70,15 @@ def coverage(view, question: str, idx) -> np.ndarray:
     n = max(int(view.n), 1)
     got = np.zeros(idx.size, dtype=np.float64)
     total = 0.0
+    post = _postings(view)
     for t in terms:
+        if post is not None:     # the term's postings: no pass over all n items (a million at scale)
+            h = _holders(post, t, view.n)
+            df = int(np.count_nonzero(h))
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            total += idf
+            got += idf * h[idx]
+            continue
         present = np.asarray(view.bm25_raw(t), dtype=np.float64) > 0      # items that contain t
         df = int(present.sum())
         idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))

@@ -40,6 +40,19 @@ def relevance(h) -> np.ndarray:
     return np.clip(h / mx, 0.0, 1.0) if mx > 0 else np.zeros_like(h)
 
 
+def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
+    """Indices of h that hold its k largest values (and perhaps a few more): every index whose value
+    reaches the k-th largest of a strided sample of h, which is at most the k-th largest of h. One
+    pass over h instead of a partition of all of it (a million scores per query at scale); None when h
+    is too small for that to pay."""
+    n = h.size
+    if k < 1 or n < max(1 << 16, 64 * k):
+        return None
+    sample = h[:: n // max(16 * k, 4096)]
+    thr = np.partition(sample, sample.size - k)[sample.size - k]
+    return np.flatnonzero(h >= thr)
+
+
 def seed_relevance(h, candidates: int = 25) -> np.ndarray:
     """Seed degrees: the hybrid score min-max scaled over the top `candidates` (1 for the best chunk,
     0 from the candidates' last one down), so only clearly relevant seeds spread with a high degree."""
@@ -47,7 +60,9 @@ def seed_relevance(h, candidates: int = 25) -> np.ndarray:
     if h.size == 0:
         return h
     k = min(candidates, h.size - 1)
-    top = -np.partition(-h, k)[: k + 1] if k > 0 else h[:1]
+    sup = holding_top(h, k + 1) if k > 0 else None
+    hs = h if sup is None else h[sup]          # the same k + 1 largest values
+    top = -np.partition(-hs, k)[: k + 1] if k > 0 else h[:1]
     hi, lo = float(top.max()), float(top.min())
     if hi <= lo:
         return (h >= hi).astype(np.float32)
@@ -66,7 +81,11 @@ def pick_seeds(h, n_seeds: int, doc=None) -> np.ndarray:
         return idx[np.argsort(-h[idx], kind="stable")]
     # the best few hundred are nearly always enough to find n_seeds documents: sort only those
     k = min(h.size, max(64, 16 * n_seeds))
-    top = np.argpartition(-h, k - 1)[:k] if k < h.size else np.arange(h.size)
+    sup = holding_top(h, k)
+    if sup is not None:      # the k best among the few indices that hold them
+        top = sup[np.argpartition(-h[sup], k - 1)[:k]] if sup.size > k else sup
+    else:
+        top = np.argpartition(-h, k - 1)[:k] if k < h.size else np.arange(h.size)
     order = top[np.lexsort((top, -h[top]))]
     if len({doc[i] for i in order}) < n_seeds and k < h.size:
         order = np.argsort(-h, kind="stable")
@@ -130,6 +149,31 @@ class LexicalState:
         if getattr(self, "_title_csc", None) is None:
             self._title_csc = self.ctx.families["title"].incidence.tocsc()
         return self._title_csc
+
+    @property
+    def column_max(self) -> np.ndarray:
+        """(M,) the largest degree in each attribute's column of the incidence (0 when empty), built once:
+        an activation v of attribute a reaches no item when v + max_c I(c, a) − 1 ≤ 0."""
+        if getattr(self, "_colmax", None) is None:
+            G = self.G
+            ptr, data = np.asarray(G.t_indptr), np.asarray(G.t_data)
+            cm = np.zeros(G.shape[1], dtype=np.float32)
+            full = np.flatnonzero(np.diff(ptr) > 0)
+            if full.size:
+                cm[full] = np.maximum.reduceat(data, ptr[:-1][full])
+            self._colmax = cm
+        return self._colmax
+
+    def reaching(self, mu: sp.csr_matrix) -> sp.csr_matrix:
+        """``mu`` without the activations that reach no item (v + column max − 1 ≤ 0): the hop is the
+        same, and the kernel skips the long columns of common terms whose degrees are all low."""
+        keep = (mu.data + self.column_max[mu.indices] - np.float32(1.0)) > 0
+        if keep.all():
+            return mu
+        out = mu.copy()
+        out.data = np.where(keep, out.data, np.float32(0.0)).astype(out.data.dtype)
+        out.eliminate_zeros()
+        return out
 
     def mu(self, question: str) -> np.ndarray:
         return self.ctx.query_activation_dense(question, self.weights)
@@ -225,6 +269,9 @@ def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
     allowed: the seed rule shared by the hop and its explanation."""
     h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
     finite = np.isfinite(h)
+    if finite.all():         # nothing to fill (no filter): skip the passes below
+        sd = pick_seeds(h[:st.n_chunks], int(cfg.spread_seeds), st.doc)
+        return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
     if not finite.any():
         return None
     lo = float(h[finite].min())
@@ -386,7 +433,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         own.append(u[~np.isin(u, es)] if not cfg.spread_self else np.zeros(0, np.int64))
     seeds, degs = _padded(rows, max(s.size for s, _ in rows))
     mu = st.mu_rows(list(questions))
-    H = ops.spread_hop(st.G, seeds, degs, mu)
+    H = ops.spread_hop(st.G, seeds, degs, st.reaching(mu))
     for q in range(Q):
         if own[q].size:
             H[q, own[q]] = _from_others(st, own[q], rows[q][0], rows[q][1], mu, q)
