@@ -57,27 +57,34 @@ def chunk_counts(words: CorpusWords, stemmer: str | None = None) -> sp.csr_matri
     return M
 
 
-def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: dict, names: list,
-                stemmer: str | None = None) -> tuple:
-    """(items × terms) counts of every item and the term strings (``names``, extended by the terms of
-    ``extra_texts`` {item index: text}, the items tokenised from their text)."""
-    from .core import CHUNK
+def _text_counts(texts: dict, index: dict, stemmer: str | None, offset: int) -> tuple[list, list, list]:
+    """(rows, term ids, float64 counts) lists of the texts {item index: text} tokenised as queries are,
+    row = item index − ``offset``; a new term gets the next id in ``index`` (extended in place)."""
     from .lexical.tokens import query_tokens
-    n = chunks.shape[0]
-    kinds = np.asarray(item_kinds)
-    n_items = kinds.size
-    index = {t: j for j, t in enumerate(names)}
-    names = list(names)
-    rows_t, cols_t, vals_t = [], [], []
-    for i, text in extra_texts.items():
+    rows, cols, vals = [], [], []
+    for i, text in texts.items():
         toks = query_tokens(text, stemmer)
         if not toks:
             continue
         ids = np.fromiter((index.setdefault(t, len(index)) for t in toks), np.int64, len(toks))
         u, c = np.unique(ids, return_counts=True)
-        rows_t.append(np.full(u.size, i, np.int64))
-        cols_t.append(u)
-        vals_t.append(c.astype(np.float64))
+        rows.append(np.full(u.size, int(i) - offset, np.int64))
+        cols.append(u)
+        vals.append(c.astype(np.float64))
+    return rows, cols, vals
+
+
+def item_counts(chunks: sp.csr_matrix, item_kinds, item_sources, extra_texts: dict, names: list,
+                stemmer: str | None = None) -> tuple:
+    """(items × terms) counts of every item and the term strings (``names``, extended by the terms of
+    ``extra_texts`` {item index: text}, the items tokenised from their text)."""
+    from .core import CHUNK
+    n = chunks.shape[0]
+    kinds = np.asarray(item_kinds)
+    n_items = kinds.size
+    index = {t: j for j, t in enumerate(names)}
+    names = list(names)
+    rows_t, cols_t, vals_t = _text_counts(extra_texts, index, stemmer, 0)
     names += list(index)[len(names):]
     T = len(names)
     virtual = np.flatnonzero(kinds[n:] != CHUNK) + n
@@ -397,7 +404,6 @@ def virtual_counts(words: CorpusWords, item_kinds, item_sources, extra_texts: di
     chunks: :func:`item_counts`'s rows for them (their sources' summed counts, or the tokens of
     ``extra_texts`` {item index: text}, the summaries), reading only the source chunks' words."""
     from .core import CHUNK
-    from .lexical.tokens import query_tokens
     names = list(word_terms(words, stemmer)[1])
     kinds = np.asarray(item_kinds)[n_chunks:]
     S = sp.csr_matrix(sp.csr_matrix(item_sources)[n_chunks:], dtype=np.float64)
@@ -413,16 +419,7 @@ def virtual_counts(words: CorpusWords, item_kinds, item_sources, extra_texts: di
     S_loc = sp.csr_matrix((S.data, np.searchsorted(src, S.indices), S.indptr), shape=(n_v, src.size))
     A = sp.csr_matrix(S_loc @ sub, shape=(n_v, len(names)))
     index = {t: j for j, t in enumerate(names)}
-    rows, cols, vals = [], [], []
-    for i, text in extra_texts.items():
-        toks = query_tokens(text, stemmer)
-        if not toks:
-            continue
-        ids = np.fromiter((index.setdefault(t, len(index)) for t in toks), np.int64, len(toks))
-        u, c = np.unique(ids, return_counts=True)
-        rows.append(np.full(u.size, int(i) - n_chunks, np.int64))
-        cols.append(u)
-        vals.append(c.astype(np.float64))
+    rows, cols, vals = _text_counts(extra_texts, index, stemmer, n_chunks)
     names += list(index)[len(names):]
     A.resize((n_v, len(names)))
     if rows:
