@@ -204,9 +204,10 @@ def _questions(n: int | None = None):
     return qs[:n] if n else qs
 
 
-def query(args) -> None:
+def _opened(args):
+    """(sampler, stages, load average at start, the loaded and prepared index, the questions): what a
+    query run starts with, the load and the preparation timed."""
     from contextrag import ContextRAG
-    from contextrag.eval.metrics import recall_at_k
     sampler = Sampler()
     st: dict = {}
     la0 = os.getloadavg()
@@ -214,7 +215,12 @@ def query(args) -> None:
         rag = ContextRAG.load(args.index, prepare=False)
     with sampler.interval("prepare", st):
         rag.prepare()
-    qs = _questions(args.questions)
+    return sampler, st, la0, rag, _questions(args.questions)
+
+
+def query(args) -> None:
+    from contextrag.eval.metrics import recall_at_k
+    sampler, st, la0, rag, qs = _opened(args)
     with sampler.interval("first_query", st):
         rag.retrieve(qs[0].text, k=10)           # the embedder's first use (model load) is counted here
     lat, rec = [], {2: [], 5: [], 10: []}
@@ -250,17 +256,9 @@ def _latency(lat: list, cpu: list) -> dict:
 def query_compare(args) -> None:
     """Exhaustive scoring against candidates (query/candidates.py) in one process: each question is
     retrieved both ways, one after the other (the order alternating), so both see the same load."""
-    from contextrag import ContextRAG
     from contextrag.eval.metrics import recall_at_k
     from contextrag.query import candidates as cand
-    sampler = Sampler()
-    st: dict = {}
-    la0 = os.getloadavg()
-    with sampler.interval("load", st):
-        rag = ContextRAG.load(args.index, prepare=False)
-    with sampler.interval("prepare", st):
-        rag.prepare()
-    qs = _questions(args.questions)
+    sampler, st, la0, rag, qs = _opened(args)
     modes = ("exhaustive", "candidates")
     with sampler.interval("first_query", st):
         for m in modes:                          # the embedder's first use, the inverted file's build
