@@ -245,3 +245,20 @@ def test_hop_walks_columns_in_degree_order_or_whole():
     want = ops.spread_hop(old, seeds, degs, mu)
     np.testing.assert_array_equal(ops.spread_hop(G, seeds, degs, mu), want)
     np.testing.assert_array_equal(ops.spread_hop(old.in_degree_order(), seeds, degs, mu), want)
+
+
+def test_coverage_from_postings_equals_a_pass_over_every_item(index, hotpot, monkeypatch):
+    """A hit's coverage reads the BM25 postings of the question's terms (CountBM25's, or bm25s's for a
+    snapshot stored before the counts): the same values as a BM25 pass over every item per term."""
+    from contextrag.index.bm25_index import CountBM25
+    from contextrag.query import relevance as R
+    qs, _ = hotpot
+    view = view_of(index)
+    assert isinstance(index.bm25, CountBM25) and R._postings(view) is not None
+    idx = np.arange(view.n)
+    fast = [R.coverage(view, q["question"], idx) for q in qs]
+    monkeypatch.setattr(R, "_postings", lambda view: None)
+    slow = [R.coverage(view, q["question"], idx) for q in qs]
+    for a, b in zip(fast, slow):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    assert any(a.any() for a in fast)

@@ -192,9 +192,9 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
     base[C] = cfg.w_bm25 * bm[C] + cfg.w_cos * cs[C] + cfg.w_fuzzy * fz[C]
     eq13, done = base, C
     hop = zeros
+    bo = boosts(view, cfg)
     if cfg.w_spread:   # spreading over the lexical context (query/spread.py), exact over the graph
         from .spread import spread_view
-        bo = boosts(view, cfg)
         eq13 = base.copy()
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
@@ -222,7 +222,6 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
             out[C] = True
             out[R] = True
             done = np.flatnonzero(out)
-    bo = boosts(view, cfg)
     total = np.full(n, -np.inf, dtype=np.float32)
     b = base[done]
     total[done] = np.where(b > 0, b * bo[done], b)

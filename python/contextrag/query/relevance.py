@@ -34,14 +34,20 @@ def question_terms(question: str) -> list[str]:
 
 
 def _postings(view):
-    """(index, its bm25s object) when the view's BM25 is the index's bm25s over the view's items, so a
-    term's items are its postings (a column of the by-term score matrix), else None."""
+    """(index, its BM25) when the index's BM25 covers the view's items, so a term's items are its
+    postings: :class:`~contextrag.index.bm25_index.CountBM25`'s, or a column of bm25s's by-term score
+    matrix (a snapshot stored before the counts); else None."""
+    from ..index.bm25_index import CountBM25
     src = getattr(view, "source", None)
     ix = src() if callable(src) else None
     bm = getattr(ix, "bm25", None)
+    if ix is None or not callable(getattr(ix, "bm25_scores", None)):
+        return None
+    if isinstance(bm, CountBM25):
+        return (ix, bm) if bm.n_items == view.n else None
     sc = getattr(bm, "scores", None)
-    if (ix is None or not callable(getattr(ix, "bm25_scores", None)) or not isinstance(sc, dict)
-            or sc.get("num_docs") != view.n or getattr(bm, "nonoccurrence_array", None) is not None
+    if (not isinstance(sc, dict) or sc.get("num_docs") != view.n
+            or getattr(bm, "nonoccurrence_array", None) is not None
             or not isinstance(getattr(bm, "vocab_dict", None), dict)):
         return None
     return ix, bm
@@ -49,14 +55,19 @@ def _postings(view):
 
 def _holders(got, term: str, n: int) -> np.ndarray:
     """(n,) bool: the items whose BM25 score for ``term`` is > 0 (in the postings of one of its tokens)."""
+    from ..index.bm25_index import CountBM25
     from ..index.core import bm25_tokenize, index_stemmer
     ix, bm = got
-    sc, vocab = bm.scores, bm.vocab_dict
-    ptr, ind = sc["indptr"], sc["indices"]
+    vocab = bm.vocab_dict
     out = np.zeros(n, dtype=bool)
     for t in bm25_tokenize([term], index_stemmer(ix.config))[0]:
         j = vocab.get(t)
-        if j is not None and 0 <= j < len(ptr) - 1:
+        if j is None:
+            continue
+        if isinstance(bm, CountBM25):
+            out[bm.postings(j)[0]] = True
+        elif 0 <= j < len(bm.scores["indptr"]) - 1:
+            ptr, ind = bm.scores["indptr"], bm.scores["indices"]
             out[ind[ptr[j]:ptr[j + 1]]] = True
     return out
 
