@@ -91,11 +91,9 @@ def _items(titles, texts):
     return np.asarray(kinds, np.int8), S, {n + 2: extra_texts[n + 2]}, extra_texts
 
 
-@pytest.mark.parametrize("stem", [None, "english"])
-def test_bm25_from_counts_equals_bm25s(corpus, stem):
-    import bm25s
-    from contextrag.index.bm25_index import bm25_from_counts, chunk_counts, item_counts, word_terms
-    from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids
+def _item_counts(corpus, stem):
+    """(items × terms counts, term names, item texts, questions) of the test corpus's items."""
+    from contextrag.index.bm25_index import chunk_counts, item_counts, word_terms
     from contextrag.index.lexical import words as lw
     if stem:
         pytest.importorskip("Stemmer")
@@ -103,6 +101,15 @@ def test_bm25_from_counts_equals_bm25s(corpus, stem):
     W = lw.from_chunks(titles, texts)
     kinds, S, summaries, item_texts = _items(titles, texts)
     counts, names = item_counts(chunk_counts(W, stem), kinds, S, summaries, word_terms(W, stem)[1], stem)
+    return counts, names, item_texts, questions
+
+
+@pytest.mark.parametrize("stem", [None, "english"])
+def test_bm25_from_counts_equals_bm25s(corpus, stem):
+    import bm25s
+    from contextrag.index.bm25_index import bm25_from_counts
+    from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids
+    counts, names, item_texts, questions = _item_counts(corpus, stem)
     mine = bm25_from_counts(counts, names)
     ref = bm25s.BM25()
     ref.index(bm25_tokenize_ids(item_texts, stem), show_progress=False)
@@ -158,14 +165,9 @@ def _assert_scores(mine, ref, queries):
 
 @pytest.mark.parametrize("stem", [None, "english"])
 def test_count_bm25_equals_bm25s(corpus, stem):
-    from contextrag.index.bm25_index import chunk_counts, from_counts, item_counts, word_terms
-    from contextrag.index.lexical import words as lw
-    if stem:
-        pytest.importorskip("Stemmer")
-    titles, texts, questions = corpus
-    W = lw.from_chunks(titles, texts)
-    kinds, S, summaries, item_texts = _items(titles, texts)
-    counts, names = item_counts(chunk_counts(W, stem), kinds, S, summaries, word_terms(W, stem)[1], stem)
+    from contextrag.index.bm25_index import from_counts
+    counts, names, item_texts, questions = _item_counts(corpus, stem)
+    texts = corpus[1]
     mine = from_counts(counts, names, len(texts))
     assert mine.n_items == len(item_texts) and mine.n_chunks == len(texts)
     _assert_scores(mine, _bm25s_of(item_texts, stem), _queries(questions, stem))
