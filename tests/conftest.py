@@ -8,7 +8,7 @@ import torch
 from contextrag.ops._backend import availability, native
 
 CPU_BACKENDS = [b for b in ("ref", "cpu") if availability()[b][0]]  # also in kernels/kernel_helpers.py
-ISAS = ("avx512", "avx2", "generic")
+ISAS = ("amx", "avx512", "avx2", "generic")   # amx: the AVX-512 dispatch with the AMX tile GEMMs
 
 
 @pytest.fixture

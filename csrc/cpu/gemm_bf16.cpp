@@ -23,12 +23,14 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CR_BF16_X86 1
 #endif
 
+#include "gemm_amx.h"
 #include "isa.h"
 #include "plain_array.h"
 
@@ -137,8 +139,12 @@ TileFn pick(int rs, int rw) {
   }
 }
 
+void gemm_run_amx(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t N,
+                  float* out, float alpha, const float* bias);
+
 void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t N,
               float* out, float alpha, const float* bias) {
+  if (amx_active()) return gemm_run_amx(A, M, K2, Bp, Np, N, out, alpha, bias);
   constexpr int RS = 8, RWMAX = 3;   // the fastest of 2..8 × 3..6 tried on Zen 4 for both FCM shapes
   const ptrdiff_t nvec = (N + 15) / 16;
   const ptrdiff_t ntile = (nvec + RWMAX - 1) / RWMAX;
@@ -187,6 +193,10 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
 // fail this test are compared by exact distance Σ(x − c)² in double (first index on ties): labels are
 // those of exact arithmetic, which the fp32 path also gives except at rounding-level ties.
 // d2_out: the exact Σ(x − c)² of the chosen centre. Returns the number of rows re-checked.
+void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
+                 const float* ctau, const float* X, const float* C, ptrdiff_t d, double kappa, int rs, int64_t* lab,
+                 float* d2, ptrdiff_t* n_checked, int* cand);
+
 template <int RS>
 void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k, const float* cn,
                   const float* cnorm, const float* dcnorm, const float* ctau, const float* X, const float* C,
@@ -205,6 +215,14 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
     }
     if (K2 == 0) break;
   }
+  settle_rows(G, Np, k, cnorm, dcnorm, ctau, X, C, d, kappa, rs, lab, d2, n_checked, cand);
+}
+
+// Each row of a block from its G̃ row (‖c‖² − 2 x̃·c̃, row stride Np): the arg-min, the bound test, the
+// exact re-check of the centres it leaves open (see above).
+void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
+                 const float* ctau, const float* X, const float* C, ptrdiff_t d, double kappa, int rs, int64_t* lab,
+                 float* d2, ptrdiff_t* n_checked, int* cand) {
   for (int r = 0; r < rs; ++r) {
     const float* g = G + r * Np;
     const float* x = X + r * d;
@@ -265,9 +283,14 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
   }
 }
 
+int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
+                       const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
+                       const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2);
+
 int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
                    const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
                    const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
+  if (amx_active()) return assign_run_amx(A, n, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X, C, d, kappa, lab, d2);
   constexpr int RS = 8;
   const ptrdiff_t nrb = (n + RS - 1) / RS;
   const int nt = gemm_threads((double)n * (double)k * (double)d);
@@ -305,6 +328,122 @@ int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t*
     free(G);
   }
   return total;
+}
+
+// ---- the same products on AMX tiles (gemm_amx.cpp): blocks of AMX_ROWS rows ------------------------
+
+// Bp with its pairs padded with zeros to a multiple of AMX_PAIRS (in buf), or Bp itself when they are.
+const uint32_t* amx_padded_b(const uint32_t* Bp, ptrdiff_t K2, ptrdiff_t Np, std::vector<uint32_t>& buf) {
+  const ptrdiff_t K2r = amx_pairs_padded(K2);
+  if (K2r == K2) return Bp;
+  buf.assign((size_t)(K2r * Np), 0u);
+  if (K2 > 0) std::memcpy(buf.data(), Bp, sizeof(uint32_t) * (size_t)(K2 * Np));
+  return buf.data();
+}
+
+// The block of rows r0 .. r0 + rs as amx_dots reads it: the packed rows in place when the block is
+// whole and its pairs need no padding (*lda = K2), else copied into pad (AMX_ROWS × K2r, *lda = K2r)
+// with zeros past the data; A == nullptr: the rows of X rounded to bf16 into pad.
+const uint32_t* amx_block_rows(const uint32_t* A, const float* X, ptrdiff_t d, ptrdiff_t K2, ptrdiff_t K2r,
+                               ptrdiff_t r0, int rs, uint32_t* pad, ptrdiff_t* lda) {
+  if (A && rs == AMX_ROWS && K2r == K2) {
+    *lda = K2;
+    return A + r0 * K2;
+  }
+  *lda = K2r;
+  for (int r = 0; r < AMX_ROWS; ++r) {
+    uint32_t* pr = pad + r * K2r;
+    ptrdiff_t done = 0;
+    if (r < rs && A) {
+      std::memcpy(pr, A + (r0 + r) * K2, sizeof(uint32_t) * (size_t)K2);
+      done = K2;
+    } else if (r < rs) {
+      uint16_t* hr = reinterpret_cast<uint16_t*>(pr);
+      const float* xr = X + (r0 + r) * d;
+#pragma omp simd
+      for (ptrdiff_t t = 0; t < d; ++t) hr[t] = bf16_round(xr[t]);
+      if (d % 2) hr[d] = 0;
+      done = K2;
+    }
+    for (ptrdiff_t p = done; p < K2r; ++p) pr[p] = 0u;
+  }
+  return pad;
+}
+
+int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
+                       const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
+                       const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
+  const ptrdiff_t K2r = amx_pairs_padded(K2);
+  std::vector<uint32_t> bbuf;
+  const uint32_t* Bq = amx_padded_b(Bp, K2, Np, bbuf);
+  const ptrdiff_t nrb = (n + AMX_ROWS - 1) / AMX_ROWS;
+  const int nt = gemm_threads((double)n * (double)k * (double)d);
+  int64_t total = 0;
+#pragma omp parallel num_threads(nt) reduction(+ : total)
+  {
+    AmxSession amx;
+    float* G = (float*)aligned_alloc(64, sizeof(float) * (size_t)(AMX_ROWS * Np));
+    uint32_t* pad = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * (size_t)(AMX_ROWS * (K2r > 0 ? K2r : 16)));
+    int* cand = (int*)malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
+    ptrdiff_t checked = 0;
+#pragma omp for schedule(dynamic, 4)
+    for (ptrdiff_t b = 0; b < nrb; ++b) {
+      const ptrdiff_t r0 = b * AMX_ROWS;
+      const int rs = (int)(n - r0 < AMX_ROWS ? n - r0 : AMX_ROWS);
+      ptrdiff_t lda;
+      const uint32_t* Ar = amx_block_rows(A, X, d, K2, K2r, r0, rs, pad, &lda);
+      const bool pf = A && K2r == K2 && r0 + 2 * AMX_ROWS <= n;
+      amx_dots(Ar, lda, Bq, Np, K2r, G, Np, pf ? A + (r0 + AMX_ROWS) * K2 : nullptr, K2);
+      for (int r = 0; r < rs; ++r) {   // G̃ = ‖c‖² − 2 x̃·c̃, as the vector tiles' epilogue (−2·acc is exact)
+        float* g = G + r * Np;
+#pragma omp simd
+        for (ptrdiff_t j = 0; j < k; ++j) g[j] = cn[j] + -2.0f * g[j];
+      }
+      settle_rows(G, Np, k, cnorm, dcnorm, ctau, X + r0 * d, C, d, kappa, rs, lab + r0, d2 + r0, &checked, cand);
+    }
+    total += checked;
+    free(cand);
+    free(pad);
+    free(G);
+  }
+  return total;
+}
+
+void gemm_run_amx(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t N,
+                  float* out, float alpha, const float* bias) {
+  const ptrdiff_t K2r = amx_pairs_padded(K2);
+  std::vector<uint32_t> bbuf;
+  const uint32_t* Bq = amx_padded_b(Bp, K2, Np, bbuf);
+  const ptrdiff_t nrb = (M + AMX_ROWS - 1) / AMX_ROWS;
+  const int nt = gemm_threads((double)M * (double)N * (double)(2 * K2));
+#pragma omp parallel num_threads(nt)
+  {
+    AmxSession amx;
+    float* G = (float*)aligned_alloc(64, sizeof(float) * (size_t)(AMX_ROWS * Np));
+    uint32_t* pad = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * (size_t)(AMX_ROWS * (K2r > 0 ? K2r : 16)));
+#pragma omp for schedule(static)
+    for (ptrdiff_t b = 0; b < nrb; ++b) {
+      const ptrdiff_t r0 = b * AMX_ROWS;
+      const int rs = (int)(M - r0 < AMX_ROWS ? M - r0 : AMX_ROWS);
+      ptrdiff_t lda;
+      const uint32_t* Ar = amx_block_rows(A, nullptr, 0, K2, K2r, r0, rs, pad, &lda);
+      const bool pf = K2r == K2 && r0 + 2 * AMX_ROWS <= M;
+      amx_dots(Ar, lda, Bq, Np, K2r, G, Np, pf ? A + (r0 + AMX_ROWS) * K2 : nullptr, K2);
+      for (int r = 0; r < rs; ++r) {   // as the vector tiles' epilogue: alpha·acc, then + bias
+        const float* g = G + r * Np;
+        float* o = out + (r0 + r) * N;
+        if (bias) {
+#pragma omp simd
+          for (ptrdiff_t j = 0; j < N; ++j) o[j] = g[j] * alpha + bias[j];
+        } else {
+#pragma omp simd
+          for (ptrdiff_t j = 0; j < N; ++j) o[j] = g[j] * alpha;
+        }
+      }
+    }
+    free(pad);
+    free(G);
+  }
 }
 
 #pragma GCC pop_options

@@ -14,6 +14,9 @@ const std::string& isa_env_error();   // why CONTEXTRAG_ISA was not honoured (""
 bool isa_supported(Isa isa);          // whether this machine (and OS) can run it
 void set_cpu_isa(const std::string& name);  // "avx512" | "avx2" | "generic" | "auto"; raises if unsupported
 const char* isa_name(Isa isa);
+bool amx_supported();   // AMX-BF16 tiles: the CPU has them and the OS lets this process use them (gemm_amx.cpp)
+bool amx_allowed();     // the dispatch allows them: AVX-512 in use, CONTEXTRAG_ISA auto/unset or "amx"
+bool amx_active();      // both: the bf16 GEMMs run on AMX tiles
 
 #define CR_DECLARE_ISA(ns)                                                                          \
   namespace ns {                                                                                   \

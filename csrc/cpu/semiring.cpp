@@ -51,18 +51,25 @@ static Isa best_isa() {
   return Isa::generic;
 }
 
+// "amx" is the AVX-512 dispatch with the AMX tile GEMMs on (gemm_amx.cpp); "avx512" names it without
+// them, so CONTEXTRAG_ISA=avx512 on an AMX machine runs what an AVX-512 CPU without AMX runs.
+static bool wants_amx(const std::string& name) { return name == "amx"; }
 static Isa parse_isa(const std::string& name) {
-  if (name == "avx512") return Isa::avx512;
+  if (name == "avx512" || name == "amx") return Isa::avx512;
   if (name == "avx2") return Isa::avx2;
   if (name == "generic") return Isa::generic;
   if (name == "auto" || name.empty()) return best_isa();
-  throw std::invalid_argument("isa must be one of 'avx512', 'avx2', 'generic', 'auto', got '" + name + "'");
+  throw std::invalid_argument("isa must be one of 'amx', 'avx512', 'avx2', 'generic', 'auto', got '" + name + "'");
 }
 
 // CONTEXTRAG_ISA (or its older name CONTEXTRAG_CPU_ISA) forces the dispatch. A value that is unknown
 // or that this CPU cannot run must not take the module down at load time: it is kept in g_isa_error
 // and the Python side raises it as a ValueError on first use (ops/_backend.py).
 static std::string g_isa_error;
+static int g_amx = -1;   // the AMX tiles: -1 where the CPU and OS allow them (auto), 0 off, 1 forced on
+static bool name_supported(const std::string& name) {
+  return isa_supported(parse_isa(name)) && (!wants_amx(name) || amx_supported());
+}
 
 static Isa g_isa = [] {
   for (const char* var : {"CONTEXTRAG_ISA", "CONTEXTRAG_CPU_ISA"}) {
@@ -70,9 +77,13 @@ static Isa g_isa = [] {
     if (!env || !*env) continue;
     try {
       Isa want = parse_isa(env);
-      if (isa_supported(want)) return want;
+      if (name_supported(env)) {
+        const std::string name(env);
+        g_amx = wants_amx(name) ? 1 : (name == "auto" ? -1 : 0);
+        return want;
+      }
       g_isa_error = std::string(var) + "=" + env + ": this CPU does not support " + env +
-                    " (supported: " + (isa_supported(Isa::avx512) ? "avx512, " : "") +
+                    " (supported: " + (amx_supported() ? "amx, " : "") + (isa_supported(Isa::avx512) ? "avx512, " : "") +
                     (isa_supported(Isa::avx2) ? "avx2, " : "") + "generic)";
     } catch (const std::exception& e) {
       g_isa_error = std::string(var) + ": " + e.what();
@@ -86,11 +97,14 @@ const std::string& isa_env_error() { return g_isa_error; }
 
 Isa cpu_isa() { return g_isa; }
 
+bool amx_allowed() { return g_isa == Isa::avx512 && g_amx != 0; }
+
 void set_cpu_isa(const std::string& name) {
   Isa want = parse_isa(name);
-  if (!isa_supported(want))
+  if (!name_supported(name))
     throw std::invalid_argument(std::string("isa '") + name + "' is not supported by this CPU");
   g_isa = want;
+  g_amx = wants_amx(name) ? 1 : (name == "auto" || name.empty() ? -1 : 0);
 }
 
 // ---- dispatch ----------------------------------------------------------------------------------
@@ -250,9 +264,11 @@ void register_semiring(py::module_& m) {
   m.def("isa_env_error", [] { return isa_env_error(); },
         "Why CONTEXTRAG_ISA could not be honoured ('' when unset or honoured)");
   m.def("set_cpu_isa", &set_cpu_isa, py::arg("isa"),
-        "Force 'avx512', 'avx2' or 'generic' (tests), or 'auto'; raises ValueError if unsupported");
-  m.def("cpu_isa_supported", [](const std::string& name) { return isa_supported(parse_isa(name)); },
-        py::arg("isa"));
+        "Force 'amx' (AVX-512 with the AMX tile GEMMs), 'avx512', 'avx2' or 'generic' (tests), or 'auto'; "
+        "raises ValueError if unsupported");
+  m.def("cpu_isa_supported", [](const std::string& name) { return name_supported(name); }, py::arg("isa"));
+  m.def("matrix_engine", [] { return std::string(amx_active() ? "amx" : "none"); },
+        "The matrix engine the bf16 GEMMs run on: 'amx' (AMX tiles) or 'none' (vector units)");
 }
 
 }  // namespace contextrag

@@ -6,8 +6,9 @@
 * ``cpu``: the CPU's model name;
 * ``isa``: lower-case flag names as /proc/cpuinfo spells them ('avx2', 'fma', 'avx512f',
   'avx512_bf16', 'avx512_fp16', 'avx512_vnni', 'avx_vnni', 'amx_bf16', 'amx_int8', 'amx_tile', ...),
-  the view that ``CONTEXTRAG_ISA`` forces (avx2: no AVX-512 or AMX flag; generic: no AVX flag
-  either), plus the native kernels' dispatch under ``dispatch`` ('avx512', 'avx2', 'generic');
+  the view that ``CONTEXTRAG_ISA`` forces (avx512: no AMX flag; avx2: no AVX-512 or AMX flag; generic:
+  no AVX flag either), plus the native kernels' dispatch under ``dispatch`` ('avx512', 'avx2',
+  'generic') and the engine their bf16 GEMMs run on under ``matrix_engine`` ('amx' or 'none');
 * ``gemm_gflops``: {'fp32', 'bf16', 'int8'} -> GFLOP/s (GOP/s for int8) of one torch matrix product
   of an embedder's shape, best of a few calls (about a quarter of a second in all); None where
   torch is missing or the dtype has no CPU kernel.
@@ -38,7 +39,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 PRECISIONS = ("fp32", "bf16", "auto")
-ISA_LEVELS = ("avx512", "avx2", "generic", "auto")
+ISA_LEVELS = ("amx", "avx512", "avx2", "generic", "auto")
 GEMM_DTYPES = ("fp32", "bf16", "int8")
 # bf16 counts as a matrix engine (AVX512-BF16, AMX) when it runs at least this many times the fp32
 # rate: emulated bf16 (AVX2) runs below fp32, a native path 2-10× above it
@@ -57,6 +58,7 @@ class MachineProfile:
     isa: frozenset
     gemm_gflops: Mapping
     dispatch: str | None = None          # the native kernels' ISA, None without the extension
+    matrix_engine: str | None = None     # what the native bf16 GEMMs run on: 'amx' or 'none'; None without them
     torch: str | None = None             # torch's version, None when it is not installed
     isa_forced: str | None = None        # CONTEXTRAG_ISA, when set
     cpu_flags: frozenset = field(default=frozenset(), repr=False)   # all the CPU's flags, unforced
@@ -73,7 +75,7 @@ class MachineProfile:
     def to_dict(self) -> dict:
         """JSON-ready: what the bench results and ``ops.backends()`` record."""
         return {"cpu": self.cpu, "isa": sorted(f for f in self.isa if f.startswith(_SIMD_PREFIXES) or f in _ARM_SIMD),
-                "dispatch": self.dispatch, "isa_forced": self.isa_forced, "bf16_matrix": self.bf16_matrix,
+                "dispatch": self.dispatch, "matrix_engine": self.matrix_engine, "isa_forced": self.isa_forced, "bf16_matrix": self.bf16_matrix,
                 "gemm_gflops": {k: (None if v is None else round(v, 1)) for k, v in self.gemm_gflops.items()},
                 "torch": self.torch}
 
@@ -118,10 +120,11 @@ def _forced_isa() -> str | None:
 
 
 def isa_view(flags: frozenset, level: str | None) -> frozenset:
-    """The flags a CPU limited to ``level`` ('avx512', 'avx2', 'generic', None: all) would show."""
-    if level is None or level == "avx512":
+    """The flags a CPU limited to ``level`` ('amx', 'avx512': no AMX, 'avx2', 'generic', None: all)
+    would show."""
+    if level is None or level == "amx":
         return flags
-    drop = ("avx512", "amx") if level == "avx2" else ("avx", "amx", "fma", "f16c")
+    drop = ("amx",) if level == "avx512" else ("avx512", "amx") if level == "avx2" else ("avx", "amx", "fma", "f16c")
     return frozenset(f for f in flags if not f.startswith(drop))
 
 
@@ -134,6 +137,16 @@ def _dispatch() -> str | None:
     except Exception:  # noqa: BLE001 - no extension: the profile still stands
         return None
     return C.cpu_isa() if C is not None else None
+
+
+def _matrix_engine() -> str | None:
+    try:
+        from contextrag.ops import native
+        C = native()
+    except Exception:  # noqa: BLE001 - _dispatch already raised what the user must hear
+        return None
+    fn = getattr(C, "matrix_engine", None) if C is not None else None
+    return fn() if fn is not None else None
 
 
 def _torch_version() -> str | None:
@@ -224,7 +237,8 @@ def _profile(probe: bool, forced: str | None, cache_dir: str) -> MachineProfile:
                                 "threads": torch.get_num_threads(), "gemm_shape": list(_PROBE_SHAPE),
                                 "gemm_gflops": rates})
     return MachineProfile(cpu=cpu, isa=isa_view(flags, forced), gemm_gflops=MappingProxyType(dict(rates)),
-                          dispatch=_dispatch(), torch=torch_v, isa_forced=forced, cpu_flags=flags)
+                          dispatch=_dispatch(), matrix_engine=_matrix_engine(), torch=torch_v, isa_forced=forced,
+                          cpu_flags=flags)
 
 
 def profile(probe: bool = True) -> MachineProfile:

@@ -266,6 +266,47 @@ def test_kmeans_assign_bf16_worst_rounding(rng, precision):
     np.testing.assert_array_equal(outs[0], ref.kmeans_assign(Z.astype(np.float64), Cz.astype(np.float64))[0])
 
 
+needs_amx = pytest.mark.skipif(Cn is None or not hasattr(Cn, "matrix_engine") or not Cn.cpu_isa_supported("amx"),
+                               reason="CPU (or OS) without AMX-BF16 tiles")
+
+
+@needs_amx
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (31, 33, 17), (32, 32, 16), (33, 384, 96), (65, 385, 100),
+                                   (257, 31, 5), (1000, 2050, 48), (3001, 64, 200)])
+def test_amx_tiles_equal_vector_tiles(rng, n, d, k):
+    """The AMX tile path against the AVX512-BF16 one, on shapes with every remainder (rows past a
+    32-row block, k-pairs past a 16-pair tile, an odd 16-column tile): the GEMM within fp32
+    accumulation error of the float64 product of the rounded inputs (only the summation order
+    differs), and the k-means assignment's labels and exact d² bit-equal (both settle every row the
+    bound leaves open exactly), with X packed up front and rounded per block."""
+    from contextrag.ops._bf16_bound import bf16_centre_terms, bf16_error_bound
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    C = X[rng.choice(n, min(k, n), replace=False)] + 0.01 * rng.standard_normal((min(k, n), d)).astype(np.float32)
+    k = len(C)
+    cn = np.einsum("ij,ij->i", C, C).astype(np.float32)
+    want = cn - 2.0 * (bf16_round(X) @ bf16_round(C).T)
+    bound = 2.0 * (d + 4) * 2.0 ** -24 * (np.abs(bf16_round(X)) @ np.abs(bf16_round(C)).T) * 2 + 1e-6 * np.abs(cn)
+    Xp, Cp = Cn.bf16_pack_a(X), Cn.bf16_pack_b(C, True)
+    got = {}
+    try:
+        for engine in ("amx", "avx512"):
+            Cn.set_cpu_isa(engine)
+            assert Cn.matrix_engine() == ("amx" if engine == "amx" else "none")
+            out = np.full((n, k), np.nan, np.float32)
+            Cn.gemm_bf16(Xp, Cp, k, out, -2.0, cn)
+            assert np.all(np.abs(out - want) <= bound), engine
+            for xp in (Xp, None):
+                lab, d2 = np.empty(n, np.int64), np.empty(n, np.float32)
+                Cn.kmeans_assign_bf16(xp, Cp, X, C, *bf16_centre_terms(C), bf16_error_bound(d), lab, d2)
+                got[engine, xp is None] = (lab, d2)
+    finally:
+        Cn.set_cpu_isa("auto")
+    want_l, want_d2 = ref.kmeans_assign(X.astype(np.float64), C.astype(np.float64))
+    for (lab, d2) in got.values():
+        np.testing.assert_array_equal(lab, want_l)
+        np.testing.assert_array_equal(d2, got["avx512", False][1])
+
+
 def test_bf16_round_matches_torch(rng):
     from contextrag.ops._bf16_bound import bf16_round
     x = (rng.standard_normal(4096) * 10.0 ** rng.integers(-30, 30, 4096)).astype(np.float32)

@@ -448,14 +448,15 @@ assert (np.asarray(res.labels) == l_ref).all() and res.n_iter == it_ref
 U = ops.fcm_memberships(X, init, m=2.0)
 U_ref = ref.fcm_memberships(X, init, m=2.0)
 assert np.abs(np.asarray(U) - U_ref).max() < 1e-4
-print(native().cpu_isa(), native().bf16_supported())
+print(native().cpu_isa(), native().bf16_supported(), native().matrix_engine())
 """
 
 
-@pytest.mark.parametrize("want", ["generic", "avx2"])
+@pytest.mark.parametrize("want", ["generic", "avx2", "avx512", "amx"])
 def test_forced_isa_in_subprocess(want):
     """CONTEXTRAG_ISA forces the dispatch for the whole process: the bounded fit and the FCM
-    epilogue still give the reference's results, and bf16 screening is off below AVX-512."""
+    epilogue still give the reference's results, bf16 screening is off below AVX-512, and the AMX
+    tiles run only under "amx" (or auto), never under a forced "avx512"."""
     from contextrag.ops._backend import native
     C = native()
     if C is None or not hasattr(C, "isa_env_error"):
@@ -464,18 +465,22 @@ def test_forced_isa_in_subprocess(want):
         pytest.skip(f"{want} not supported on this CPU")
     r = _run_isa(want, _FORCED_FIT)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == [want, "False"]
+    if want in ("generic", "avx2"):
+        assert r.stdout.split() == [want, "False", "none"]
+    else:
+        assert r.stdout.split() == ["avx512", str(C.bf16_supported()), "amx" if want == "amx" else "none"]
 
 
-@pytest.mark.parametrize("bad,msg", [("sse9", "must be one of"), ("avx512", "does not support")])
+@pytest.mark.parametrize("bad,msg", [("sse9", "must be one of"), ("avx512", "does not support"),
+                                     ("amx", "does not support")])
 def test_forced_isa_rejected(bad, msg):
     """An unknown ISA, or one the CPU lacks, is a clear ValueError on first use, not a silent fallback."""
     from contextrag.ops._backend import native
     C = native()
     if C is None or not hasattr(C, "isa_env_error"):
         pytest.skip("native extension not built")
-    if bad == "avx512" and C.cpu_isa_supported("avx512"):
-        pytest.skip("this CPU runs AVX-512")
+    if bad in ("avx512", "amx") and C.cpu_isa_supported(bad):
+        pytest.skip(f"this CPU runs {bad}")
     r = _run_isa(bad, "import numpy as np\nfrom contextrag import ops\nops.kmeans_fit(np.ones((4, 2)), 2)")
     assert r.returncode != 0
     assert "ValueError" in r.stderr and "CONTEXTRAG_ISA" in r.stderr and msg in r.stderr

@@ -48,7 +48,9 @@ def test_cpuinfo_flags_and_model():
 
 def test_forced_isa_view_drops_what_the_level_lacks():
     _, flags = machine.read_cpuinfo(X86)
-    assert machine.isa_view(flags, None) == flags == machine.isa_view(flags, "avx512")
+    assert machine.isa_view(flags, None) == flags == machine.isa_view(flags, "amx")
+    avx512 = machine.isa_view(flags, "avx512")
+    assert {"avx512_bf16", "avx512_fp16"} <= avx512 and not any(f.startswith("amx") for f in avx512)
     avx2 = machine.isa_view(flags, "avx2")
     assert {"avx2", "fma", "avx_vnni"} <= avx2 and not any(f.startswith(("avx512", "amx")) for f in avx2)
     generic = machine.isa_view(flags, "generic")
@@ -110,7 +112,7 @@ def test_bf16_matrix_needs_the_rate_and_the_flag(fresh, monkeypatch):
 
 def test_bad_overrides_name_the_variable(fresh, monkeypatch):
     monkeypatch.setenv("CONTEXTRAG_ISA", "sse9")
-    with pytest.raises(ValueError, match="CONTEXTRAG_ISA must be one of avx512, avx2, generic, auto, got 'sse9'"):
+    with pytest.raises(ValueError, match="CONTEXTRAG_ISA must be one of amx, avx512, avx2, generic, auto, got 'sse9'"):
         machine.profile()
     monkeypatch.delenv("CONTEXTRAG_ISA")
     assert machine.precision() == "auto"
