@@ -139,15 +139,28 @@ CR_PP_TILE(float, cr_v8f, 8)
 CR_PP_TILE(double, cr_v4d, 4)
 #undef CR_PP_TILE
 
+// need (m × nc, or null: every pair): whether row i's distance to candidate c must be computed; where
+// not, the candidate is provably no nearer than d2[i] (kmeanspp's triangle test) and D[i, c] = d2[i],
+// the value min(d2[i], distance) would give, so the results are those of computing every pair.
 template <class T>
 static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D, double* pot,
-                    ptrdiff_t lo, ptrdiff_t hi) {
+                    ptrdiff_t lo, ptrdiff_t hi, const unsigned char* need) {
   ptrdiff_t i = lo;
   for (; i + 4 <= hi; i += 4) {
     const T* s[4] = {S + i * d, S + (i + 1) * d, S + (i + 2) * d, S + (i + 3) * d};
     for (ptrdiff_t c = 0; c < nc; c += 2) {
       const ptrdiff_t c1 = c + 1 < nc ? c + 1 : c;   // an odd last candidate is paired with itself
       T v[8];
+      bool any = need == nullptr;
+      for (int r = 0; r < 4 && !any; ++r) any = need[(i + r) * nc + c] | need[(i + r) * nc + c1];
+      if (!any) {
+        for (int r = 0; r < 4; ++r)
+          for (ptrdiff_t e = 0; e < (c1 > c ? 2 : 1); ++e) {
+            D[(i + r) * nc + c + e] = d2[i + r];
+            pot[c + e] += (double)d2[i + r];
+          }
+        continue;
+      }
       pp_tile(s, S + cand[c] * d, S + cand[c1] * d, d, v);
       for (int r = 0; r < 4; ++r)
         for (ptrdiff_t e = 0; e < (c1 > c ? 2 : 1); ++e) {
@@ -160,7 +173,7 @@ static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, 
   for (; i < hi; ++i) {
     const T* s = S + i * d;
     for (ptrdiff_t c = 0; c < nc; ++c) {
-      T v = sq_dist<T>(s, S + cand[c] * d, d);
+      T v = need && !need[i * nc + c] ? d2[i] : sq_dist<T>(s, S + cand[c] * d, d);
       v = v < d2[i] ? v : d2[i];
       D[i * nc + c] = v;
       pot[c] += (double)v;
@@ -185,8 +198,8 @@ static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, 
                      cnorm, r0, r1);                                                                        \
   }                                                                                                         \
   void pp_rows_##sfx(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D,         \
-                     double* pot, ptrdiff_t lo, ptrdiff_t hi) {                                             \
-    pp_rows<T>(S, d, cand, nc, d2, D, pot, lo, hi);                                                         \
+                     double* pot, ptrdiff_t lo, ptrdiff_t hi, const unsigned char* need) {                  \
+    pp_rows<T>(S, d, cand, nc, d2, D, pot, lo, hi, need);                                                   \
   }
 CR_ELKAN_EXPORT(float, f32)
 CR_ELKAN_EXPORT(double, f64)

@@ -39,7 +39,8 @@ namespace contextrag {
   void elkan_refresh_range_##sfx(const T*, const T*, const T*, ptrdiff_t, ptrdiff_t, const double*,      \
                                  const int64_t*, ptrdiff_t, int64_t*, double*, float*, int32_t*, int32_t*, \
                                  float*, int32_t, double, double, double, double, ptrdiff_t, ptrdiff_t);  \
-  void pp_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, const T*, T*, double*, ptrdiff_t, ptrdiff_t); \
+  void pp_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, const T*, T*, double*, ptrdiff_t, ptrdiff_t,   \
+                     const unsigned char*);                                                                      \
   }
 #define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
 CR_DECLARE_ELKAN(generic)
@@ -569,6 +570,17 @@ static int64_t move_stats(const py::array& X, py::object rows_obj, const py::arr
   throw py::type_error("X must be float32 or float64");
 }
 
+// Σ (a − b)² in double (the pruning test's centre-to-candidate distances: k·t of them per step).
+template <class T>
+static double sq_dist_exact(const T* a, const T* b, ptrdiff_t d) {
+  double acc = 0.0;
+  for (ptrdiff_t t = 0; t < d; ++t) {
+    const double v = (double)a[t] - (double)b[t];
+    acc += v * v;
+  }
+  return acc;
+}
+
 // kmeanspp(S (m, d), first, U (k−1, t)) -> the k row indices greedy k-means++ picks from S: centre 0 is
 // row `first`; step j draws t candidates by inverse CDF of D² (the first row whose running sum exceeds
 // U[j−1, c]·ΣD², all-zero D²: row ⌊U·m⌋) and keeps the one that lowers Σ min(D², ‖s − cand‖²) most
@@ -591,6 +603,16 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
   const int nt = (double)m * (double)nc * (double)d >= (double)(1 << 26) ? omp_get_max_threads() : 1;
   std::vector<double> pots((size_t)(nt * nc));
   std::vector<int64_t> cand((size_t)nc);
+  // Exact pruning (the triangle inequality, as in accelerated k-means++): with a the chosen centre
+  // that gave row i its d2, ‖s_i − s_c‖ ≥ ‖s_a − s_c‖ − ‖s_i − s_a‖, so a candidate c with
+  // ‖s_a − s_c‖ ≥ 2√d2[i] (widened for the rounding of both computed distances) cannot lower d2[i] and
+  // its distance is not computed. Same picks, same potentials, bit for bit; late in a seeding most
+  // pairs are settled this way (the sample no longer streams from memory once per step).
+  std::vector<int32_t> near((size_t)m, 0);
+  std::vector<unsigned char> need((size_t)(m * nc));
+  std::vector<double> ecc((size_t)(K * nc));   // ‖s_idx[a] − s_cand[c]‖, a < j, per candidate c
+  const double gam = 4.0 * (double)(d + 4) * (double)std::numeric_limits<T>::epsilon();
+  const double widen = 2.0 * (1.0 + gam) * (1.0 + gam) * (1.0 + 1e-12);
   py::gil_scoped_release nogil;
   idx[0] = first;
   for (ptrdiff_t j = 0; j < K; ++j) {
@@ -608,13 +630,25 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
       }
     }
     std::fill(pots.begin(), pots.end(), 0.0);
+    const unsigned char* nd = nullptr;
+    if (j > 0) {
+      for (ptrdiff_t c = 0; c < ncj; ++c)
+        for (ptrdiff_t a = 0; a < j; ++a)
+          ecc[(size_t)(c * K + a)] = std::sqrt(sq_dist_exact(S + idx[a] * d, S + cand[(size_t)c] * d, d)) * (1.0 - 1e-12);
+      for (ptrdiff_t i = 0; i < m; ++i) {
+        const double r = widen * std::sqrt((double)d2[(size_t)i]) + 1e-300;
+        const double* e = ecc.data() + near[(size_t)i];
+        for (ptrdiff_t c = 0; c < ncj; ++c) need[(size_t)(i * ncj + c)] = !(e[c * K] >= r);
+      }
+      nd = need.data();
+    }
     if (nt == 1) {
-      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data(), 0, m);
+      fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data(), 0, m, nd);
     } else {
 #pragma omp parallel num_threads(nt)
       {
         const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
-        fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi);
+        fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi, nd);
       }
     }
     ptrdiff_t best = 0;
@@ -625,7 +659,11 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
       if (p < bp) { bp = p; best = c; }
     }
     idx[j] = cand[(size_t)best];
-    for (ptrdiff_t i = 0; i < m; ++i) d2[(size_t)i] = D[(size_t)(i * ncj + best)];
+    for (ptrdiff_t i = 0; i < m; ++i) {
+      const T v = D[(size_t)(i * ncj + best)];
+      if (v < d2[(size_t)i]) near[(size_t)i] = (int32_t)j;
+      d2[(size_t)i] = v;
+    }
   }
   return out;
 }
