@@ -1,5 +1,6 @@
 // bf16 GEMM with fp32 accumulation and fp32 output on CPUs with AVX512-BF16 (vdpbf16ps: Zen 4,
-// Sapphire Rapids and later), for the opt-in mixed-precision paths (fcm_fit(precision="bf16")).
+// Sapphire Rapids and later; on AMX tiles where the CPU has them, gemm_amx.cpp), for the k-means
+// distance tiles and the opt-in mixed-precision paths (fcm_fit(precision="bf16")).
 // torch's CPU bf16 matmul rounds its output to bf16 (2^-9 relative), which is too coarse for
 // distances and centre sums; here only the inputs are rounded, sums stay fp32.
 //

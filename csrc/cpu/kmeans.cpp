@@ -606,8 +606,8 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
   // Exact pruning (the triangle inequality, as in accelerated k-means++): with a the chosen centre
   // that gave row i its d2, ‖s_i − s_c‖ ≥ ‖s_a − s_c‖ − ‖s_i − s_a‖, so a candidate c with
   // ‖s_a − s_c‖ ≥ 2√d2[i] (widened for the rounding of both computed distances) cannot lower d2[i] and
-  // its distance is not computed. Same picks, same potentials, bit for bit; late in a seeding most
-  // pairs are settled this way (the sample no longer streams from memory once per step).
+  // its distance is not computed. Same picks, same potentials, bit for bit (D[i, c] = d2[i] is what
+  // min(d2[i], distance) gives); measured: the default 100k × 384, k = 96 fit's seeding 0.21 → 0.15 s.
   std::vector<int32_t> near((size_t)m, 0);
   std::vector<unsigned char> need((size_t)(m * nc));
   std::vector<double> ecc((size_t)(K * nc));   // ‖s_idx[a] − s_cand[c]‖, a < j, per candidate c
@@ -634,7 +634,8 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
     if (j > 0) {
       for (ptrdiff_t c = 0; c < ncj; ++c)
         for (ptrdiff_t a = 0; a < j; ++a)
-          ecc[(size_t)(c * K + a)] = std::sqrt(sq_dist_exact(S + idx[a] * d, S + cand[(size_t)c] * d, d)) * (1.0 - 1e-12);
+          ecc[(size_t)(c * K + a)] =
+              std::sqrt(sq_dist_exact(S + idx[a] * d, S + cand[(size_t)c] * d, d)) * (1.0 - 1e-12);
       for (ptrdiff_t i = 0; i < m; ++i) {
         const double r = widen * std::sqrt((double)d2[(size_t)i]) + 1e-300;
         const double* e = ecc.data() + near[(size_t)i];

@@ -83,7 +83,8 @@ static Isa g_isa = [] {
         return want;
       }
       g_isa_error = std::string(var) + "=" + env + ": this CPU does not support " + env +
-                    " (supported: " + (amx_supported() ? "amx, " : "") + (isa_supported(Isa::avx512) ? "avx512, " : "") +
+                    " (supported: " + (amx_supported() ? "amx, " : "") +
+                    (isa_supported(Isa::avx512) ? "avx512, " : "") +
                     (isa_supported(Isa::avx2) ? "avx2, " : "") + "generic)";
     } catch (const std::exception& e) {
       g_isa_error = std::string(var) + ": " + e.what();
