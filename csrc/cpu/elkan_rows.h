@@ -141,7 +141,9 @@ CR_PP_TILE(double, cr_v4d, 4)
 
 // need (m × nc, or null: every pair): whether row i's distance to candidate c must be computed; where
 // not, the candidate is provably no nearer than d2[i] (kmeanspp's triangle test) and D[i, c] = d2[i],
-// the value min(d2[i], distance) would give, so the results are those of computing every pair.
+// the value min(d2[i], distance) would give. A tile of 4 rows × 2 candidates whose pairs are all
+// needed runs the register tile; otherwise its needed pairs are summed one by one (sq_dist, the
+// order the rows past the last whole tile already use).
 template <class T>
 static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D, double* pot,
                     ptrdiff_t lo, ptrdiff_t hi, const unsigned char* need) {
@@ -151,13 +153,18 @@ static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, 
     for (ptrdiff_t c = 0; c < nc; c += 2) {
       const ptrdiff_t c1 = c + 1 < nc ? c + 1 : c;   // an odd last candidate is paired with itself
       T v[8];
-      bool any = need == nullptr;
-      for (int r = 0; r < 4 && !any; ++r) any = need[(i + r) * nc + c] | need[(i + r) * nc + c1];
-      if (!any) {
+      int nneed = 8;
+      if (need) {
+        nneed = 0;
+        for (int r = 0; r < 4; ++r) nneed += need[(i + r) * nc + c] + need[(i + r) * nc + c1];
+      }
+      if (nneed < 8) {   // some pairs settled: the others one by one (the tile pays only when all are needed)
         for (int r = 0; r < 4; ++r)
           for (ptrdiff_t e = 0; e < (c1 > c ? 2 : 1); ++e) {
-            D[(i + r) * nc + c + e] = d2[i + r];
-            pot[c + e] += (double)d2[i + r];
+            const T w0 = need[(i + r) * nc + c + e] ? sq_dist<T>(s[r], S + cand[c + e] * d, d) : d2[i + r];
+            const T w = w0 < d2[i + r] ? w0 : d2[i + r];
+            D[(i + r) * nc + c + e] = w;
+            pot[c + e] += (double)w;
           }
         continue;
       }
