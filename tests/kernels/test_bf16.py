@@ -352,6 +352,10 @@ def test_precision_choice(monkeypatch, isa):
             assert P.choose("kmeans", exact=True) == "fp32"
     monkeypatch.setenv("CONTEXTRAG_PRECISION", "auto")
     monkeypatch.setattr(P, "bf16_faster", lambda: True)
+    engine = P.bf16_on_matrix_engine()
+    assert engine == (isa == "amx")                      # the vector units' bf16 is not a matrix engine
+    assert P.choose("kmeans", exact=True) == ("bf16" if has and engine else "fp32")
+    monkeypatch.setattr(P, "bf16_on_matrix_engine", lambda: True)
     assert P.choose("kmeans", exact=True) == ("bf16" if has else "fp32")
     assert P.choose("fcm", exact=False) == "fp32"        # auto never picks an approximate path
     monkeypatch.setattr(P, "bf16_faster", lambda: False)

@@ -8,7 +8,10 @@
 * the op's bf16 path gives the fp32 result (``exact=True``: k-means, whose labels are re-checked in
   fp32 wherever the bf16 error bound leaves them open; FCM's bf16 memberships are approximate, so
   FCM runs bf16 only when asked for), and
-* this CPU runs the native bf16 kernels (AVX512-BF16 under the current dispatch), and
+* this CPU runs the native bf16 kernels (AVX512-BF16 under the current dispatch) on a matrix engine
+  (``_C.matrix_engine()`` is "amx": AMX tiles; measured on a Xeon with AMX with the tiles turned off by
+  ``CONTEXTRAG_ISA=avx512``, the fp32 tiles ran same-work k-means 2.66× FAISS against the
+  ``vdpbf16ps`` tiles' 1.95×, as on Zen 4), and
 * the machine profile shows bf16 GEMMs at least ``MIN_GEMM_RATIO`` times as fast as fp32 ones
   (``contextrag.machine`` where that module exists; without a probe, the instruction set alone
   decides: AMX-BF16 yes, AVX512-BF16 alone no). Why 4 and not "faster": after each bf16 tile the
@@ -82,6 +85,14 @@ def _cpu_flags_bf16() -> bool:
     return False
 
 
+def bf16_on_matrix_engine() -> bool:
+    """Whether the native bf16 GEMMs run on a matrix engine (AMX tiles) under the current dispatch;
+    True for an extension that does not say (it predates the engine report)."""
+    C = native()
+    fn = getattr(C, "matrix_engine", None) if C is not None else None
+    return True if fn is None else fn() != "none"
+
+
 def choose(op: str, *, exact: bool) -> str:
     """'bf16' or 'fp32' for ``op``'s CPU distance tiles (float32 data). ``exact``: the op's bf16
     path reproduces its fp32 result (see the module docstring). A forced 'bf16' on a CPU without
@@ -97,4 +108,4 @@ def choose(op: str, *, exact: bool) -> str:
         return "fp32"
     if want == "bf16":
         return "bf16"
-    return "bf16" if exact and bf16_faster() else "fp32"
+    return "bf16" if exact and bf16_on_matrix_engine() and bf16_faster() else "fp32"
