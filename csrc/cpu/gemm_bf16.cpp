@@ -225,6 +225,39 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
   settle_rows(G, Np, k, cnorm, dcnorm, ctau, X, C, d, kappa, rs, lab, d2, n_checked, cand);
 }
 
+// The first j with g[j] == v (v is the row's minimum, so one exists), 16 columns per compare.
+static inline ptrdiff_t first_equal(const float* g, ptrdiff_t k, float v) {
+  const __m512 vv = _mm512_set1_ps(v);
+  for (ptrdiff_t j = 0; j < k; j += 16) {
+    const __mmask16 m = k - j >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (k - j)) - 1u);
+    const __mmask16 hit = _mm512_mask_cmp_ps_mask(m, _mm512_maskz_loadu_ps(m, g + j), vv, _CMP_EQ_OQ);
+    if (hit) return j + __builtin_ctz((unsigned)hit);
+  }
+  return 0;   // not reached for a finite row; a NaN row keeps centre 0 rather than run past its end
+}
+
+// Σ (x − c)² in double, four chains of eight lanes (one chain waited on the FMA latency: the exact
+// distance of the chosen centre cost as much as the rest of settling a row). The chosen centre and the
+// centres the bound leaves open go through this one function, so ties compare like with like.
+static inline double exact_d2(const float* x, const float* c, ptrdiff_t d) {
+  __m512d acc[4] = {_mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd(), _mm512_setzero_pd()};
+  ptrdiff_t t = 0;
+  for (; t + 32 <= d; t += 32)
+#pragma GCC unroll 4
+    for (int u = 0; u < 4; ++u) {
+      const __m512d e = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_loadu_ps(x + t + 8 * u)),
+                                      _mm512_cvtps_pd(_mm256_loadu_ps(c + t + 8 * u)));
+      acc[u] = _mm512_fmadd_pd(e, e, acc[u]);
+    }
+  for (; t < d; t += 8) {
+    const __mmask8 m = d - t >= 8 ? (__mmask8)0xFF : (__mmask8)((1u << (d - t)) - 1u);
+    const __m512d e = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, x + t)),
+                                    _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, c + t)));
+    acc[0] = _mm512_fmadd_pd(e, e, acc[0]);
+  }
+  return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])));
+}
+
 // Each row of a block from its G̃ row (‖c‖² − 2 x̃·c̃, row stride Np): the arg-min, the bound test, the
 // exact re-check of the centres it leaves open (see above).
 void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
@@ -237,7 +270,7 @@ void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, 
 #pragma omp simd reduction(min : gm)
     for (ptrdiff_t j = 0; j < k; ++j) gm = g[j] < gm ? g[j] : gm;
     ptrdiff_t a = 0;
-    while (g[a] != gm) ++a;
+    a = first_equal(g, k, gm);
     // ‖x‖², ‖δx‖², ‖x̃‖² in 16 float lanes, x̃ rounded here as bf16_round does (x is finite); fac covers
     // the sums' rounding; an overflow (|x| > 1.8e19) makes the bound infinite: every centre re-checked
     __m512 sxx = _mm512_setzero_ps(), see = _mm512_setzero_ps(), stt = _mm512_setzero_ps();
@@ -276,12 +309,12 @@ void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, 
     } else {
       nc = 0;
     }
-    double best = sq_dist<double>(x, C + a * d, d);
+    double best = exact_d2(x, C + a * d, d);
     if (nc) {
       ++*n_checked;
       for (int q = 0; q < nc; ++q) {
         const ptrdiff_t j = cand[q];
-        const double dj = sq_dist<double>(x, C + j * d, d);
+        const double dj = exact_d2(x, C + j * d, d);
         if (dj < best || (dj == best && j < a)) { best = dj; a = j; }
       }
     }
