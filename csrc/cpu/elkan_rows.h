@@ -54,7 +54,7 @@ static void refresh_range(const T* G, const T* X, const T* C, ptrdiff_t d, ptrdi
 #pragma omp simd reduction(min : gm)
     for (ptrdiff_t t = 0; t < k; ++t) gm = g[t] < gm ? g[t] : gm;
     ptrdiff_t j = 0;
-    while (g[j] != gm) ++j;   // first index attaining the minimum (the plain loop's choice)
+    while (j + 1 < k && g[j] != gm) ++j;   // first index attaining the minimum (the plain loop's choice)
     // eb > 0: G came from bf16 operands, |G̃ − G| ≤ E. Every centre within 2E of the smallest G̃ may be
     // the nearest: those few are compared by exact distance (first index on ties), the rest are out.
     const double E = eb > 0.0 ? eb * sqrt(xn2[i]) * cnorm : 0.0;

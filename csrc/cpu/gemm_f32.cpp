@@ -165,7 +165,7 @@ void kmeans_assign_f32(const F32C& X, const F32C& Cp, const F32C& C, const F32C&
       float m = g[0];
       for (ptrdiff_t j = 1; j < k; ++j) m = g[j] < m ? g[j] : m;
       ptrdiff_t a = 0;
-      while (g[a] != m) ++a;   // the first index attaining the minimum
+      while (a + 1 < k && g[a] != m) ++a;   // the first index attaining the minimum (a NaN row stops at k - 1)
       lab[i] = a;
       if (xp) {
         const float t = xp[i] + m;

@@ -140,7 +140,7 @@ static inline ptrdiff_t row_argmin(const T* g, ptrdiff_t k) {
 #pragma omp simd reduction(min : m)
   for (ptrdiff_t j = 0; j < k; ++j) m = g[j] < m ? g[j] : m;
   ptrdiff_t j = 0;
-  while (g[j] != m) ++j;  // first index attaining the minimum
+  while (j + 1 < k && g[j] != m) ++j;  // first index attaining the minimum (bounded: a NaN row stops at k - 1)
   return j;
 }
 
