@@ -75,9 +75,9 @@ __attribute__((target("amx-tile"))) void tiles_configure() {
 __attribute__((target("amx-tile"))) void tiles_release() { _tile_release(); }
 }  // namespace
 
-AmxSession::AmxSession() { tiles_configure(); }
+AmxTiles::AmxTiles() { tiles_configure(); }
 
-AmxSession::~AmxSession() { tiles_release(); }
+AmxTiles::~AmxTiles() { tiles_release(); }
 
 void amx_dots(const uint32_t* A, ptrdiff_t lda, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t K2r, float* G,
               ptrdiff_t ldg, const uint32_t* next, ptrdiff_t ldn) {
@@ -132,8 +132,8 @@ void amx_dots(const uint32_t* A, ptrdiff_t lda, const uint32_t* Bp, ptrdiff_t Np
 #else   // not x86-64: no AMX
 
 bool amx_supported() { return false; }
-AmxSession::AmxSession() {}
-AmxSession::~AmxSession() {}
+AmxTiles::AmxTiles() {}
+AmxTiles::~AmxTiles() {}
 void amx_dots(const uint32_t*, ptrdiff_t, const uint32_t*, ptrdiff_t, ptrdiff_t, float*, ptrdiff_t, const uint32_t*,
               ptrdiff_t) {}
 

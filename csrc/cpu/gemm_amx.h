@@ -10,13 +10,13 @@ constexpr ptrdiff_t AMX_ROWS = 32;
 // Pairs of k per tile step: a 16 × 64-byte A tile holds 32 bf16 of each row.
 constexpr ptrdiff_t AMX_PAIRS = 16;
 
-// One thread's AMX session: configures the tiles on construction, releases them on destruction
+// One thread's hold on the AMX tiles: configures the tiles on construction, releases them on destruction
 // (the tile state is per thread, and other libraries in the process, oneDNN among them, load their own).
-struct AmxSession {
-  AmxSession();
-  ~AmxSession();
-  AmxSession(const AmxSession&) = delete;
-  AmxSession& operator=(const AmxSession&) = delete;
+struct AmxTiles {
+  AmxTiles();
+  ~AmxTiles();
+  AmxTiles(const AmxTiles&) = delete;
+  AmxTiles& operator=(const AmxTiles&) = delete;
 };
 
 // G (AMX_ROWS, Np), row stride ldg floats = A (AMX_ROWS rows, stride lda uint32) · Bp (K2r, Np), the raw

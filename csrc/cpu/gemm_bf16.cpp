@@ -421,7 +421,7 @@ int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint3
   int64_t total = 0;
 #pragma omp parallel num_threads(nt) reduction(+ : total)
   {
-    AmxSession amx;
+    AmxTiles amx;
     float* G = (float*)aligned_alloc(64, sizeof(float) * (size_t)(AMX_ROWS * Np));
     uint32_t* pad = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * (size_t)(AMX_ROWS * (K2r > 0 ? K2r : 16)));
     int* cand = (int*)malloc(sizeof(int) * (size_t)(k > 0 ? k : 1));
@@ -458,7 +458,7 @@ void gemm_run_amx(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* 
   const int nt = gemm_threads((double)M * (double)N * (double)(2 * K2));
 #pragma omp parallel num_threads(nt)
   {
-    AmxSession amx;
+    AmxTiles amx;
     float* G = (float*)aligned_alloc(64, sizeof(float) * (size_t)(AMX_ROWS * Np));
     uint32_t* pad = (uint32_t*)aligned_alloc(64, sizeof(uint32_t) * (size_t)(AMX_ROWS * (K2r > 0 ? K2r : 16)));
 #pragma omp for schedule(static)
