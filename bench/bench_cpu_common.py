@@ -47,8 +47,9 @@ def machine() -> dict:
     try:
         from contextrag import _C
         isa = _C.cpu_isa()
+        engine = _C.matrix_engine() if hasattr(_C, "matrix_engine") else "none"
     except Exception:
-        isa = "n/a"
+        isa, engine = "n/a", "none"
     try:
         from contextrag.machine import profile
         prof = profile().to_dict()
@@ -63,6 +64,7 @@ def machine() -> dict:
         "simd": "avx512f" if "avx512f" in flags else "avx2" if "avx2" in flags else "sse",
         "fp32_lanes_per_vector": lanes32,
         "contextrag_cpu_isa": isa,   # the dispatch used (CONTEXTRAG_ISA forces it)
+        "contextrag_matrix_engine": engine,   # 'amx' where the bf16 tiles run on AMX
         "contextrag_isa_env": os.environ.get("CONTEXTRAG_ISA"),
         "torch_threads": torch.get_num_threads(),
         "versions": versions,
@@ -129,10 +131,12 @@ def gemm_rate(n: int = 4096, repeats: int = 5) -> dict:
 
 
 def write(name: str, payload: dict) -> Path:
-    """bench/results/cpu_<name>_<isa>.json: the CPU dispatch the run used names the file (runs on
-    different ISAs must not overwrite each other; cpu_<name>.json are the earlier AVX-512 runs)."""
+    """bench/results/cpu_<name>_<isa>.json: the CPU dispatch the run used names the file, "amx" where
+    its bf16 tiles ran on AMX (runs on different ISAs must not overwrite each other; cpu_<name>.json
+    are the earlier AVX-512 runs)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    isa = payload.get("machine", {}).get("contextrag_cpu_isa", "n/a")
+    m = payload.get("machine", {})
+    isa = "amx" if m.get("contextrag_matrix_engine") == "amx" else m.get("contextrag_cpu_isa", "n/a")
     path = RESULTS / f"cpu_{name}_{isa}.json"
 
     def clean(o):

@@ -42,6 +42,15 @@ namespace {
 
 #include "cluster_rows_common.h"   // bf16_round, sq_dist
 
+// One row of K floats as packed bf16 pairs (the layout of bf16_pack_a): K rounded values, then a zero
+// to fill the last pair when K is odd.
+inline void pack_row_bf16(const float* x, ptrdiff_t K, uint32_t* out) {
+  uint16_t* h = reinterpret_cast<uint16_t*>(out);
+#pragma omp simd
+  for (ptrdiff_t k = 0; k < K; ++k) h[k] = bf16_round(x[k]);
+  if (K % 2) h[K] = 0;
+}
+
 // Threads for a region of about `macs` multiply-adds: one per ~32M (10-20 ms of one core's bf16 rate
 // would be more; a millisecond or so is the point where a second thread pays for its start-up), at
 // most all. On a shared machine every parallel region ends in a barrier that waits for any
@@ -350,14 +359,7 @@ int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t*
       const int rs = (int)(n - r0 < RS ? n - r0 : RS);
       const uint32_t* Ar = A ? A + r0 * K2 : Ab;
       if (!A) {
-        uint16_t* h = reinterpret_cast<uint16_t*>(Ab);
-        for (int r = 0; r < rs; ++r) {
-          const float* xr = X + (r0 + r) * d;
-          uint16_t* hr = h + r * 2 * K2;
-#pragma omp simd
-          for (ptrdiff_t t = 0; t < d; ++t) hr[t] = bf16_round(xr[t]);
-          if (d % 2) hr[d] = 0;
-        }
+        for (int r = 0; r < rs; ++r) pack_row_bf16(X + (r0 + r) * d, d, Ab + r * K2);
       }
       assign_block<RS>(Ar, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X + r0 * d, C, d, kappa, rs, G, lab + r0,
                        d2 + r0, &checked, cand);
@@ -398,11 +400,7 @@ const uint32_t* amx_block_rows(const uint32_t* A, const float* X, ptrdiff_t d, p
       std::memcpy(pr, A + (r0 + r) * K2, sizeof(uint32_t) * (size_t)K2);
       done = K2;
     } else if (r < rs) {
-      uint16_t* hr = reinterpret_cast<uint16_t*>(pr);
-      const float* xr = X + (r0 + r) * d;
-#pragma omp simd
-      for (ptrdiff_t t = 0; t < d; ++t) hr[t] = bf16_round(xr[t]);
-      if (d % 2) hr[d] = 0;
+      pack_row_bf16(X + (r0 + r) * d, d, pr);
       done = K2;
     }
     for (ptrdiff_t p = done; p < K2r; ++p) pr[p] = 0u;
@@ -510,16 +508,9 @@ py::array_t<uint32_t> bf16_pack_a(const py::array_t<float, py::array::c_style | 
   const float* x = X.data();
   uint32_t* o = out.mutable_data();
   py::gil_scoped_release nogil;
-  if (!transpose) {  // a row's pairs are its bf16 values in order (little-endian): one flat loop
-    uint16_t* h = reinterpret_cast<uint16_t*>(o);
+  if (!transpose) {  // a row's pairs are its bf16 values in order (little-endian)
 #pragma omp parallel for schedule(static) num_threads(gemm_threads((double)M * (double)K * 8.0))
-    for (ptrdiff_t i = 0; i < M; ++i) {
-      const float* xr = x + i * Cc;
-      uint16_t* hr = h + i * 2 * K2;
-#pragma omp simd
-      for (ptrdiff_t k = 0; k < K; ++k) hr[k] = bf16_round(xr[k]);
-      if (K % 2) hr[K] = 0;
-    }
+    for (ptrdiff_t i = 0; i < M; ++i) pack_row_bf16(x + i * Cc, K, o + i * K2);
     return out;
   }
 #pragma omp parallel for schedule(static) num_threads(gemm_threads((double)M * (double)K * 8.0))

@@ -128,25 +128,19 @@ def isa_view(flags: frozenset, level: str | None) -> frozenset:
     return frozenset(f for f in flags if not f.startswith(drop))
 
 
-def _dispatch() -> str | None:
+def _dispatch() -> tuple[str | None, str | None]:
+    """(the native kernels' ISA, the engine their bf16 GEMMs run on); (None, None) without them."""
     try:
         from contextrag.ops import native
         C = native()
     except ValueError:
         raise                                   # a bad CONTEXTRAG_ISA: the user must hear it
     except Exception:  # noqa: BLE001 - no extension: the profile still stands
-        return None
-    return C.cpu_isa() if C is not None else None
-
-
-def _matrix_engine() -> str | None:
-    try:
-        from contextrag.ops import native
-        C = native()
-    except Exception:  # noqa: BLE001 - _dispatch already raised what the user must hear
-        return None
-    fn = getattr(C, "matrix_engine", None) if C is not None else None
-    return fn() if fn is not None else None
+        return None, None
+    if C is None:
+        return None, None
+    engine = getattr(C, "matrix_engine", None)
+    return C.cpu_isa(), engine() if engine is not None else None
 
 
 def _torch_version() -> str | None:
@@ -236,9 +230,9 @@ def _profile(probe: bool, forced: str | None, cache_dir: str) -> MachineProfile:
             _write_cache(path, {"cpu": cpu, "flags": sorted(flags), "torch": torch_v,
                                 "threads": torch.get_num_threads(), "gemm_shape": list(_PROBE_SHAPE),
                                 "gemm_gflops": rates})
+    dispatch, engine = _dispatch()
     return MachineProfile(cpu=cpu, isa=isa_view(flags, forced), gemm_gflops=MappingProxyType(dict(rates)),
-                          dispatch=_dispatch(), matrix_engine=_matrix_engine(), torch=torch_v, isa_forced=forced,
-                          cpu_flags=flags)
+                          dispatch=dispatch, matrix_engine=engine, torch=torch_v, isa_forced=forced, cpu_flags=flags)
 
 
 def profile(probe: bool = True) -> MachineProfile:
