@@ -10,8 +10,9 @@
   FCM runs bf16 only when asked for), and
 * this CPU runs the native bf16 kernels (AVX512-BF16 under the current dispatch) on a matrix engine
   (``_C.matrix_engine()`` is "amx": AMX tiles; measured on a Xeon with AMX with the tiles turned off by
-  ``CONTEXTRAG_ISA=avx512``, the fp32 tiles ran same-work k-means 2.66× FAISS against the
-  ``vdpbf16ps`` tiles' 1.95×, as on Zen 4), and
+  ``CONTEXTRAG_ISA=avx512``, the fp32 tiles ran same-work k-means 2.67× FAISS against the
+  ``vdpbf16ps`` tiles' 2.08×, as on Zen 4; bench/results/matrix_goals_amx_machine_forced_avx512*.json),
+  and
 * the machine profile shows bf16 GEMMs at least ``MIN_GEMM_RATIO`` times as fast as fp32 ones
   (``contextrag.machine`` where that module exists; without a probe, the instruction set alone
   decides: AMX-BF16 yes, AVX512-BF16 alone no). Why 4 and not "faster": after each bf16 tile the
