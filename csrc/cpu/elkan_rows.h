@@ -188,6 +188,51 @@ static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, 
   }
 }
 
+// Rows lo .. hi added into their clusters' sums P (k × d, in A) and counts Cp, each sum in row order
+// (the bits do not depend on the vector width); returns 1 if a label lies outside [0, k) (such rows
+// are skipped).
+template <class T, class A>
+static int sum_rows(const T* X, ptrdiff_t d, const int64_t* lab, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi, A* P,
+                    int64_t* Cp) {
+  int bad = 0;
+  for (ptrdiff_t i = lo; i < hi; ++i) {
+    const int64_t c = lab[i];
+    if (c < 0 || c >= k) {
+      bad = 1;
+      continue;
+    }
+    A* dst = P + c * d;
+    const T* src = X + i * d;
+#pragma omp simd
+    for (ptrdiff_t j = 0; j < d; ++j) dst[j] += (A)src[j];
+    Cp[c] += 1;
+  }
+  return bad;
+}
+
+// Rows lo .. hi of R minus their centres (R[i] −= C[lab[i]], in T, in place); sq[i] = ‖R[i]‖² after,
+// accumulated in double. Labels are checked by the caller.
+template <class T>
+static void subtract_rows(T* R, const T* C, const int64_t* lab, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi, double* sq) {
+  for (ptrdiff_t i = lo; i < hi; ++i) {
+    T* r = R + i * d;
+    const T* c = C + lab[i] * d;
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (ptrdiff_t j = 0; j < d; ++j) {
+      const T v = r[j] - c[j];
+      r[j] = v;
+      acc += (double)v * (double)v;
+    }
+    sq[i] = acc;
+  }
+}
+
+int sum_rows_f32_f64(const float* X, ptrdiff_t d, const int64_t* lab, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi,
+                     double* P, int64_t* Cp) {
+  return sum_rows<float, double>(X, d, lab, k, lo, hi, P, Cp);
+}
+
 #define CR_ELKAN_EXPORT(T, sfx)                                                                          \
   ptrdiff_t elkan_filter_range_##sfx(const T* X, const T* C, ptrdiff_t d, ptrdiff_t k, const int64_t* lab,  \
                                      double* upper, int32_t* uep, const float* L, const int32_t* lep,       \
@@ -207,6 +252,14 @@ static void pp_rows(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, 
   void pp_rows_##sfx(const T* S, ptrdiff_t d, const int64_t* cand, ptrdiff_t nc, const T* d2, T* D,         \
                      double* pot, ptrdiff_t lo, ptrdiff_t hi, const unsigned char* need) {                  \
     pp_rows<T>(S, d, cand, nc, d2, D, pot, lo, hi, need);                                                   \
+  }                                                                                                         \
+  int sum_rows_##sfx(const T* X, ptrdiff_t d, const int64_t* lab, ptrdiff_t k, ptrdiff_t lo, ptrdiff_t hi,  \
+                     T* P, int64_t* Cp) {                                                                   \
+    return sum_rows<T, T>(X, d, lab, k, lo, hi, P, Cp);                                                     \
+  }                                                                                                         \
+  void subtract_rows_##sfx(T* R, const T* C, const int64_t* lab, ptrdiff_t d, ptrdiff_t lo, ptrdiff_t hi,   \
+                           double* sq) {                                                                    \
+    subtract_rows<T>(R, C, lab, d, lo, hi, sq);                                                             \
   }
 CR_ELKAN_EXPORT(float, f32)
 CR_ELKAN_EXPORT(double, f64)

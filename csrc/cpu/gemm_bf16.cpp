@@ -209,15 +209,16 @@ void gemm_run(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* Bp, 
 // fail this test are compared by exact distance Σ(x − c)² in double (first index on ties): labels are
 // those of exact arithmetic, which the fp32 path also gives except at rounding-level ties.
 // d2_out: the exact Σ(x − c)² of the chosen centre. Returns the number of rows re-checked.
+// XT: the rows' bound terms from row_terms (3 per row), or null to compute them here.
 void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
-                 const float* ctau, const float* X, const float* C, ptrdiff_t d, double kappa, int rs, int64_t* lab,
-                 float* d2, ptrdiff_t* n_checked, int* cand);
+                 const float* ctau, const float* X, const float* XT, const float* C, ptrdiff_t d, double kappa,
+                 int rs, int64_t* lab, float* d2, ptrdiff_t* n_checked, int* cand);
 
 template <int RS>
 void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k, const float* cn,
-                  const float* cnorm, const float* dcnorm, const float* ctau, const float* X, const float* C,
-                  ptrdiff_t d, double kappa, int rs, float* G, int64_t* lab, float* d2, ptrdiff_t* n_checked,
-                  int* cand) {
+                  const float* cnorm, const float* dcnorm, const float* ctau, const float* X, const float* XT,
+                  const float* C, ptrdiff_t d, double kappa, int rs, float* G, int64_t* lab, float* d2,
+                  ptrdiff_t* n_checked, int* cand) {
   constexpr int RWMAX = 3;
   constexpr ptrdiff_t KC = 1024;
   const ptrdiff_t nvec = (k + 15) / 16;
@@ -231,7 +232,7 @@ void assign_block(const uint32_t* A, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t
     }
     if (K2 == 0) break;
   }
-  settle_rows(G, Np, k, cnorm, dcnorm, ctau, X, C, d, kappa, rs, lab, d2, n_checked, cand);
+  settle_rows(G, Np, k, cnorm, dcnorm, ctau, X, XT, C, d, kappa, rs, lab, d2, n_checked, cand);
 }
 
 // The first j with g[j] == v (v is the row's minimum, so one exists), 16 columns per compare.
@@ -269,9 +270,36 @@ static inline double exact_d2(const float* x, const float* c, ptrdiff_t d) {
 
 // Each row of a block from its G̃ row (‖c‖² − 2 x̃·c̃, row stride Np): the arg-min, the bound test, the
 // exact re-check of the centres it leaves open (see above).
+// A row's terms of the bound above, which depend on x alone: t[0] = α (the coefficient of cnorm_j),
+// t[1] = β (of dcnorm_j), t[2] = ρ. A Lloyd loop computes them once per fit (bf16_row_terms), the
+// same bits as settle_rows computes per call.
+static inline void row_terms(const float* x, ptrdiff_t d, double kappa, float* out) {
+  // ‖x‖², ‖δx‖², ‖x̃‖² in 16 float lanes, x̃ rounded here as bf16_round does (x is finite); fac covers
+  // the sums' rounding; an overflow (|x| > 1.8e19) makes the bound infinite: every centre re-checked
+  __m512 sxx = _mm512_setzero_ps(), see = _mm512_setzero_ps(), stt = _mm512_setzero_ps();
+  const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
+  for (ptrdiff_t t = 0; t < d; t += 16) {
+    const __mmask16 m = d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1u);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + t);
+    const __m512i u = _mm512_castps_si512(v);
+    const __m512i rb = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), hi);
+    const __m512 w = _mm512_castsi512_ps(rb);
+    const __m512 e = _mm512_sub_ps(w, v);   // exact (Sterbenz): w is v to 8 significant bits
+    sxx = _mm512_fmadd_ps(v, v, sxx);
+    see = _mm512_fmadd_ps(e, e, see);
+    stt = _mm512_fmadd_ps(w, w, stt);
+  }
+  const double xx = _mm512_reduce_add_ps(sxx), ee = _mm512_reduce_add_ps(see), tt = _mm512_reduce_add_ps(stt);
+  const double fac = 1.0 + (double)(d + 8) * 0x1p-23;
+  out[0] = (float)((2.0 * sqrt(fac * ee) + kappa * sqrt(fac * tt)) * (1.0 + 0x1p-20));
+  out[1] = (float)(2.0 * sqrt(fac * xx) * (1.0 + 0x1p-20));
+  // rho: inputs below 2^-126 that vdpbf16ps reads as zero, partial sums it flushes (absolute terms)
+  out[2] = (float)(0x1p-120 * (sqrt((double)d * fac * tt) + (double)d));
+}
+
 void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
-                 const float* ctau, const float* X, const float* C, ptrdiff_t d, double kappa, int rs, int64_t* lab,
-                 float* d2, ptrdiff_t* n_checked, int* cand) {
+                 const float* ctau, const float* X, const float* XT, const float* C, ptrdiff_t d, double kappa,
+                 int rs, int64_t* lab, float* d2, ptrdiff_t* n_checked, int* cand) {
   for (int r = 0; r < rs; ++r) {
     const float* g = G + r * Np;
     const float* x = X + r * d;
@@ -280,27 +308,10 @@ void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, 
     for (ptrdiff_t j = 0; j < k; ++j) gm = g[j] < gm ? g[j] : gm;
     ptrdiff_t a = 0;
     a = first_equal(g, k, gm);
-    // ‖x‖², ‖δx‖², ‖x̃‖² in 16 float lanes, x̃ rounded here as bf16_round does (x is finite); fac covers
-    // the sums' rounding; an overflow (|x| > 1.8e19) makes the bound infinite: every centre re-checked
-    __m512 sxx = _mm512_setzero_ps(), see = _mm512_setzero_ps(), stt = _mm512_setzero_ps();
-    const __m512i one = _mm512_set1_epi32(1), half = _mm512_set1_epi32(0x7fff), hi = _mm512_set1_epi32((int)0xffff0000u);
-    for (ptrdiff_t t = 0; t < d; t += 16) {
-      const __mmask16 m = d - t >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (d - t)) - 1u);
-      const __m512 v = _mm512_maskz_loadu_ps(m, x + t);
-      const __m512i u = _mm512_castps_si512(v);
-      const __m512i rb = _mm512_and_si512(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(_mm512_srli_epi32(u, 16), one))), hi);
-      const __m512 w = _mm512_castsi512_ps(rb);
-      const __m512 e = _mm512_sub_ps(w, v);   // exact (Sterbenz): w is v to 8 significant bits
-      sxx = _mm512_fmadd_ps(v, v, sxx);
-      see = _mm512_fmadd_ps(e, e, see);
-      stt = _mm512_fmadd_ps(w, w, stt);
-    }
-    const double xx = _mm512_reduce_add_ps(sxx), ee = _mm512_reduce_add_ps(see), tt = _mm512_reduce_add_ps(stt);
-    const double fac = 1.0 + (double)(d + 8) * 0x1p-23;
-    const float alpha = (float)((2.0 * sqrt(fac * ee) + kappa * sqrt(fac * tt)) * (1.0 + 0x1p-20));
-    const float beta = (float)(2.0 * sqrt(fac * xx) * (1.0 + 0x1p-20));
-    // rho: inputs below 2^-126 that vdpbf16ps reads as zero, partial sums it flushes (absolute terms)
-    const float rho = (float)(0x1p-120 * (sqrt((double)d * fac * tt) + (double)d));
+    float own[3];
+    const float* t = XT ? XT + 3 * r : own;
+    if (!XT) row_terms(x, d, kappa, own);
+    const float alpha = t[0], beta = t[1], rho = t[2];
     const float lim = gm + alpha * cnorm[a] + beta * dcnorm[a] + ctau[a] + 2.0f * rho;
     // count first (vectorised): most rows have one candidate, their own minimum
     int nc = 0;
@@ -334,12 +345,12 @@ void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, 
 
 int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
                        const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
-                       const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2);
+                       const float* XT, const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2);
 
 int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
                    const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
-                   const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
-  if (amx_active()) return assign_run_amx(A, n, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X, C, d, kappa, lab, d2);
+                   const float* XT, const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
+  if (amx_active()) return assign_run_amx(A, n, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X, XT, C, d, kappa, lab, d2);
   constexpr int RS = 8;
   const ptrdiff_t nrb = (n + RS - 1) / RS;
   const int nt = gemm_threads(assign_work(n, k, d));
@@ -361,7 +372,8 @@ int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t*
       if (!A) {
         for (int r = 0; r < rs; ++r) pack_row_bf16(X + (r0 + r) * d, d, Ab + r * K2);
       }
-      assign_block<RS>(Ar, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X + r0 * d, C, d, kappa, rs, G, lab + r0,
+      assign_block<RS>(Ar, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X + r0 * d, XT ? XT + 3 * r0 : nullptr, C, d,
+                       kappa, rs, G, lab + r0,
                        d2 + r0, &checked, cand);
     }
     total += checked;
@@ -410,7 +422,7 @@ const uint32_t* amx_block_rows(const uint32_t* A, const float* X, ptrdiff_t d, p
 
 int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t* Bp, ptrdiff_t Np, ptrdiff_t k,
                        const float* cn, const float* cnorm, const float* dcnorm, const float* ctau, const float* X,
-                       const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
+                       const float* XT, const float* C, ptrdiff_t d, double kappa, int64_t* lab, float* d2) {
   const ptrdiff_t K2r = amx_pairs_padded(K2);
   std::vector<uint32_t> bbuf;
   const uint32_t* Bq = amx_padded_b(Bp, K2, Np, bbuf);
@@ -437,7 +449,8 @@ int64_t assign_run_amx(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint3
 #pragma omp simd
         for (ptrdiff_t j = 0; j < k; ++j) g[j] = cn[j] + -2.0f * g[j];
       }
-      settle_rows(G, Np, k, cnorm, dcnorm, ctau, X + r0 * d, C, d, kappa, rs, lab + r0, d2 + r0, &checked, cand);
+      settle_rows(G, Np, k, cnorm, dcnorm, ctau, X + r0 * d, XT ? XT + 3 * r0 : nullptr, C, d, kappa, rs, lab + r0,
+                  d2 + r0, &checked, cand);
     }
     total += checked;
     free(cand);
@@ -482,6 +495,11 @@ void gemm_run_amx(const uint32_t* A, ptrdiff_t M, ptrdiff_t K2, const uint32_t* 
     free(pad);
     free(G);
   }
+}
+
+void row_terms_run(const float* X, ptrdiff_t n, ptrdiff_t d, double kappa, float* out) {
+#pragma omp parallel for schedule(static) num_threads(gemm_threads((double)n * (double)d * 4.0))
+  for (ptrdiff_t i = 0; i < n; ++i) row_terms(X + i * d, d, kappa, out + 3 * i);
 }
 
 #pragma GCC pop_options
@@ -577,14 +595,16 @@ void gemm_bf16(const py::array_t<uint32_t, py::array::c_style>& A, const py::arr
 
 // kmeans_assign_bf16(Xp (n, K2) uint32 or None (rows rounded per block), Cp (K2, Np) uint32, X (n, d) f32, C (k, d) f32, cn (k,) f32 = ‖c‖²,
 // cnorm (k,) f32 ≥ ‖c̃‖, dcnorm (k,) f32 ≥ ‖c − c̃‖, ctau (k,) f32 (see assign_block), kappa,
-// labels (n,) int64 out, d2 (n,) f32 out) -> rows re-checked exactly.
+// labels (n,) int64 out, d2 (n,) f32 out, XT (n, 3) f32 = bf16_row_terms(X, kappa) or None) -> rows re-checked
+// exactly.
 int64_t kmeans_assign_bf16(py::object Xp_obj, const py::array_t<uint32_t, py::array::c_style>& Cp,
                            const py::array_t<float, py::array::c_style>& X, const py::array_t<float, py::array::c_style>& C,
                            const py::array_t<float, py::array::c_style>& cn,
                            const py::array_t<float, py::array::c_style>& cnorm,
                            const py::array_t<float, py::array::c_style>& dcnorm,
                            const py::array_t<float, py::array::c_style>& ctau, double kappa,
-                           py::array_t<int64_t, py::array::c_style> labels, py::array_t<float, py::array::c_style> d2) {
+                           py::array_t<int64_t, py::array::c_style> labels, py::array_t<float, py::array::c_style> d2,
+                           py::object XT_obj) {
   if (!bf16_supported()) throw std::runtime_error("kmeans_assign_bf16 needs a CPU with AVX512-BF16");
   if (Cp.ndim() != 2 || X.ndim() != 2 || C.ndim() != 2) throw std::invalid_argument("Cp, X and C must be 2-D");
   const ptrdiff_t n = X.shape(0), d = X.shape(1), k = C.shape(0), K2 = (d + 1) / 2, Np = (k + 15) / 16 * 16;
@@ -603,6 +623,13 @@ int64_t kmeans_assign_bf16(py::object Xp_obj, const py::array_t<uint32_t, py::ar
     throw std::invalid_argument("labels and d2 must be (n,)");
   if (!(kappa >= 0.0)) throw std::invalid_argument("kappa must be >= 0");
   if (k < 1) throw std::invalid_argument("C must hold at least one centre");
+  py::array_t<float, py::array::c_style> XT;
+  if (!XT_obj.is_none()) {
+    if (!py::isinstance<py::array_t<float>>(XT_obj)) throw std::invalid_argument("XT must be None or a float32 array");
+    XT = py::array_t<float, py::array::c_style>::ensure(XT_obj);
+    if (!XT || XT.ndim() != 2 || XT.shape(0) != n || XT.shape(1) != 3)
+      throw std::invalid_argument("XT must be bf16_row_terms(X, kappa): (n, 3) float32");
+  }
   if (n == 0) return 0;
   int64_t checked = 0;
 #if defined(CR_BF16_X86)
@@ -612,10 +639,60 @@ int64_t kmeans_assign_bf16(py::object Xp_obj, const py::array_t<uint32_t, py::ar
               *ct = ctau.data();
   int64_t* lab = labels.mutable_data();
   float* o = d2.mutable_data();
+  const float* xt = XT_obj.is_none() ? nullptr : XT.data();
   py::gil_scoped_release nogil;
-  checked = assign_run(a, n, K2, b, Np, k, cnp, cnm, dcn, ct, x, c, d, kappa, lab, o);
+  checked = assign_run(a, n, K2, b, Np, k, cnp, cnm, dcn, ct, x, xt, c, d, kappa, lab, o);
 #endif
   return checked;
+}
+
+// bf16_centre_terms(C (k, d) f32) -> (‖c‖², ‖c̃‖, ‖c − c̃‖, τ = ‖c‖²·2⁻¹⁸ + 2⁻⁹⁰), each (k,) f32: the
+// centre terms of the bound above (ops._bf16_bound.bf16_centre_terms is the same in NumPy), sums in
+// double, the norms raised by 2⁻²⁰ before rounding so they stay upper bounds. Native because a Lloyd
+// loop needs them every iteration, where NumPy's twenty small calls cost as much as a small
+// assignment.
+py::tuple bf16_centre_terms(const py::array_t<float, py::array::c_style | py::array::forcecast>& C) {
+  if (C.ndim() != 2) throw std::invalid_argument("C must be 2-D float32");
+  const ptrdiff_t k = C.shape(0), d = C.shape(1);
+  py::array_t<float> cn(k), cnorm(k), dcnorm(k), ctau(k);
+  const float* c = C.data();
+  float *o0 = cn.mutable_data(), *o1 = cnorm.mutable_data(), *o2 = dcnorm.mutable_data(), *o3 = ctau.mutable_data();
+  const double up = 1.0 + 0x1p-20;
+  for (ptrdiff_t i = 0; i < k; ++i) {
+    double s = 0.0, sb = 0.0, sd = 0.0;
+    for (ptrdiff_t j = 0; j < d; ++j) {
+      const double v = (double)c[i * d + j];
+      const uint32_t bits = (uint32_t)bf16_round(c[i * d + j]) << 16;
+      float bf;
+      std::memcpy(&bf, &bits, 4);
+      const double b = (double)bf, e = b - v;
+      s += v * v;
+      sb += b * b;
+      sd += e * e;
+    }
+    o0[i] = (float)s;
+    o1[i] = (float)(std::sqrt(sb) * up);
+    o2[i] = (float)(std::sqrt(sd) * up);
+    o3[i] = (float)(s * 0x1p-18 + 0x1p-90);
+  }
+  return py::make_tuple(cn, cnorm, dcnorm, ctau);
+}
+
+// bf16_row_terms(X (n, d) f32, kappa) -> (n, 3) f32: each row's terms of the bf16 bound (row_terms),
+// for a Lloyd loop to pass to every kmeans_assign_bf16 of the fit instead of recomputing them.
+py::array_t<float> bf16_row_terms(const py::array_t<float, py::array::c_style>& X, double kappa) {
+  if (!bf16_supported()) throw std::runtime_error("bf16_row_terms needs a CPU with AVX512-BF16");
+  if (X.ndim() != 2) throw std::invalid_argument("X must be 2-D float32");
+  if (!(kappa >= 0.0)) throw std::invalid_argument("kappa must be >= 0");
+  const ptrdiff_t n = X.shape(0), d = X.shape(1);
+  py::array_t<float> out({n, (ptrdiff_t)3});
+#if defined(CR_BF16_X86)
+  const float* x = X.data();
+  float* o = out.mutable_data();
+  py::gil_scoped_release nogil;
+  row_terms_run(x, n, d, kappa, o);
+#endif
+  return out;
 }
 
 }  // namespace
@@ -630,9 +707,14 @@ void register_gemm_bf16(py::module_& m) {
         py::arg("bias") = py::none(), "out = bias + alpha · A·B from packed bf16 operands, fp32 accumulation and output.");
   m.def("kmeans_assign_bf16", &kmeans_assign_bf16, py::arg("Xp"), py::arg("Cp"), py::arg("X"), py::arg("C"),
         py::arg("cn"), py::arg("cnorm"), py::arg("dcnorm"), py::arg("ctau"), py::arg("kappa"), py::arg("labels"),
-        py::arg("d2"),
+        py::arg("d2"), py::arg("XT") = py::none(),
         "Nearest centre per row from bf16 distance tiles (arg-min fused, exact re-check of every row the bf16 "
-        "error bound leaves open); writes labels and exact d², returns the rows re-checked.");
+        "error bound leaves open); writes labels and exact d², returns the rows re-checked. XT: "
+        "bf16_row_terms(X, kappa), or None to compute them per call.");
+  m.def("bf16_centre_terms", &bf16_centre_terms, py::arg("C"),
+        "The bf16 bound's centre terms (‖c‖², ‖c̃‖, ‖c − c̃‖, τ), each (k,) float32.");
+  m.def("bf16_row_terms", &bf16_row_terms, py::arg("X"), py::arg("kappa"),
+        "Each row's terms of the bf16 distance tiles' error bound, (n, 3) float32, for kmeans_assign_bf16's XT.");
 }
 
 }  // namespace contextrag

@@ -41,8 +41,15 @@ namespace contextrag {
                                  float*, int32_t, double, double, double, double, ptrdiff_t, ptrdiff_t);  \
   void pp_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, const T*, T*, double*, ptrdiff_t, ptrdiff_t,   \
                      const unsigned char*);                                                                      \
+  int sum_rows_##sfx(const T*, ptrdiff_t, const int64_t*, ptrdiff_t, ptrdiff_t, ptrdiff_t, T*, int64_t*);        \
+  void subtract_rows_##sfx(T*, const T*, const int64_t*, ptrdiff_t, ptrdiff_t, ptrdiff_t, double*);              \
   }
-#define CR_DECLARE_ELKAN(ns) CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)
+#define CR_DECLARE_ELKAN(ns)                                                                           \
+  CR_DECLARE_ELKAN_T(ns, float, f32) CR_DECLARE_ELKAN_T(ns, double, f64)                               \
+  namespace ns {                                                                                       \
+  int sum_rows_f32_f64(const float*, ptrdiff_t, const int64_t*, ptrdiff_t, ptrdiff_t, ptrdiff_t, double*, \
+                       int64_t*);                                                                      \
+  }
 CR_DECLARE_ELKAN(generic)
 #if defined(__x86_64__) || defined(__i386__)
 CR_DECLARE_ELKAN(avx2)
@@ -56,11 +63,13 @@ template <> struct ElkanFns<float> {
   static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f32); }
   static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f32); }
   static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f32); }
+  static auto subtract(Isa v) { return CR_PICK_ISA(v, subtract_rows_f32); }
 };
 template <> struct ElkanFns<double> {
   static auto filter(Isa v) { return CR_PICK_ISA(v, elkan_filter_range_f64); }
   static auto refresh(Isa v) { return CR_PICK_ISA(v, elkan_refresh_range_f64); }
   static auto pp(Isa v) { return CR_PICK_ISA(v, pp_rows_f64); }
+  static auto subtract(Isa v) { return CR_PICK_ISA(v, subtract_rows_f64); }
 };
 
 namespace {
@@ -74,6 +83,18 @@ static int region_threads(double work) {
   const double nt = work / (double)(1 << 22);
   return nt < 1.0 ? 1 : nt >= (double)mx ? mx : (int)nt;
 }
+
+// The per-ISA row-sum loop for rows of T into sums of A.
+template <class T, class A> struct SumRows;
+template <> struct SumRows<float, double> {
+  static auto fn(Isa v) { return CR_PICK_ISA(v, sum_rows_f32_f64); }
+};
+template <> struct SumRows<float, float> {
+  static auto fn(Isa v) { return CR_PICK_ISA(v, sum_rows_f32); }
+};
+template <> struct SumRows<double, double> {
+  static auto fn(Isa v) { return CR_PICK_ISA(v, sum_rows_f64); }
+};
 
 template <class T, class A = T>
 static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, ptrdiff_t k) {
@@ -94,21 +115,11 @@ static py::tuple centroid_sums_typed(const py::array& X_, const int64_t* lab, pt
     std::vector<A> part((size_t)nt * (size_t)(k * d), A(0));
     std::vector<int64_t> cpart((size_t)nt * (size_t)k, 0);
     const ptrdiff_t q = n / nt, r = n % nt;
+    const auto rows = SumRows<T, A>::fn(cpu_isa());
     auto block = [&](int t) {
-      A* P = part.data() + (size_t)t * (size_t)(k * d);
-      int64_t* Cp = cpart.data() + (size_t)t * (size_t)k;
       const ptrdiff_t lo = t * q + (t < r ? t : r), hi = lo + q + (t < r ? 1 : 0);
-      bool b = false;
-      for (ptrdiff_t i = lo; i < hi; ++i) {
-        const int64_t c = lab[i];
-        if (c < 0 || c >= k) { b = true; continue; }
-        A* dst = P + c * d;
-        const T* src = X + i * d;
-#pragma omp simd
-        for (ptrdiff_t j = 0; j < d; ++j) dst[j] += (A)src[j];
-        Cp[c] += 1;
-      }
-      return b;
+      return rows(X, d, lab, k, lo, hi, part.data() + (size_t)t * (size_t)(k * d),
+                  cpart.data() + (size_t)t * (size_t)k) != 0;
     };
     if (region_threads((double)n * (double)d) == 1) {
       for (int t = 0; t < nt; ++t) bad = block(t) || bad;
@@ -394,6 +405,48 @@ static py::tuple centroid_sums(const py::array& X, const py::array_t<int64_t>& l
                         : centroid_sums_typed<float>(X, labels.data(), k);
   if (X.dtype().is(py::dtype::of<double>())) return centroid_sums_typed<double>(X, labels.data(), k);
   throw py::type_error("X must be float32 or float64");
+}
+
+// subtract_centres(R, C, labels) -> Σ‖R[i] − C[labels[i]]‖²: R[i] −= C[labels[i]] in place (R's dtype),
+// the squares summed in double, rows in order (the same total for any thread count). RQ-KMeans's step
+// from one level's residuals to the next.
+template <class T>
+static double subtract_centres_typed(py::array& R_, const py::array& C_, const int64_t* lab) {
+  const ptrdiff_t n = R_.shape(0), d = R_.shape(1), k = C_.shape(0);
+  for (ptrdiff_t i = 0; i < n; ++i)
+    if (lab[i] < 0 || lab[i] >= k) throw std::invalid_argument("labels must lie in [0, len(C))");
+  T* R = static_cast<T*>(R_.mutable_data());
+  const T* C = static_cast<const T*>(C_.data());
+  std::vector<double> sq((size_t)n);
+  auto fn = ElkanFns<T>::subtract(cpu_isa());
+  {
+    py::gil_scoped_release nogil;
+    const int nt = region_threads((double)n * (double)d);
+    if (nt == 1) {
+      fn(R, C, lab, d, 0, n, sq.data());
+    } else {
+#pragma omp parallel num_threads(nt)
+      {
+        const ptrdiff_t t = omp_get_thread_num(), m = omp_get_num_threads();
+        fn(R, C, lab, d, n * t / m, n * (t + 1) / m, sq.data());
+      }
+    }
+  }
+  double total = 0.0;
+  for (ptrdiff_t i = 0; i < n; ++i) total += sq[(size_t)i];
+  return total;
+}
+
+static double subtract_centres(py::array R, const py::array& C, const py::array_t<int64_t, py::array::c_style>& labels) {
+  if (R.ndim() != 2 || !(R.flags() & py::array::c_style) || !R.writeable())
+    throw std::invalid_argument("R must be a writable C-contiguous 2-D array");
+  if (C.ndim() != 2 || !(C.flags() & py::array::c_style) || C.shape(1) != R.shape(1) || !C.dtype().is(R.dtype()))
+    throw std::invalid_argument("C must be a C-contiguous (k, d) array of R's dtype and d");
+  if (labels.ndim() != 1 || labels.shape(0) != R.shape(0))
+    throw std::invalid_argument("labels must be 1-D with one entry per row of R");
+  if (R.dtype().is(py::dtype::of<float>())) return subtract_centres_typed<float>(R, C, labels.data());
+  if (R.dtype().is(py::dtype::of<double>())) return subtract_centres_typed<double>(R, C, labels.data());
+  throw py::type_error("R must be float32 or float64");
 }
 
 // gather_rows(X, rows) -> X[rows] (parallel row copies; torch's index_select on the CPU took longer
@@ -692,6 +745,8 @@ void register_kmeans(py::module_& m) {
   m.def("centroid_sums", &centroid_sums, py::arg("X"), py::arg("labels"), py::arg("k"),
         py::arg("float64_sums") = false,
         "Per-cluster sums (k, d) and counts (k,) of the rows of X, in parallel (sums in X's dtype or float64).");
+  m.def("subtract_centres", &subtract_centres, py::arg("R"), py::arg("C"), py::arg("labels"),
+        "R[i] -= C[labels[i]] in place; returns the sum of the new rows' squared norms (float64 accumulation).");
   m.def("gather_rows", &gather_rows, py::arg("X"), py::arg("rows"), py::arg("out") = py::none(),
         "X[rows] (parallel row copies), into `out` when given.");
   m.def("move_stats", &move_stats, py::arg("X"), py::arg("rows"), py::arg("old"), py::arg("new"), py::arg("q"),

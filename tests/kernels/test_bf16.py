@@ -230,6 +230,50 @@ def test_kmeans_assign_bf16_ties_and_bound(rng, precision):
                               0.1, np.empty(len(X), np.int64), np.empty(len(X), np.float32))
 
 
+@pytest.mark.skipif(Cn is None or not hasattr(Cn, "bf16_centre_terms"), reason="native extension not built")
+@pytest.mark.parametrize("k,d", [(1, 1), (3, 17), (40, 384), (7, 1000)])
+def test_bf16_centre_terms_native_equals_numpy(rng, k, d):
+    """The native centre terms are NumPy's up to the float64 sums' order, and the norms stay upper
+    bounds of the exact ones (what the error bound needs)."""
+    from contextrag.ops._bf16_bound import bf16_centre_terms, centre_terms_numpy
+    C = (rng.standard_normal((k, d)) * rng.choice([1e-3, 1.0, 1e3], (k, 1))).astype(np.float32)
+    C[0, 0] = 0.0
+    got, want = bf16_centre_terms(C), centre_terms_numpy(C)
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32 and g.shape == (k,)
+        np.testing.assert_allclose(g, w, rtol=2e-7, atol=0)
+    c64, cb = C.astype(np.float64), bf16_round(C).astype(np.float64)
+    assert (got[1].astype(np.float64) >= np.linalg.norm(cb, axis=1)).all()
+    assert (got[2].astype(np.float64) >= np.linalg.norm(cb - c64, axis=1)).all()
+
+
+@needs_bf16
+@pytest.mark.parametrize("n,d,k", [(1, 1, 1), (45, 37, 5), (300, 384, 17), (67, 130, 40)])
+def test_kmeans_assign_bf16_precomputed_row_terms(rng, isa, n, d, k):
+    """A Lloyd loop's once-per-fit row terms (bf16_row_terms) give the bits a call computes itself,
+    on the vector tiles and on AMX, whole and partial row blocks, prepacked rows or per-block ones;
+    a wrong-shaped XT is a clear error."""
+    from contextrag.ops import kmeans as K
+    if isa not in ("avx512", "amx"):
+        pytest.skip("the bf16 tiles run under AVX-512")
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    X[n // 2] = 0.0
+    C = (X[rng.integers(0, n, k)] + 0.01 * rng.standard_normal((k, d))).astype(np.float32)
+    T = Cn.bf16_row_terms(X, K.bf16_error_bound(d))
+    assert T.shape == (n, 3) and T.dtype == np.float32 and (T >= 0).all()
+    tX, tC = torch.from_numpy(X), torch.from_numpy(C)
+    want_l, want_d2 = K._bf16_assign(tX, tC)
+    for xp in (None, Cn.bf16_pack_a(X)):
+        lab, d2 = K._bf16_assign(tX, tC, xp=xp, xt=T)
+        np.testing.assert_array_equal(lab.numpy(), want_l.numpy())
+        np.testing.assert_array_equal(d2.numpy(), want_d2.numpy())
+    np.testing.assert_array_equal(want_l.numpy(), ref.kmeans_assign(X.astype(np.float64), C.astype(np.float64))[0])
+    cn, cnorm, dcnorm, ctau = K.bf16_centre_terms(C)
+    with pytest.raises(ValueError, match=r"XT must be bf16_row_terms"):
+        Cn.kmeans_assign_bf16(None, Cn.bf16_pack_b(C, True), X, C, cn, cnorm, dcnorm, ctau, 0.1,
+                              np.empty(n, np.int64), np.empty(n, np.float32), T[:, :2].copy())
+
+
 @needs_bf16
 def test_kmeans_assign_bf16_worst_rounding(rng, precision):
     """Rows and centres whose every element bf16 rounds by (almost) its unit roundoff 2^-8, all in one

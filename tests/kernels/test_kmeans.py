@@ -233,7 +233,7 @@ def test_bounded_lloyd_equals_plain(isa, rng, dtype):
     init = X[:15].copy()
     skipped, full = [], []
     bounded = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu",
-                             options=ops.LloydOptions(stats=skipped))
+                             options=ops.LloydOptions(bounded=True, stats=skipped))
     plain = ops.kmeans_fit(X, 15, init=init, n_iter=40, tol=0.0, backend="cpu",
                            options=ops.LloydOptions(bounded=False, stats=full))
     assert len(skipped) == len(full) == bounded.n_iter - 1 and set(full) == {1.0}
@@ -254,7 +254,7 @@ def test_bounded_lloyd_snapshot_merging(isa, rng, dtype):
     X, _ = blobs(rng, 2500, 9, 11, spread=2.0, dtype=dtype)
     init = X[:11].copy()
     res = ops.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0, backend="cpu",
-                         options=ops.LloydOptions(snapshot_bytes=1))
+                         options=ops.LloydOptions(bounded=True, snapshot_bytes=1))
     C_ref, l_ref, inertia_ref, it_ref = ref.kmeans_fit(X, 11, init=init, n_iter=40, tol=0.0)
     np.testing.assert_array_equal(res.labels, l_ref)
     assert res.n_iter == it_ref
@@ -367,7 +367,7 @@ def test_bounded_lloyd_near_ties_exact(isa, rng, screen):
     t = 0.5 + rng.choice([-1e-4, 1e-4], 4000)[:, None]
     X = (t * C[a] + (1 - t) * C[b] + 1e-3 * rng.standard_normal((4000, d))).astype(np.float32)
     res = ops.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0, backend="cpu", max_points_per_centroid=None,
-                         options=ops.LloydOptions(bf16_screen=screen))
+                         options=ops.LloydOptions(bounded=True, bf16_screen=screen))
     lab_ref, _ = ref.kmeans_assign(X, res.centroids)
     np.testing.assert_array_equal(res.labels, lab_ref)
     C_ref, l_ref, _, it_ref = ref.kmeans_fit(X, k, init=C, n_iter=6, tol=0.0)
@@ -445,7 +445,7 @@ from contextrag.ops._backend import native
 rng = np.random.default_rng(5)
 X = (rng.standard_normal((1500, 24)) + 4 * rng.standard_normal((10, 24))[rng.integers(0, 10, 1500)]).astype(np.float32)
 init = X[:10].copy()
-res = ops.kmeans_fit(X, 10, init=init, n_iter=30, tol=0.0)
+res = ops.kmeans_fit(X, 10, init=init, n_iter=30, tol=0.0, options=ops.LloydOptions(bounded=True))
 C_ref, l_ref, _, it_ref = ref.kmeans_fit(X, 10, init=init, n_iter=30, tol=0.0)
 assert (np.asarray(res.labels) == l_ref).all() and res.n_iter == it_ref
 U = ops.fcm_memberships(X, init, m=2.0)
@@ -488,3 +488,28 @@ def test_forced_isa_rejected(bad, msg):
     assert r.returncode != 0
     assert "ValueError" in r.stderr and "CONTEXTRAG_ISA" in r.stderr and msg in r.stderr
 
+
+
+@pytest.mark.filterwarnings("ignore:kmeans. CONTEXTRAG_PRECISION=bf16 needs")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_assign_rejects_nonfinite_rows_after_the_kernel(isa, rng, monkeypatch, precision, dtype, bad):
+    """kmeans_assign checks X through the rows' exact d² (the CPU kernels run first): a NaN or inf
+    anywhere, on any tile path and in any row or column remainder, is still the ValueError naming X,
+    and a finite X whose d² overflows float32 is returned, not rejected."""
+    monkeypatch.setenv("CONTEXTRAG_PRECISION", precision)
+    X = rng.standard_normal((77, 37)).astype(dtype)
+    C = X[:5].copy()
+    for r, c in ((0, 0), (76, 36), (40, 17)):
+        Y = X.copy()
+        Y[r, c] = bad
+        with pytest.raises(ValueError, match=r"^X contains NaN or inf"):
+            ops.kmeans_assign(Y, C, backend="cpu")
+    if dtype == np.float32:
+        Y = X.copy()
+        Y[3] = 3e19   # finite, but ‖x − c‖² is past float32's range
+        labels, d2 = ops.kmeans_assign(Y, C, backend="cpu")
+        lab_ref, _ = ref.kmeans_assign(Y.astype(np.float64), C.astype(np.float64))
+        np.testing.assert_array_equal(labels, lab_ref)
+        assert np.isinf(d2[3]) and np.isfinite(np.delete(d2, 3)).all()

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._backend import native
+
 
 # bf16 distance tiles (see kmeans_assign_bf16 in csrc/cpu/gemm_bf16.cpp): the per-row, per-centre bound
 # |G̃ − G| ≤ (2‖δx‖ + κ‖x̃‖)‖c̃‖ + 2‖x‖‖δc‖ + τ uses the actual bf16 rounding errors δx, δc (Cauchy–Schwarz);
@@ -32,7 +34,16 @@ def bf16_round(A: np.ndarray) -> np.ndarray:
 
 def bf16_centre_terms(C: np.ndarray) -> tuple[np.ndarray, ...]:
     """(‖c‖², ‖c̃‖, ‖c − c̃‖, τ) per centre, float32, each rounded the safe way (c̃: c rounded to bf16
-    to nearest even, as bf16_pack_b)."""
+    to nearest even, as bf16_pack_b); the native kernel's where it is built (the same terms, up to
+    the order of the float64 sums)."""
+    Cn = native()
+    if Cn is not None and hasattr(Cn, "bf16_centre_terms"):
+        return tuple(Cn.bf16_centre_terms(np.ascontiguousarray(C, dtype=np.float32)))
+    return centre_terms_numpy(C)
+
+
+def centre_terms_numpy(C: np.ndarray) -> tuple[np.ndarray, ...]:
+    """:func:`bf16_centre_terms` in NumPy."""
     c64 = C.astype(np.float64)
     cb = bf16_round(C).astype(np.float64)
     up = 1.0 + 2.0 ** -20

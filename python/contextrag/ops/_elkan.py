@@ -50,13 +50,25 @@ FILTER_SKIP_MOVED = 0.1       # re-evaluate all rows untested while more than th
 FULL_PASS_SHARE = 0.5         # re-evaluate all rows when more than this share fails its bounds
 
 
+# The bounded loop's floor (LloydOptions.bounded=None): fits with less distance work per iteration
+# (n·k·d multiply-adds) run the plain loop. Below it the bounds' per-iteration passes (refresh, filter,
+# displacement statistics) cost more than the GEMM they skip: 10 iterations of 5000×384, k = 32 took
+# 30 ms plain against 50 ms bounded, and of 2000×384, k = 16, 18 against 27 ms; the two were even
+# near 200M (5000×384, k = 96) and the bounds won from 10000×384, k = 96 (369M) on (AMX Xeon, quiet;
+# the fp32 tiles crossed at the same sizes).
+BOUNDED_MIN_MACS = 1 << 28
+
+
 def bounded_available(X: torch.Tensor, k: int, opts: LloydOptions) -> bool:
-    """Whether the bounded loop can run this fit: CPU tensors, the native helpers, and the n×k
-    float32 bounds (plus the bf16 copy of X when screening could use it) within the options' cap."""
+    """Whether the bounded loop runs this fit: asked for (``opts.bounded`` True, or None and the
+    distance work per iteration at least ``BOUNDED_MIN_MACS``), CPU tensors, the native helpers, and
+    the n×k float32 bounds (plus the bf16 copy of X when screening could use it) within the options'
+    cap."""
+    if opts.bounded is False or (opts.bounded is None and X.shape[0] * k * X.shape[1] < BOUNDED_MIN_MACS):
+        return False
     C = native()
     extra = X.shape[0] * (k * 4 + (X.shape[1] * 2 if opts.bf16_screen and X.dtype == torch.float32 else 0))
-    return (opts.bounded and X.device.type == "cpu" and C is not None and hasattr(C, "elkan_filter")
-            and extra <= opts.max_bound_bytes)
+    return X.device.type == "cpu" and C is not None and hasattr(C, "elkan_filter") and extra <= opts.max_bound_bytes
 
 
 def plain_pages(shape, dtype, hugepages: bool = False) -> np.ndarray:

@@ -93,7 +93,7 @@ def as_tensor(x: _K, name: str, *, ndim: tuple[int, ...] = (2,), check_finite: b
     if t.dim() not in ndim:
         want = " or ".join(f"{d}-D" for d in ndim)
         raise ValueError(f"{name} must be {want}, got shape {tuple(t.shape)}")
-    if t.numel():
+    if t.numel() and (check_finite or unit_interval):
         # One min/max pass answers both checks without a temporary: torch's min/max propagate NaN,
         # and an inf shows up as an infinite extreme.
         if t.device.type == "cpu" and t.numel() <= SMALL_CPU_CHECK and t.dtype in FLOAT_DTYPES:

@@ -20,7 +20,7 @@ from ._bf16_bound import bf16_centre_terms, bf16_error_bound  # noqa: F401 (bf16
 from ._elkan import CPU_TILE_ELEMS, ElkanState, bounded_available, cpu_row_block  # noqa: F401 (re-exported)
 from ._precision import choose as choose_precision
 from ._registry import IMPLS, register
-from ._tensor import accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
+from ._tensor import Kind, accepts_cupy, as_tensor, check_half_on_gpu, check_positive_int, same_device
 from ._types import Array, ArrayT
 from .lloyd import DEFAULT_OPTIONS, Assignment, LloydOptions, lloyd, split_empty, updated_centroids  # noqa: F401
 
@@ -86,7 +86,8 @@ def kmeans_assign(X: ArrayT, C: Array, *, backend: str | None = None) -> tuple[A
         ``(labels, d2)``: ``(n,)`` int64 labels and ``(n,)`` squared distances (float32, float64
         for float64 ``X``), of ``X``'s kind and device.
     """
-    tX, kind = _check_X(X)
+    tX, kind = as_tensor(X, "X", ndim=(2,), allow_half=True, check_finite=False)
+    check_half_on_gpu(tX, "X")
     tC, _ = as_tensor(C, "C", ndim=(2,), allow_half=True)
     check_half_on_gpu(tC, "C")
     same_device("X", tX, "C", tC)
@@ -94,8 +95,15 @@ def kmeans_assign(X: ArrayT, C: Array, *, backend: str | None = None) -> tuple[A
         raise ValueError(f"X has {tX.shape[1]} columns but C has {tC.shape[1]}; both must be (·, d)")
     if tC.shape[0] == 0:
         raise ValueError("C must hold at least one centroid")
-    _, impl = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
+    name, impl = select("kmeans_assign", tX.device, backend, IMPLS["kmeans_assign"])
+    if name != "cpu":
+        _check_X(tX)
     labels, d2 = impl(tX, tC.to(_work_dtype(tX)))
+    if name == "cpu" and not np.isfinite(d2.numpy().sum(dtype=np.float64)):
+        # X is checked here rather than first: a NaN or inf in a row makes its exact d² NaN or inf
+        # (the native row loops stay inside their rows on such input), so one pass over n values
+        # replaces a pass over n·d; a finite X whose d² overflows is returned as computed.
+        _check_X(tX)
     return kind.out(labels), kind.out(d2)
 
 
@@ -153,9 +161,18 @@ def pack_rows_bf16(X: torch.Tensor) -> np.ndarray:
     return packed
 
 
-def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None, stats: list | None = None):
+def bf16_row_terms(X: torch.Tensor) -> np.ndarray:
+    """Each row's terms of the bf16 tiles' error bound (they depend on the row alone); compute once
+    per fit and pass to every assignment as ``xt``."""
+    terms: np.ndarray = native().bf16_row_terms(X.contiguous().numpy(), bf16_error_bound(X.shape[1]))
+    return terms
+
+
+def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None, stats: list | None = None,
+                 xt: np.ndarray | None = None):
     """Nearest centre of each row from bf16 distance tiles, arg-min fused, every row the bf16 bound
-    leaves open re-checked by exact distance: the labels of exact arithmetic, exact d²."""
+    leaves open re-checked by exact distance: the labels of exact arithmetic, exact d². ``xt``: the
+    rows' ``bf16_row_terms``, else computed in the call."""
     Cn = native()
     X = X.contiguous()
     Xn = X.numpy()
@@ -165,7 +182,8 @@ def _bf16_assign(X: torch.Tensor, C: torch.Tensor, xp: np.ndarray | None = None,
     n = X.shape[0]   # xp None: the kernel rounds each block of rows itself (a one-off call packs nothing)
     labels = np.empty(n, dtype=np.int64)
     d2 = np.empty(n, dtype=np.float32)
-    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, cn, cnorm, dcnorm, ctau, bf16_error_bound(X.shape[1]), labels, d2)
+    checked = Cn.kmeans_assign_bf16(xp, Cp, Xn, Cf, cn, cnorm, dcnorm, ctau, bf16_error_bound(X.shape[1]), labels, d2,
+                                    xt)
     if stats is not None:
         stats.append(checked / max(n, 1))
     return torch.from_numpy(labels), torch.from_numpy(d2)
@@ -194,16 +212,16 @@ def _f32_assign(X: torch.Tensor, C: torch.Tensor, xn: torch.Tensor | None = None
 
 
 @register("kmeans_assign", "cpu")
-def _cpu_assign(X, C, xn=None, xp=None):
+def _cpu_assign(X, C, xn=None, xp=None, xt=None):
     """Nearest centre per row: the first arg-min of ‖c‖² − 2x·c and the exact ‖x − c‖² of the chosen
     centre. Float32 rows run on our own tiles, arg-min fused: bf16 where ``use_bf16`` says so
-    (``_bf16_assign``; ``xp``: X already packed by ``pack_rows_bf16``; the same labels, d² always
-    exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM + the C++ row epilogue,
+    (``_bf16_assign``; ``xp``: X already packed by ``pack_rows_bf16``, ``xt``: its ``bf16_row_terms``;
+    the same labels, d² always exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM + the C++ row epilogue,
     never more than one row block × k distances at once.
     With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
     if use_bf16(X):
-        return _bf16_assign(X, C.to(torch.float32), xp)
+        return _bf16_assign(X, C.to(torch.float32), xp, xt=xt)
     if use_native_f32(X):
         return _f32_assign(X, C.to(torch.float32), xn)
     n = X.shape[0]
@@ -398,6 +416,18 @@ def kmeans_fit(X: ArrayT, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: 
         and device.
     """
     tX, kind = _check_X(X)
+    return _kmeans_fit(tX, kind, k, n_iter=n_iter, tol=tol, seed=seed, init=init,
+                       max_points_per_centroid=max_points_per_centroid, backend=backend, options=options)
+
+
+TENSOR_KIND: Kind = Kind(numpy=False)
+
+
+def _kmeans_fit(tX: torch.Tensor, kind: Kind, k: int, *, n_iter: int, tol: float, seed: int, init,
+                max_points_per_centroid: int | None, backend: str | None,
+                options: LloydOptions | None) -> KMeansResult:
+    """:func:`kmeans_fit` on rows already validated (``as_tensor``): rq_kmeans's residual levels,
+    finite by construction, skip a pass over them per level."""
     k = check_positive_int(k, "k")
     n_iter = check_positive_int(n_iter, "n_iter")
     if not (isinstance(tol, (int, float)) and tol >= 0):
@@ -427,8 +457,8 @@ def kmeans_fit(X: ArrayT, k: int, *, n_iter: int = 25, tol: float = 1e-4, seed: 
         # rows outside the sample saved a quarter of the GEMM but paid as much again gathering them).
     elif native_cpu and train.device.type == "cpu" and _native_fn("kmeans_epilogue") is not None:
         Xw = train.to(_work_dtype(train)).contiguous()
-        if use_bf16(Xw):   # pack the rows once for every iteration
-            assigner = local_assigner(Xw, _cpu_assign, xp=pack_rows_bf16(Xw))
+        if use_bf16(Xw):   # pack the rows and their bound terms once for every iteration
+            assigner = local_assigner(Xw, _cpu_assign, xp=pack_rows_bf16(Xw), xt=bf16_row_terms(Xw))
         else:
             Xa = Xw.numpy()   # NumPy on the calling thread (see rq_kmeans's residual update)
             assigner = local_assigner(Xw, _cpu_assign, xn=torch.from_numpy(np.einsum("ij,ij->i", Xa, Xa)))
@@ -502,11 +532,15 @@ def rq_kmeans(X: ArrayT, sizes: int | Sequence[int] = (96, 24, 12), *, n_iter: i
         R = tX.to(_work_dtype(tX)).clone()
     books, codes, inertia = [], [], []
     for lvl, k in enumerate(used):
-        res = kmeans_fit(R, k, n_iter=n_iter, tol=tol, seed=seed + lvl, init=inits[lvl],
-                         max_points_per_centroid=max_points_per_centroid, backend=backend, options=options)
-        if R.device.type == "cpu":
-            # NumPy on the CPU: these (n, d) passes on torch's thread pool waited on its barriers for
-            # most of a small fit's time on a busy machine (profiled); the same IEEE operations
+        res = _kmeans_fit(R, TENSOR_KIND, k, n_iter=n_iter, tol=tol, seed=seed + lvl, init=inits[lvl],
+                          max_points_per_centroid=max_points_per_centroid, backend=backend, options=options)
+        sub = _native_fn("subtract_centres") if R.device.type == "cpu" else None
+        if sub is not None:
+            # one native pass, in place: torch's (n, d) ops wait on its thread pool's barriers (most
+            # of a small fit's time on a busy machine, profiled), NumPy's gather allocates an (n, d)
+            inertia.append(float(sub(R.numpy(), np.ascontiguousarray(res.centroids.numpy(), dtype=R.numpy().dtype),
+                                     res.labels.numpy())))
+        elif R.device.type == "cpu":
             Rn = R.numpy()
             Rn -= res.centroids.numpy()[res.labels.numpy()]
             inertia.append(float(np.einsum("ij,ij->i", Rn, Rn).sum(dtype=np.float64)))

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, cast
 
+import numpy as np
 import torch
 
 from .. import ref
@@ -31,7 +32,9 @@ class LloydOptions:
     """How the CPU fit runs (results are the same labels either way, up to rounding-level ties).
 
     bounded: Elkan-bounded iterations (``ops._elkan``) where the bounds fit ``max_bound_bytes``;
-        False runs the plain loop (a full distance GEMM per iteration).
+        False runs the plain loop (a full distance GEMM per iteration); None (the default) bounds
+        only fits whose distance work per iteration (n·k·d) reaches ``ops._elkan.BOUNDED_MIN_MACS``,
+        below which the bounds' bookkeeping costs more than the GEMM it skips.
     bf16_screen: the bounded loop's re-evaluation GEMM on bf16 operands where
         ``ops._precision.choose`` picks bf16 (CONTEXTRAG_PRECISION, CONTEXTRAG_ISA, the CPU; float32
         X); labels stay exact (see docs/KERNELS.md). False keeps it fp32 whatever the choice.
@@ -45,7 +48,7 @@ class LloydOptions:
     stats: if a list, each iteration after the first appends the share of points whose distances
         were re-evaluated (1.0 for the plain loop).
     """
-    bounded: bool = True
+    bounded: bool | None = None
     bf16_screen: bool = True
     max_bound_bytes: int = 2 << 30
     snapshot_bytes: int = 256 << 20
@@ -103,10 +106,12 @@ def updated_centroids(C: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor)
     if C.device.type == "cpu" and sums.device.type == "cpu":
         # NumPy for these (k, d) ops on the CPU: torch would run each on its thread pool (see
         # ops._elkan.ElkanState.step); the same IEEE division and rounding, so the same bits.
-        Cn = C.numpy().copy()
         cnt = counts.numpy()
-        nz = cnt > 0
         S = sums.numpy()
+        nz = cnt > 0
+        if nz.all():   # the usual case, without the masks or the split's torch ops
+            return torch.from_numpy((S / cnt.astype(S.dtype)[:, None]).astype(C.numpy().dtype))
+        Cn = C.numpy().copy()
         Cn[nz] = (S[nz] / cnt[nz].astype(S.dtype)[:, None]).astype(Cn.dtype)
         C = torch.from_numpy(Cn)
     else:
@@ -129,6 +134,8 @@ def _total(d2, segments: int | None):
     if segments is not None:
         return [float(v) for v in (d2.tolist() if isinstance(d2, torch.Tensor) else d2)]
     if isinstance(d2, torch.Tensor):
+        if d2.device.type == "cpu":   # NumPy on the calling thread, not a reduction on torch's pool
+            return float(d2.numpy().sum(dtype=np.float64))
         return float(d2.sum(dtype=torch.float64))
     return float(d2)
 
