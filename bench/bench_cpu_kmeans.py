@@ -37,8 +37,10 @@ Data: a normalised Gaussian mixture shaped like sentence embeddings (384-d, 400 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +67,11 @@ def main():
     ap.add_argument("--rq-repeats", type=int, default=1, help="repeats of the rq_kmeans section (minutes each)")
     ap.add_argument("--sections", default="all_points,defaults,rq",
                     help="comma-separated: all_points, defaults, rq, precision, small")
+    ap.add_argument("--tag", default="", help="added to the file name (e.g. the machine, when an ISA is forced "
+                                               "on a machine whose usual runs another file holds)")
+    ap.add_argument("--busy", type=int, default=0,
+                    help="spinning processes kept running through the small section: a loaded machine "
+                         "(the file gets _load<N> in its name)")
     ap.add_argument("--embeddings", default=None, help="saved (n, d) float32 embeddings (.npy) for the 'real' section")
     ap.add_argument("--embeddings-label", default="all-MiniLM-L6-v2 (ONNX fp32) embeddings of the shared corpora: "
                     "HotpotQA-500 context sentences, MultiHop-RAG paragraphs, UltraDomain 70-word chunks",
@@ -345,6 +352,29 @@ def precision_section(X, k, iters, repeats):
     return out
 
 
+def _spin():
+    while True:
+        pass
+
+
+@contextlib.contextmanager
+def busy_workers(n: int):
+    """n processes spinning on a core each for the duration: the load another tenant puts on a
+    shared machine (the quick-bench shapes are asked to hold up under it)."""
+    import multiprocessing as mp
+    procs = [mp.get_context("spawn").Process(target=_spin, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        if procs:
+            time.sleep(2.0)   # let them get scheduled
+        yield
+    finally:
+        for p in procs:
+            p.terminate()
+            p.join()
+
+
 def small_section(repeats):
     """The quick-bench shapes, ours (default precision) against FAISS, interleaved."""
     import faiss
@@ -392,8 +422,9 @@ def precision_main(a, sections):
     params = dict(vars(a), embeddings=Path(a.embeddings).name if a.embeddings else None)   # no host paths
     out = {"machine": machine(), "load_start": loadavg(), "params": params,
            "precision_auto_choice": _precision.choose("kmeans", exact=True),
-           "note_load": "shared 2-core VM, heavily loaded by other jobs during the run (see load averages): "
-                        "ratios are of contenders interleaved in the same run"}
+           "note_load": "shared VM: the load averages say how busy it was (busy_workers: spinning processes "
+                        "this run added); ratios are of contenders interleaved in the same run",
+           "busy_workers": a.busy}
     if "precision" in sections:
         out["precision"] = precision_section(data(a.n, a.d), a.k, a.iters, a.repeats)
         out["precision"]["data"] = "normalised Gaussian mixture (400 components, noise 1.2)"
@@ -402,12 +433,13 @@ def precision_main(a, sections):
         out["real"] = precision_section(E, a.k, a.iters, a.repeats)
         out["real"]["data"] = a.embeddings_label
     if "small" in sections:
-        out["small"] = small_section(max(a.repeats, 5))
+        with busy_workers(a.busy):
+            out["small"] = small_section(max(a.repeats, 5))
     out["load_end"] = loadavg()
     # section 4 names the file cpu_kmeans_precision_<isa>.json, 5 without 4 cpu_kmeans_small_<isa>.json,
     # a run of section 6 alone cpu_kmeans_real_<isa>.json
-    write("kmeans_precision" if "precision" in sections else "kmeans_small" if "small" in sections else "kmeans_real",
-          out)
+    name = "kmeans_precision" if "precision" in sections else "kmeans_small" if "small" in sections else "kmeans_real"
+    write(name + (f"_{a.tag}" if a.tag else "") + (f"_load{a.busy}" if a.busy else ""), out)
     print(json.dumps({k: v for k, v in out.items() if k not in ("machine", "params")}, indent=1, default=str)[:4000])
 
 
