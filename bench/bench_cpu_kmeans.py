@@ -28,10 +28,13 @@
    5000×384×32 10 iterations all points from a shared start, rq_kmeans 2000×384 levels 16, 4, 2 with
    defaults) against FAISS, best of interleaved repeats, with the load average of the run.
 6. real (--embeddings FILE.npy): 4. on saved sentence embeddings (k = --k), where given.
+7. loops (--sections loops): the bounded loop against the plain one (10 iterations, shared start, all
+   points) across n and k, in `auto` and fp32 precision: where LloydOptions.bounded=None switches.
 Every run records the CPU dispatch (`contextrag_cpu_isa`; CONTEXTRAG_ISA=avx2|generic forces it)
 and writes bench/results/cpu_kmeans_<isa>.json (sections 1-3), cpu_kmeans_precision_<isa>.json
-(section 4, with 5 if asked), cpu_kmeans_small_<isa>.json (section 5 without 4) or
-cpu_kmeans_real_<isa>.json (section 6 alone: --sections real).
+(section 4, with 5 if asked), cpu_kmeans_small_<isa>.json (section 5 without 4),
+cpu_kmeans_loops_<isa>.json (section 7 without 4 and 5) or cpu_kmeans_real_<isa>.json (section 6
+alone: --sections real).
 Data: a normalised Gaussian mixture shaped like sentence embeddings (384-d, 400 components).
 """
 from __future__ import annotations
@@ -39,6 +42,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -352,6 +356,40 @@ def precision_section(X, k, iters, repeats):
     return out
 
 
+LOOP_SHAPES = [(2000, 16, 10), (5000, 32, 10), (20000, 32, 10), (40000, 32, 10), (5000, 96, 10), (10000, 96, 10),
+               (20000, 96, 10), (24576, 96, 10), (50000, 96, 10), (100000, 96, 20)]
+
+
+def loops_section(repeats):
+    """The bounded loop against the plain one, 10 iterations (20 at the largest shape) from a shared
+    start, all points, 384-d, in each precision the machine runs, across n·k (where
+    LloydOptions.bounded=None switches)."""
+    from contextrag import ops
+    from contextrag.ops._elkan import BOUNDED_MIN_MACS
+    out = {"load_start": loadavg(), "bounded_min_macs": BOUNDED_MIN_MACS, "rows": []}
+    for precision in ("auto", "fp32"):
+        os.environ["CONTEXTRAG_PRECISION"] = precision
+        for n, k, iters in LOOP_SHAPES:
+            X = data(n, 384)
+            C0 = X[np.random.default_rng(1).choice(n, k, replace=False)].copy()
+            fits = {b: (lambda b=b: ops.kmeans_fit(X, k, n_iter=iters, tol=0.0, init=C0, max_points_per_centroid=None,
+                                                    options=ops.LloydOptions(bounded=b))) for b in (True, False)}
+            for f in fits.values():
+                f()
+            t = {True: [], False: []}
+            for _ in range(repeats):
+                for b, f in fits.items():
+                    t[b].append(timed(f, 1, pause=False)["best_s"])
+            out["rows"].append({"precision": precision, "n": n, "k": k, "iters": iters, "macs_per_iter": n * k * 384,
+                                "bounded_s": min(t[True]), "plain_s": min(t[False]),
+                                "speedup_plain_vs_bounded": min(t[True]) / min(t[False]),
+                                "default_loop": "bounded" if n * k * 384 >= BOUNDED_MIN_MACS else "plain"})
+            print(out["rows"][-1], flush=True)
+    os.environ.pop("CONTEXTRAG_PRECISION", None)
+    out["load_end"] = loadavg()
+    return out
+
+
 def _spin():
     while True:
         pass
@@ -432,13 +470,16 @@ def precision_main(a, sections):
         E = np.ascontiguousarray(np.load(a.embeddings), dtype=np.float32)
         out["real"] = precision_section(E, a.k, a.iters, a.repeats)
         out["real"]["data"] = a.embeddings_label
+    if "loops" in sections:
+        out["loops"] = loops_section(max(a.repeats, 3))
     if "small" in sections:
         with busy_workers(a.busy):
             out["small"] = small_section(max(a.repeats, 5))
     out["load_end"] = loadavg()
     # section 4 names the file cpu_kmeans_precision_<isa>.json, 5 without 4 cpu_kmeans_small_<isa>.json,
     # a run of section 6 alone cpu_kmeans_real_<isa>.json
-    name = "kmeans_precision" if "precision" in sections else "kmeans_small" if "small" in sections else "kmeans_real"
+    name = ("kmeans_precision" if "precision" in sections else "kmeans_small" if "small" in sections
+            else "kmeans_loops" if "loops" in sections else "kmeans_real")
     write(name + (f"_{a.tag}" if a.tag else "") + (f"_load{a.busy}" if a.busy else ""), out)
     print(json.dumps({k: v for k, v in out.items() if k not in ("machine", "params")}, indent=1, default=str)[:4000])
 

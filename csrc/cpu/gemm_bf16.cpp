@@ -268,8 +268,6 @@ static inline double exact_d2(const float* x, const float* c, ptrdiff_t d) {
   return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(acc[0], acc[1]), _mm512_add_pd(acc[2], acc[3])));
 }
 
-// Each row of a block from its G̃ row (‖c‖² − 2 x̃·c̃, row stride Np): the arg-min, the bound test, the
-// exact re-check of the centres it leaves open (see above).
 // A row's terms of the bound above, which depend on x alone: t[0] = α (the coefficient of cnorm_j),
 // t[1] = β (of dcnorm_j), t[2] = ρ. A Lloyd loop computes them once per fit (bf16_row_terms), the
 // same bits as settle_rows computes per call.
@@ -297,6 +295,8 @@ static inline void row_terms(const float* x, ptrdiff_t d, double kappa, float* o
   out[2] = (float)(0x1p-120 * (sqrt((double)d * fac * tt) + (double)d));
 }
 
+// Each row of a block from its G̃ row (‖c‖² − 2 x̃·c̃, row stride Np): the arg-min, the bound test, the
+// exact re-check of the centres it leaves open (see above).
 void settle_rows(const float* G, ptrdiff_t Np, ptrdiff_t k, const float* cnorm, const float* dcnorm,
                  const float* ctau, const float* X, const float* XT, const float* C, ptrdiff_t d, double kappa,
                  int rs, int64_t* lab, float* d2, ptrdiff_t* n_checked, int* cand) {
@@ -373,8 +373,7 @@ int64_t assign_run(const uint32_t* A, ptrdiff_t n, ptrdiff_t K2, const uint32_t*
         for (int r = 0; r < rs; ++r) pack_row_bf16(X + (r0 + r) * d, d, Ab + r * K2);
       }
       assign_block<RS>(Ar, K2, Bp, Np, k, cn, cnorm, dcnorm, ctau, X + r0 * d, XT ? XT + 3 * r0 : nullptr, C, d,
-                       kappa, rs, G, lab + r0,
-                       d2 + r0, &checked, cand);
+                       kappa, rs, G, lab + r0, d2 + r0, &checked, cand);
     }
     total += checked;
     free(Ab);

@@ -52,11 +52,9 @@ FULL_PASS_SHARE = 0.5         # re-evaluate all rows when more than this share f
 
 # The bounded loop's floor (LloydOptions.bounded=None): fits with less distance work per iteration
 # (n·k·d multiply-adds) run the plain loop. Below it the bounds' per-iteration passes (refresh, filter,
-# displacement statistics) cost more than the GEMM they skip: 10 iterations of 5000×384, k = 32 took
-# 30 ms plain against 50 ms bounded, and of 2000×384, k = 16, 18 against 27 ms; the two were even
-# near 200M (5000×384, k = 96) and the bounds won from 10000×384, k = 96 (369M) on (AMX Xeon, quiet;
-# the fp32 tiles crossed at the same sizes).
-BOUNDED_MIN_MACS = 1 << 28
+# displacement statistics) cost more than the GEMM they skip (measured in bf16 and fp32 across sizes:
+# bench/bench_cpu_kmeans.py --sections loops, docs/KERNELS.md).
+BOUNDED_MIN_MACS = 1 << 29
 
 
 def bounded_available(X: torch.Tensor, k: int, opts: LloydOptions) -> bool:

@@ -216,8 +216,8 @@ def _cpu_assign(X, C, xn=None, xp=None, xt=None):
     """Nearest centre per row: the first arg-min of ‖c‖² − 2x·c and the exact ‖x − c‖² of the chosen
     centre. Float32 rows run on our own tiles, arg-min fused: bf16 where ``use_bf16`` says so
     (``_bf16_assign``; ``xp``: X already packed by ``pack_rows_bf16``, ``xt``: its ``bf16_row_terms``;
-    the same labels, d² always exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM + the C++ row epilogue,
-    never more than one row block × k distances at once.
+    the same labels, d² always exact), else fp32 (``_f32_assign``). Float64 rows: blocked torch GEMM +
+    the C++ row epilogue, never more than one row block × k distances at once.
     With ``xn`` (precomputed ‖x‖², inside Lloyd iterations) the fp32 distance is the GEMM form
     ‖x‖² + min_c(‖c‖² − 2x·c) instead, which saves a pass over X; only the stopping test sees it."""
     if use_bf16(X):
