@@ -141,8 +141,13 @@ def test_inverted_file_cells():
     assert ivf.probe(q, 10 ** 6).tolist() == list(range(41))
 
 
+@pytest.mark.parametrize("block", [None, 2])
 @pytest.mark.parametrize("major", [False, True])
-def test_router_scores_at_equals_scores(major):
+def test_router_scores_at_equals_scores(major, block, monkeypatch):
+    """The gathered scores are the kernel's bits, also when the rows are gathered in several blocks."""
+    if block is not None:
+        from contextrag.query import fuzzy
+        monkeypatch.setattr(fuzzy, "GATHER_BLOCK", block)
     rng = np.random.default_rng(5)
     V, N, n = 9, 53, 47                       # 6 virtual items after 47 chunks
     A = rng.standard_normal((4, 8)).astype(np.float32)

@@ -31,6 +31,8 @@ import math
 
 import numpy as np
 
+from .fuzzy import GATHER_BLOCK
+
 CANDIDATE_MIN_ITEMS = 100_000     # below: scoring every item costs tens of ms per query at most
 
 
@@ -158,7 +160,7 @@ def candidates(view, question: str, qvec: np.ndarray, bm: np.ndarray, cfg, k: in
     take = np.zeros(n, dtype=bool)
     take[nc:] = True                                                   # virtual items
     take[inverted_file(view).probe(qvec, want, None if mask is None else mask[:nc])] = True
-    take[top_by(bm, np.flatnonzero(bm), want)] = True
+    take[top_by(bm, np.flatnonzero(bm != 0), want)] = True   # a compare first: nonzero() on floats is 8× slower
     take[entity_pages(view, question, cfg)] = True
     if mask is not None:
         take &= mask
@@ -171,7 +173,10 @@ def _fill(view, qvec, cfg, idx, cs, fz) -> None:
         return
     q = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
     if cfg.w_cos != 0:
-        cs[idx] = view.E[idx] @ q[0]
+        E = view.E
+        for b0 in range(0, idx.size, GATHER_BLOCK):   # in blocks that stay in cache
+            blk = idx[b0:b0 + GATHER_BLOCK]
+            cs[blk] = E[blk] @ q[0]
     if cfg.w_fuzzy != 0 and view.router is not None:
         fz[idx] = view.router.scores_at(q, cfg.theta, idx)[0]
 

@@ -46,6 +46,10 @@ def _theta_tuple(theta, L: int) -> np.ndarray:
     return np.asarray(th, dtype=np.float32)
 
 
+# Rows gathered at a time by the candidate scorers (query/candidates.py): 2048 rows of a few hundred
+# floats stay in L2, where one gather of every candidate made a fresh array of tens of MB per query.
+GATHER_BLOCK = 2048
+
 class Router:
     """Precomputed pieces of eq. 14–16 for one index."""
 
@@ -153,12 +157,17 @@ class Router:
         mu = self.activations(qvecs, theta)
         m = int(np.searchsorted(idx, self.n_chunks))
         out = np.empty((mu.shape[0], idx.size), dtype=np.float32)
-        if m:    # max_v max(0, μ + I − 1) on the gathered rows, as the kernel sums it ((μ + I) − 1)
-            rows = self.items_major()[idx[:m]]
-            for q in range(mu.shape[0]):
-                t = rows + mu[q]
-                t -= np.float32(1.0)
-                out[q, :m] = np.maximum(t.max(axis=1), np.float32(0.0)) if self.n_nodes else 0.0
+        if m and not self.n_nodes:
+            out[:, :m] = 0.0
+        elif m:  # max_v max(0, μ + I − 1) on the gathered rows, as the kernel sums it ((μ + I) − 1); the − 1
+            # after the max (rounding is monotone: the same bits), in blocks that stay in cache
+            Ii = self.items_major()
+            for b0 in range(0, m, GATHER_BLOCK):
+                rows = Ii[idx[b0:min(b0 + GATHER_BLOCK, m)]]
+                for q in range(mu.shape[0]):
+                    t = (rows + mu[q]).max(axis=1)
+                    t -= np.float32(1.0)
+                    out[q, b0:b0 + t.size] = np.maximum(t, np.float32(0.0))
         if m < idx.size:     # virtual items: few, from the node-major matrix
             out[:, m:] = self._route(mu, np.ascontiguousarray(np.take(self._It, idx[m:], axis=1)))
         return out
