@@ -53,9 +53,10 @@ def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
     return np.flatnonzero(h >= thr)
 
 
-def seed_relevance(h, candidates: int = 25) -> np.ndarray:
+def seed_relevance(h, candidates: int = 25, at: np.ndarray | None = None) -> np.ndarray:
     """Seed degrees: the hybrid score min-max scaled over the top `candidates` (1 for the best chunk,
-    0 from the candidates' last one down), so only clearly relevant seeds spread with a high degree."""
+    0 from the candidates' last one down), so only clearly relevant seeds spread with a high degree.
+    ``at``: the degrees of these items only (the same values; a query needs its seeds', not n)."""
     h = np.asarray(h, dtype=np.float32)
     if h.size == 0:
         return h
@@ -64,6 +65,8 @@ def seed_relevance(h, candidates: int = 25) -> np.ndarray:
     hs = h if sup is None else h[sup]          # the same k + 1 largest values
     top = -np.partition(-hs, k)[: k + 1] if k > 0 else h[:1]
     hi, lo = float(top.max()), float(top.min())
+    if at is not None:
+        h = h[at]
     if hi <= lo:
         return (h >= hi).astype(np.float32)
     return np.clip((h - lo) / (hi - lo), 0.0, 1.0).astype(np.float32)
@@ -265,13 +268,13 @@ def lexical_state(view, families: dict) -> LexicalState:
 
 
 def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
-    """(relevance r, seeds, seed degrees ρ over all N items) of one query, or None when no item is
-    allowed: the seed rule shared by the hop and its explanation."""
+    """(relevance r, seeds, the seeds' degrees ρ) of one query, or None when no item is allowed: the
+    seed rule shared by the hop and its explanation."""
     h = base if mask is None else np.where(mask, base, -np.inf).astype(np.float32)
     finite = np.isfinite(h)
     if finite.all():         # nothing to fill (no filter): skip the passes below
         sd = pick_seeds(h[:st.n_chunks], int(cfg.spread_seeds), st.doc)
-        return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
+        return relevance(h), sd, seed_relevance(h, int(cfg.candidates), at=sd)
     if not finite.any():
         return None
     lo = float(h[finite].min())
@@ -279,7 +282,7 @@ def _seeds_of(st: LexicalState, base: np.ndarray, cfg, mask):
     hc = h[:st.n_chunks]
     sd = pick_seeds(np.where(finite[:st.n_chunks], hc, -np.inf), int(cfg.spread_seeds), st.doc)
     sd = sd[finite[sd]] if sd.size else sd
-    return relevance(h), sd, seed_relevance(h, int(cfg.candidates))
+    return relevance(h), sd, seed_relevance(h, int(cfg.candidates), at=sd)
 
 
 def named_entities(title_family, question: str) -> np.ndarray:
@@ -423,7 +426,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
             continue
         r, sd, rho = got
         es = entity_seeds(st, questions[q], base, mask) if cfg.spread_entities else np.zeros(0, np.int64)
-        deg = np.concatenate([rho[sd], np.ones(es.size, np.float32)])
+        deg = np.concatenate([rho, np.ones(es.size, np.float32)])
         sd = np.concatenate([sd, es])
         u, inv = np.unique(sd, return_inverse=True)
         d = np.zeros(u.size, np.float32)
@@ -601,15 +604,17 @@ def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.nda
     """(N,) w_residual · :func:`residual_coverage` from the best allowed chunk by r + w_spread · hop."""
     res = np.zeros(np.asarray(r).size, np.float32)
     wres = float(cfg.w_residual)
-    if wres <= 0 or not st.n_chunks:
+    nc = st.n_chunks
+    if wres <= 0 or not nc:
         return res
-    s = (r + float(cfg.w_spread) * hop)[:st.n_chunks]
+    s = r[:nc] + float(cfg.w_spread) * hop[:nc]     # the chunks' part only: the same float32 bits
     if mask is not None:
-        s = np.where(mask[:st.n_chunks], s, -np.inf)
-    res[:st.n_chunks] = residual_coverage(st, question, int(np.argmax(s)))
+        s = np.where(mask[:nc], s, -np.inf)
+    res[:nc] = residual_coverage(st, question, int(np.argmax(s)))
     if mask is not None:
         res = np.where(mask, res, 0.0).astype(np.float32)
-    return (np.float32(wres) * res).astype(np.float32)
+    res *= np.float32(wres)
+    return res
 
 
 def spread_steps_fired(view, questions, bases, cfg, mask=None) -> np.ndarray:
