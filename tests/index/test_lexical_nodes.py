@@ -312,3 +312,15 @@ def test_off_by_config_builds_none(paragraphs, tmp_path):
     assert _lexical_items(rag.index) == {}
     assert rag.stats()["lexical_nodes"] == {"join": {"count": 0, "mean_members": 0.0, "max_members": 0},
                                             "meet": {"count": 0, "mean_members": 0.0, "max_members": 0}}
+
+
+@pytest.mark.parametrize("ids", [[], ["a"], ["a", "a", "b", "c", "c"], ["a", "b", "a"], ["b", "b", "a", "b"],
+                                 ["x", "y", "y", "x", "z", "z", "z"], [""] * 3 + ["d"]])
+def test_doc_codes_number_documents_by_first_appearance(ids):
+    from contextrag.index.columns import LazyStrings, encode_texts
+    from contextrag.index.lexical.nodes import doc_codes
+    seen: dict = {}
+    want = [seen.setdefault(d, len(seen)) for d in ids]
+    got = doc_codes(ids)
+    assert got.dtype == np.int64 and got.tolist() == want
+    assert doc_codes(LazyStrings(*encode_texts(ids))).tolist() == want     # any sequence of strings

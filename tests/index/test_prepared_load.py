@@ -60,17 +60,17 @@ def _count_calls(monkeypatch):
     from contextrag.index.graph import ConceptGraph
     from contextrag.ops import spread as ops_spread
     calls = {"extents": 0, "incidence": 0}
-    real_ext, real_init = ConceptGraph.extents, ops_spread.SpreadIncidence.__init__
+    real_ext, real_fill = ConceptGraph.extents, ops_spread.SpreadIncidence._fill
 
     def ext(self, *a, **k):
         calls["extents"] += 1
         return real_ext(self, *a, **k)
 
-    def init(self, *a, **k):
+    def fill(self, *a, **k):       # both constructors (from I, from I and its transpose) fill through it
         calls["incidence"] += 1
-        return real_init(self, *a, **k)
+        return real_fill(self, *a, **k)
     monkeypatch.setattr(ConceptGraph, "extents", ext)
-    monkeypatch.setattr(ops_spread.SpreadIncidence, "__init__", init)
+    monkeypatch.setattr(ops_spread.SpreadIncidence, "_fill", fill)
     return calls
 
 
@@ -115,6 +115,34 @@ def _same_as_rebuilt(ix):
             np.testing.assert_array_equal(got[part].to_arrays()[k], v, err_msg=f"{part}.{k}")
     for part in ("title_csc", "term_csc"):
         assert got[part].shape == want[part].shape and (got[part] != want[part]).nnz == 0, part
+
+
+def test_spreading_parts_from_the_families_by_columns_equal_the_transposed(base):
+    """The union's transpose and the own pages assembled from the families by columns are what
+    transposing the union (and the own-page entries) gives, entry for entry and in the same order;
+    so are the extents of an all-seed graph taken as the context's columns."""
+    from contextrag import ops
+    from contextrag.index.lexical.families import LexicalContext
+    from contextrag.index.lexical.nodes import doc_codes
+    ix = base.index
+    key = prepared.config_key(ix.config)
+    assert {n for n, _ in key} == {"title", "term"}
+    for weights in (key, tuple((n, w * 0.37) for n, w in key)):      # scaled families too
+        parts = prepared.spread_parts(ix.lexical, weights, ix.n_items, ix.chunk_doc_ids)
+        I = LexicalContext({n: ix.lexical.families[n] for n, _ in weights}).incidence(dict(weights)).tocsr()
+        I.resize((ix.n_items, I.shape[1]))
+        doc = np.concatenate([doc_codes(ix.chunk_doc_ids), -1 - np.arange(ix.n_items - ix.n_chunks)])
+        G = ops.SpreadIncidence(I, doc)
+        own = prepared.own_pages(ix.lexical, G)              # transposed (no columns given)
+        for name, want, got in (("G", G, parts["G"]), ("own", own, parts["own"])):
+            w, g = want.to_arrays(), got.to_arrays()
+            assert set(w) == set(g)
+            for k in w:
+                np.testing.assert_array_equal(g[k], w[k], err_msg=f"{name}.{k}")
+    D = ix.context.dense()
+    g = ix.graph
+    assert (g.kind == 0).any() and (g.kind != 0).any()     # seeds one by one against the mixed path
+    np.testing.assert_array_equal(g.extents(D), np.stack([g.extents(D, [v])[0] for v in range(g.n_nodes)]))
 
 
 def test_an_update_stores_the_state_of_the_changed_index(fresh, embedder, hotpot_paragraphs):
@@ -211,3 +239,4 @@ def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, em
     (snap / prepared.FILE).write_bytes(b"x" * (snap / prepared.FILE).stat().st_size)
     with pytest.raises(IndexFormatError, match="checksum|cannot be read"):
         ContextRAG.load(fresh.path, embedder=embedder)
+

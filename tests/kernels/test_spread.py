@@ -152,6 +152,58 @@ print("TRITON_OK", done)
 """
 
 
+def _lexsort_order(indptr, data):
+    rows = np.repeat(np.arange(indptr.size - 1), np.diff(indptr))
+    return np.lexsort((-data.astype(np.float64), rows))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_by_degree_sorts_only_the_rows_out_of_order(rng, dtype):
+    """The columns' decreasing-degree order equals one stable sort of every row, whether a row is
+    already in order (left as it is), out of order, tied, empty or a single entry."""
+    from contextrag.ops.spread import _by_degree
+    lens = rng.integers(0, 9, size=200)
+    lens[::17] = 0
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    data = rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=int(indptr[-1])).astype(dtype)
+    for r in range(0, 200, 3):              # every third row already in decreasing order
+        a, b = indptr[r], indptr[r + 1]
+        data[a:b] = np.sort(data[a:b])[::-1]
+    order = _by_degree(indptr, data)
+    assert order is not None
+    np.testing.assert_array_equal(order, _lexsort_order(indptr, data))
+    ordered = data[order]
+    assert _by_degree(indptr, ordered) is None
+    assert _by_degree(np.zeros(1, np.int64), np.zeros(0, dtype)) is None
+    # a rise across a row boundary is not out of order
+    assert _by_degree(np.array([0, 1, 2], np.int64), np.array([0.1, 0.9], dtype)) is None
+    np.testing.assert_array_equal(_by_degree(np.array([0, 2], np.int64), np.array([0.1, 0.9], dtype)), [1, 0])
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_from_transposed_equals_the_constructor(rng, shape):
+    n, M, density = shape[:3]
+    I, doc, *_ = _case(rng, n, M, density, 1, 1)
+    I = sp.csr_matrix(I)
+    I.sum_duplicates()
+    T = I.T.tocsr()
+    T.sort_indices()
+    want = ops.SpreadIncidence(I, doc).to_arrays()
+    got = ops.SpreadIncidence.from_transposed(I, T, doc).to_arrays()
+    assert set(got) == set(want)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k], err_msg=k)
+    with pytest.raises(ValueError, match="transpose"):
+        ops.SpreadIncidence.from_transposed(I, sp.csr_matrix((M + 1, n), dtype=I.dtype), doc)
+    with pytest.raises(TypeError, match="CSR"):
+        ops.SpreadIncidence.from_transposed(I.toarray(), T, doc)
+    if I.nnz:
+        bad = I.copy()
+        bad.data[0] = 1.5
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            ops.SpreadIncidence.from_transposed(bad, T, doc)
+
+
 def test_triton_under_interpreter():
     pytest.importorskip("triton")
     env = dict(os.environ, TRITON_INTERPRET="1")

@@ -23,10 +23,12 @@ _SEP = "\x00"
 
 def encode(values: list) -> tuple[np.ndarray, str]:
     """(uint8 bytes, encoding) of a list of strings (see the module docstring)."""
-    if all(type(v) is str for v in values):
-        joined = _SEP.join(values)
-        if joined.count(_SEP) == max(len(values) - 1, 0):
-            return np.frombuffer(joined.encode("utf-8"), np.uint8), "nul"
+    try:
+        joined = _SEP.join(values)      # a TypeError names a value that is no string (None, a number)
+    except TypeError:
+        joined = None
+    if joined is not None and joined.count(_SEP) == max(len(values) - 1, 0):
+        return np.frombuffer(joined.encode("utf-8"), np.uint8), "nul"
     return np.frombuffer(json.dumps(values, ensure_ascii=False).encode("utf-8"), np.uint8), "json"
 
 

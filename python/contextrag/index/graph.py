@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from .. import ops
 from . import small_batch
+from .layout import transposed
 
 SEED, JOIN, MEET = 0, 1, 2
 NODE_KINDS = ("seed", "join", "meet")
@@ -60,17 +61,19 @@ class ConceptGraph:
     def extents(self, I: np.ndarray, nodes=None) -> np.ndarray:
         """(len(nodes), n) fuzzy extents, derived from I: seeds are columns, joins max, meets min."""
         nodes = np.arange(self.n_nodes) if nodes is None else np.asarray(nodes, dtype=np.int64)
-        out = np.empty((len(nodes), I.shape[0]), dtype=np.float32)
         kinds = self.kind[nodes]
         seed = kinds == SEED
+        if seed.all() and I.dtype == np.float32:      # every node a seed: the extents are I's columns
+            return transposed(I, self.attr[nodes])
+        out = np.empty((len(nodes), I.shape[0]), dtype=np.float32)
         if seed.any():
-            out[seed] = I[:, self.attr[nodes[seed]]].T
+            out[seed] = transposed(I, self.attr[nodes[seed]])
         # parents of joins and meets are always seeds: one batched kernel call per kind
         for k, op in ((JOIN, ops.soft_join), (MEET, ops.soft_meet)):
             sel = kinds == k
             if sel.any():
                 pa, pb = self.parents[nodes[sel]].T
-                out[sel] = op(np.ascontiguousarray(I[:, self.attr[pa]].T), np.ascontiguousarray(I[:, self.attr[pb]].T))
+                out[sel] = op(transposed(I, self.attr[pa]), transposed(I, self.attr[pb]))
         return out
 
 

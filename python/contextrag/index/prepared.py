@@ -37,10 +37,12 @@ def config_key(config) -> tuple:
     return families_key(config.spread_families)
 
 
-def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids):
+def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids, columns: dict | None = None):
     """The ``ops.SpreadIncidence`` query/spread.py's LexicalState prepares for the families ``key``:
     their weighted union over all ``n_items`` items (virtual items have no attributes), with the
-    chunks' document codes and a code of its own for each virtual item."""
+    chunks' document codes and a code of its own for each virtual item. ``columns``: {family: its
+    incidence by columns (CSC)}; with every family of ``key`` there, the union's transpose is
+    assembled from them instead of transposed (at a million chunks, 43 million entries: ~1 s)."""
     from .. import ops
     from .lexical.families import LexicalContext
     from .lexical.nodes import doc_codes
@@ -49,7 +51,28 @@ def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids):
     I.resize((n_items, I.shape[1]))
     n_chunks = len(chunk_doc_ids)
     doc = np.concatenate([doc_codes(chunk_doc_ids), -1 - np.arange(n_items - n_chunks, dtype=np.int64)])
+    cols = [(columns or {}).get(name) for name, _ in key]
+    if all(C is not None for C in cols) and I.has_canonical_format \
+            and all(lexical.families[name].incidence.has_canonical_format for name, _ in key):
+        return ops.SpreadIncidence.from_transposed(I, _union_transposed(cols, key, n_items), doc)
     return ops.SpreadIncidence(I, doc)
+
+
+def _union_transposed(cols: list, key: tuple, n_items: int):
+    """The transpose of ``LexicalContext.incidence(dict(key))`` (CSR: the families' columns one after
+    the other), from the families by columns ``cols``, each scaled as that union scales it."""
+    import scipy.sparse as sp
+    indptr, indices, data, off = [np.zeros(1, np.int64)], [], [], 0
+    for C, (_, w) in zip(cols, key):
+        indptr.append(np.asarray(C.indptr[1:], np.int64) + off)
+        off += C.nnz
+        indices.append(C.indices)
+        data.append((C.data * float(min(1.0, w))).astype(np.float32, copy=False))
+    m = sum(C.shape[1] for C in cols)
+    T = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), np.concatenate(indptr)), shape=(m, n_items))
+    if not T.has_sorted_indices:
+        T.sort_indices()
+    return T
 
 
 def _signature(ix, key: tuple) -> tuple:
@@ -77,30 +100,40 @@ def remember_spread(ix, key: tuple, parts: dict) -> None:
         ix._spread_prepared = (_signature(ix, key), parts)
 
 
-def own_pages(lexical, G):
+def own_pages(lexical, G, title_columns=None):
     """The title family's own-page entries (degree 1: the chunk is its document's page) over G's
-    items, as an ``ops.SpreadIncidence`` with G's document codes."""
+    items, as an ``ops.SpreadIncidence`` with G's document codes. ``title_columns``: the family by
+    columns (CSC), whose own-page entries are then the transpose (nothing is transposed)."""
+    import scipy.sparse as sp
     from .. import ops
     O = lexical.families["title"].incidence.tocsr().astype(np.float32)
     O.data = (O.data >= 1.0).astype(np.float32)
     O.eliminate_zeros()
     O.resize((G.n, O.shape[1]))
-    return ops.SpreadIncidence(O, G.doc)
+    C = title_columns
+    if C is None or C.shape != lexical.families["title"].incidence.shape or not O.has_canonical_format:
+        return ops.SpreadIncidence(O, G.doc)
+    keep = np.asarray(C.data) >= 1.0
+    t_indptr = np.concatenate([np.zeros(1, np.int64), np.cumsum(keep, dtype=np.int64)])[np.asarray(C.indptr)]
+    T = sp.csr_matrix((np.ones(int(t_indptr[-1]), np.float32), np.asarray(C.indices)[keep], t_indptr),
+                      shape=(O.shape[1], G.n))
+    if not T.has_sorted_indices:
+        T.sort_indices()
+    return ops.SpreadIncidence.from_transposed(O, T, G.doc)
 
 
 def spread_parts(lexical, key: tuple, n_items: int, chunk_doc_ids, have: dict | None = None) -> dict:
     """Every spreading part for the families ``key`` (those in ``have`` are kept)."""
     parts = dict(have or {})
-    if parts.get("G") is None:
-        parts["G"] = spread_incidence(lexical, key, n_items, chunk_doc_ids)
     names = {n for n, _ in key}
-    if "title" in names:
-        if parts.get("own") is None:
-            parts["own"] = own_pages(lexical, parts["G"])
-        if parts.get("title_csc") is None:
-            parts["title_csc"] = lexical.families["title"].incidence.tocsc()
-    if "term" in names and parts.get("term_csc") is None:
-        parts["term_csc"] = lexical.families["term"].incidence.tocsc()
+    for name in ("title", "term"):      # by columns first: the union's transpose is assembled from them
+        if name in names and parts.get(f"{name}_csc") is None:
+            parts[f"{name}_csc"] = lexical.families[name].incidence.tocsc()
+    if parts.get("G") is None:
+        columns = {n: parts.get(f"{n}_csc") for n in names}
+        parts["G"] = spread_incidence(lexical, key, n_items, chunk_doc_ids, columns)
+    if "title" in names and parts.get("own") is None:
+        parts["own"] = own_pages(lexical, parts["G"], parts.get("title_csc"))
     return parts
 
 

@@ -34,6 +34,7 @@ add/delete (the families' df and w(a) change with the corpus; see build.add_docs
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import numpy as np
@@ -68,9 +69,20 @@ class _Columns:
 
 
 def doc_codes(doc_ids) -> np.ndarray:
-    """An int64 code per entry, numbered by first appearance."""
+    """An int64 code per entry, numbered by first appearance. A document's chunks are usually one
+    run: when no id starts two runs, the codes are the run numbers, found by comparing neighbours
+    (at a million chunks 0.3 s, where a dict lookup per entry took 0.8-2 s)."""
+    n = len(doc_ids)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    ids = doc_ids if isinstance(doc_ids, list) else list(doc_ids)
+    new_run = np.ones(n, bool)
+    new_run[1:] = np.fromiter(map(operator.ne, ids[1:], ids[:-1]), bool, n - 1)
+    heads = np.flatnonzero(new_run)
+    if len(set(map(ids.__getitem__, heads.tolist()))) == heads.size:
+        return np.cumsum(new_run, dtype=np.int64) - 1
     codes: dict = {}
-    return np.fromiter((codes.setdefault(d, len(codes)) for d in doc_ids), np.int64, len(doc_ids))
+    return np.fromiter((codes.setdefault(d, len(codes)) for d in ids), np.int64, n)
 
 
 def _candidates(lexical, doc: np.ndarray) -> _Columns:
