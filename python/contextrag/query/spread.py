@@ -371,17 +371,29 @@ def _frontier(st: LexicalState, score, raised, taken, n_seeds: int, mask=None):
     of distinct documents by ``score``, allowed ones only) that the last step raised and whose
     documents hold no seed yet. Empty when the head holds no such chunk: the seeds are the head of the ranking
     they produce, so the iteration has reached its fixpoint."""
-    key = np.asarray(score[:st.n_chunks], dtype=np.float32).copy()
+    key = np.asarray(score[:st.n_chunks], dtype=np.float32)
     if mask is not None:
-        key[~mask[:st.n_chunks]] = -np.inf
-    if not np.isfinite(key).any():
-        return np.zeros(0, np.int64)
-    head = pick_seeds(key, n_seeds, st.doc)
+        key = np.where(mask[:st.n_chunks], key, np.float32(-np.inf))
+    head = pick_seeds(key, n_seeds, st.doc)     # (none finite: every pick is dropped just below)
     head = head[np.isfinite(key[head]) & raised[head]]
     if taken.size:   # seeds stand for their documents: a head document with a seed is no new seed
         t = taken[taken < st.n_chunks]
         head = head[~np.isin(st.doc[head], st.doc[t])]
     return head
+
+
+class _Rise:
+    """One query's ``raised`` of the head stop: whether the last step raised an item's degree (now >
+    before; the first step: now > 0), read at the few head items a frontier asks about instead of
+    compared over all N items."""
+
+    __slots__ = ("now", "before")
+
+    def __init__(self, now: np.ndarray, before: np.ndarray | None):
+        self.now, self.before = now, before
+
+    def __getitem__(self, idx):
+        return self.now[idx] > (0 if self.before is None else self.before[idx])
 
 
 def _raised_frontier(st: LexicalState, score, raised, taken, n_seeds: int):
@@ -445,7 +457,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
     all_s = [s for s, _ in rows]
     all_d = [d for _, d in rows]
     fired = np.zeros(Q, np.int64)
-    raised = H > 0
+    raised = [_Rise(H[q], None) for q in range(Q)] if head else H > 0
     live = np.asarray([r is not None for r in rs])
     for _ in range(1, int(cfg.spread_steps)):
         front = []
@@ -465,7 +477,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         H2 = ops.spread_hop(st.G, fs, fd, None)
         if mask is not None:
             H2 = np.where(mask[None, :], H2, 0.0).astype(np.float32)
-        raised = H2 > H
+        raised = [_Rise(H2[q], H[q]) for q in range(Q)] if head else H2 > H
         # "head": a step counts when it is taken (its frontier is not empty); "raised": when it raises a degree
         step = took if head else raised.any(axis=1) & live
         fired += step
@@ -595,7 +607,7 @@ def spread_many(view, questions, bases, cfg, mask=None):
         if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        g = g.astype(np.float32) + _residual_part(st, questions[q], r, g, cfg, mask)
+        g = np.asarray(g, np.float32) + _residual_part(st, questions[q], r, g, cfg, mask)
         out.append(((r + lam * g).astype(np.float32), g))
     return out
 
@@ -610,10 +622,9 @@ def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.nda
     s = r[:nc] + float(cfg.w_spread) * hop[:nc]     # the chunks' part only: the same float32 bits
     if mask is not None:
         s = np.where(mask[:nc], s, -np.inf)
-    res[:nc] = residual_coverage(st, question, int(np.argmax(s)))
+    res[:nc] = residual_coverage(st, question, int(np.argmax(s))) * np.float32(wres)
     if mask is not None:
-        res = np.where(mask, res, 0.0).astype(np.float32)
-    res *= np.float32(wres)
+        res = np.where(mask, res, np.float32(0))
     return res
 
 
