@@ -268,11 +268,3 @@ def test_coverage_from_postings_equals_a_pass_over_every_item(index, hotpot, mon
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
     assert any(a.any() for a in fast)
 
-
-def test_in_sorted_is_membership():
-    from contextrag.query.candidates import _in_sorted
-    rng = np.random.default_rng(3)
-    for size in (0, 1, 7, 300):
-        s = np.unique(rng.integers(0, 500, size))
-        x = rng.integers(-2, 520, 400)
-        np.testing.assert_array_equal(_in_sorted(s, x), np.isin(x, s))

@@ -167,14 +167,6 @@ def candidates(view, question: str, qvec: np.ndarray, bm: np.ndarray, cfg, k: in
     return np.flatnonzero(take)
 
 
-def _in_sorted(sorted_idx: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Whether each entry of ``x`` is in the sorted array ``sorted_idx`` (a binary search each)."""
-    if not sorted_idx.size:
-        return np.zeros(x.size, bool)
-    at = np.minimum(np.searchsorted(sorted_idx, x), sorted_idx.size - 1)
-    return sorted_idx[at] == x
-
-
 def _fill(view, qvec, cfg, idx, cs, fz) -> None:
     """cos and fuzzy of the items ``idx`` into the (n,) arrays cs and fz (weight 0: not computed)."""
     if not idx.size:
@@ -212,10 +204,11 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
         base, hop = spread_view(view, question, base, cfg, mask)
-        raised = np.flatnonzero(hop > 0)
-        raised = raised[~_in_sorted(C, raised)]
+        out = np.ones(n, bool)
+        out[C] = False
         if mask is not None:
-            raised = raised[mask[raised]]
+            out &= mask
+        raised = np.flatnonzero(out & (hop > 0))
         if raised.size and C.size >= k:
             # an item's relevance is at most 1, so its score at most boost · (1 + w_spread · hop): one that
             # cannot reach the candidates' k-th score cannot be a hit, whatever its own parts
@@ -230,7 +223,10 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
             eq13[R] = b
             r = np.clip(b / mx, 0.0, 1.0) if np.isfinite(mx) and mx > 0 else np.zeros_like(b)
             base[R] = r + np.float32(cfg.w_spread) * hop[R]
-            done = np.union1d(C, R)
+            out[:] = False
+            out[C] = True
+            out[R] = True
+            done = np.flatnonzero(out)
     total = np.full(n, -np.inf, dtype=np.float32)
     b = base[done]
     total[done] = np.where(b > 0, b * bo[done], b)
