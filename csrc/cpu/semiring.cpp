@@ -255,10 +255,60 @@ static py::array transpose(const py::array& a) {
   throw py::type_error("a must be float32 or float64");
 }
 
+// route_rows(mu (Q, V), I (n, V), idx (m,)) -> (Q, m), out[q, i] = max(0, max_v (mu[q, v] + I[idx[i], v]) − 1):
+// the "route" epilogue on the rows idx of an item-major I, read where they lie. A candidate query
+// routes a few percent of a million rows; NumPy's gather, add and reduce made three passes over
+// copies. The float additions, the max and the − 1 are NumPy's, so the result is the same bits.
+template <class T>
+static py::array_t<T> route_rows_typed(const py::array& mu_, const py::array& I_, const int64_t* idx, ptrdiff_t m) {
+  const ptrdiff_t Q = mu_.shape(0), V = mu_.shape(1);
+  py::array_t<T> out({Q, m});
+  T* o = out.mutable_data();
+  const T* mu = static_cast<const T*>(mu_.data());
+  const T* I = static_cast<const T*>(I_.data());
+  py::gil_scoped_release nogil;
+#pragma omp parallel for schedule(static) if (m * (V + 1) * Q >= (1 << 18))
+  for (ptrdiff_t i = 0; i < m; ++i) {
+    const T* r = I + idx[i] * V;
+    for (ptrdiff_t q = 0; q < Q; ++q) {
+      const T* u = mu + q * V;
+      T best = -std::numeric_limits<T>::infinity();
+      for (ptrdiff_t v = 0; v < V; ++v) {
+        const T s = r[v] + u[v];
+        best = s > best ? s : best;
+      }
+      const T t = best - T(1);
+      o[q * m + i] = t > T(0) ? t : T(0);
+    }
+  }
+  return out;
+}
+
+static py::array route_rows(const py::array& mu, const py::array& I, const py::array_t<int64_t, py::array::c_style>& idx) {
+  check_matrix(mu, "mu");
+  check_matrix(I, "I");
+  if (mu.shape(1) != I.shape(1))
+    throw std::invalid_argument("mu and I must have the same number of columns (nodes), got " +
+                                std::to_string(mu.shape(1)) + " and " + std::to_string(I.shape(1)));
+  if (!mu.dtype().is(I.dtype())) throw py::type_error("mu and I must have the same dtype");
+  if (idx.ndim() != 1) throw std::invalid_argument("idx must be 1-D");
+  const ptrdiff_t m = idx.shape(0), n = I.shape(0);
+  const int64_t* ix = idx.data();
+  for (ptrdiff_t i = 0; i < m; ++i)
+    if (ix[i] < 0 || ix[i] >= n)
+      throw std::invalid_argument("idx must hold row indices in [0, " + std::to_string(n) + "), got " +
+                                  std::to_string(ix[i]));
+  if (mu.dtype().is(py::dtype::of<float>())) return route_rows_typed<float>(mu, I, ix, m);
+  if (mu.dtype().is(py::dtype::of<double>())) return route_rows_typed<double>(mu, I, ix, m);
+  throw py::type_error("mu and I must be float32 or float64");
+}
+
 void register_semiring(py::module_& m) {
   m.def("meet_rows", &meet_rows, py::arg("A"), py::arg("B"),
         "out[i, j] = Σ_g min(A[i, g], B[j, g]) for row-major A (P, G) and B (Q, G), no transpose.");
   m.def("transpose", &transpose, py::arg("a"), "aᵀ as a new C-contiguous array (cache-blocked, parallel).");
+  m.def("route_rows", &route_rows, py::arg("mu"), py::arg("I"), py::arg("idx"),
+        "out[q, i] = max(0, max_v (mu[q, v] + I[idx[i], v]) − 1) on the rows idx of an item-major I.");
   m.def("semiring", &semiring, py::arg("op"), py::arg("Bc"), py::arg("V"), py::arg("skip_zeros") = true,
         "out[s, m] = R_g op(Bc[s, g], V[g, m]) with the op's epilogue ('luk', 'route' or 'meet').");
   m.def("cpu_isa", [] { return std::string(isa_name(cpu_isa())); }, "Instruction set the CPU kernels use");

@@ -143,11 +143,17 @@ def test_inverted_file_cells():
 
 @pytest.mark.parametrize("block", [None, 2])
 @pytest.mark.parametrize("major", [False, True])
-def test_router_scores_at_equals_scores(major, block, monkeypatch):
-    """The gathered scores are the kernel's bits, also when the rows are gathered in several blocks."""
+@pytest.mark.parametrize("native", [True, False])
+def test_router_scores_at_equals_scores(major, block, native, monkeypatch):
+    """The gathered scores are the kernel's bits, read in place by the extension or gathered by NumPy
+    (also in several blocks)."""
+    from contextrag.query import fuzzy
     if block is not None:
-        from contextrag.query import fuzzy
         monkeypatch.setattr(fuzzy, "GATHER_BLOCK", block)
+    if native and fuzzy._route_rows() is None:
+        pytest.skip("contextrag._C is not built")
+    if not native:
+        monkeypatch.setattr(fuzzy, "_route_rows", lambda: None)
     rng = np.random.default_rng(5)
     V, N, n = 9, 53, 47                       # 6 virtual items after 47 chunks
     A = rng.standard_normal((4, 8)).astype(np.float32)
@@ -163,6 +169,33 @@ def test_router_scores_at_equals_scores(major, block, monkeypatch):
     idx = np.array([0, 3, 17, 46, 47, 50, 52])
     np.testing.assert_array_equal(r.scores_at(q, 0.5, idx), r.scores(q, 0.5)[:, idx])
     np.testing.assert_array_equal(r.scores_at(q, 0.5, idx[:0]), np.zeros((2, 0), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("V", [1, 7, 132])
+def test_route_rows_equals_numpy_bit_for_bit(V, dtype):
+    from contextrag.ops import native
+    from contextrag.query.fuzzy import Router
+    C = native()
+    if C is None:
+        pytest.skip("contextrag._C is not built")
+    rng = np.random.default_rng(V)
+    I = rng.random((301, V)).astype(dtype)
+    I[::7] = 0.0
+    mu = rng.random((3, V)).astype(dtype)
+    idx = np.concatenate([rng.integers(0, 301, 500), [0, 300, 300]]).astype(np.int64)   # unsorted, repeated
+    want = np.empty((3, idx.size), dtype)
+    Router._route_gathered(mu, I, idx, want)
+    got = C.route_rows(mu, I, idx)
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert C.route_rows(mu, I, idx[:0]).shape == (3, 0)
+    with pytest.raises(ValueError, match=r"idx must hold row indices in \[0, 301\)"):
+        C.route_rows(mu, I, np.array([301]))
+    with pytest.raises(ValueError, match="same number of columns"):
+        C.route_rows(np.zeros((3, V + 1), dtype), I, idx)
+    with pytest.raises(TypeError, match="same dtype"):
+        C.route_rows(mu.astype(np.float16), I, idx)
 
 
 def test_stored_item_major_extents(rag, hotpot, tmp_path, monkeypatch):

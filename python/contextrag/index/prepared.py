@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .layout import transposed
+
 FILE = "prepared.safetensors"
 _SPREAD = "spread."
 
@@ -164,7 +166,7 @@ def prepared_arrays(ix) -> tuple[dict, dict]:
         if ix.n_items >= CANDIDATE_MIN_ITEMS:    # the candidate queries' item-major copy (query/fuzzy.py)
             pair = getattr(ix, "_extents_items", None)
             arrays["node_extents_items"] = pair[1] if pair is not None and pair[0] is ix.node_extents() \
-                else np.ascontiguousarray(arrays["node_extents"].T)
+                else transposed(arrays["node_extents"])
     key = config_key(ix.config)
     lex = getattr(ix, "lexical", None)
     if key and lex is not None and all(n in lex.families for n, _ in key):

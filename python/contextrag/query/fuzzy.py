@@ -30,6 +30,8 @@ import threading
 
 import numpy as np
 
+from ..index.layout import transposed
+
 SEED, JOIN, MEET = 0, 1, 2
 _MAJOR_LOCK = threading.Lock()
 
@@ -147,7 +149,7 @@ class Router:
         if self._Ii is None:
             with _MAJOR_LOCK:     # queries arriving together transpose it once (0.5 GB at a million chunks)
                 if self._Ii is None:
-                    self._Ii = np.ascontiguousarray(self._It[:, :self.n_chunks].T)
+                    self._Ii = transposed(self._It[:, :self.n_chunks])
         return self._Ii
 
     def scores_at(self, qvecs: np.ndarray, theta, idx: np.ndarray) -> np.ndarray:
@@ -162,15 +164,26 @@ class Router:
         elif m:  # max_v max(0, μ + I − 1) on the gathered rows, as the kernel sums it ((μ + I) − 1); the − 1
             # after the max (rounding is monotone: the same bits), in blocks that stay in cache
             Ii = self.items_major()
+            C = _route_rows()
+            if C is not None and Ii.flags.c_contiguous and Ii.dtype == mu.dtype:   # the same, read in place
+                out[:, :m] = C.route_rows(np.ascontiguousarray(mu), Ii, idx[:m])
+            else:
+                self._route_gathered(mu, Ii, idx[:m], out)
+        if m < idx.size:     # virtual items: few, from the node-major matrix
+            out[:, m:] = self._route(mu, np.ascontiguousarray(np.take(self._It, idx[m:], axis=1)))
+        return out
+
+    @staticmethod
+    def _route_gathered(mu: np.ndarray, Ii: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
+        """The NumPy form of ``_C.route_rows``: max(0, max_v (μ + I) − 1) on the rows ``idx`` of Ii."""
+        m = idx.size
+        if m:
             for b0 in range(0, m, GATHER_BLOCK):
                 rows = Ii[idx[b0:min(b0 + GATHER_BLOCK, m)]]
                 for q in range(mu.shape[0]):
                     t = (rows + mu[q]).max(axis=1)
                     t -= np.float32(1.0)
                     out[q, b0:b0 + t.size] = np.maximum(t, np.float32(0.0))
-        if m < idx.size:     # virtual items: few, from the node-major matrix
-            out[:, m:] = self._route(mu, np.ascontiguousarray(np.take(self._It, idx[m:], axis=1)))
-        return out
 
     def _route(self, mu: np.ndarray, It: np.ndarray) -> np.ndarray:
         """max_v μ(q, v) ⊗ I(c, v) for node-major extents It (V, m)."""
@@ -186,6 +199,15 @@ class Router:
         from contextrag import ops
 
         return np.asarray(ops.fuzzy_route(mu, It.T), dtype=np.float32)
+
+
+def _route_rows():
+    """The extension when it has ``route_rows`` and the CPU backend is in use, else None."""
+    if os.environ.get("CONTEXTRAG_BACKEND") not in (None, "", "cpu"):
+        return None
+    from contextrag.ops import native
+    C = native()
+    return C if C is not None and hasattr(C, "route_rows") else None
 
 
 def fuzzy_scores(view, qvecs: np.ndarray, theta) -> np.ndarray:
