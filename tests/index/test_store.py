@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +110,25 @@ def test_killed_save_leaves_a_loadable_index(fresh, tmp_path):
             p.wait()
         ix = store.load(fresh.path)
         assert ix.n_chunks == fresh.index.n_chunks
+
+
+def test_old_snapshots_and_leftovers_are_removed_after_a_save(fresh, tmp_path):
+    """A save renames the snapshot it replaces and any leftovers (of killed saves, of removals a
+    killed process left half done) out of the way and removes them in a thread: once it is done, the
+    live snapshot and CURRENT are all that is left."""
+    root = Path(fresh.path)
+    before = store.current_snapshot(root)
+    (root / ".tmp-deadbeef").mkdir()
+    (root / ".tmp-deadbeef" / "arrays.safetensors").write_bytes(b"x" * 100)
+    (root / ".old-0badcafe").mkdir()
+    (root / ".old-0badcafe" / "manifest.json").write_text("{}")
+    (root / ".CURRENT-12345678").write_text("snap-1-00000000\n")
+    snap = store.save(fresh.index, root)
+    assert snap.name != before and store.current_snapshot(root) == snap.name
+    assert not (root / before).exists()                          # renamed away at once
+    store.wait_removals()
+    assert sorted(p.name for p in root.iterdir() if p.name != "LOCK") == sorted([snap.name, "CURRENT"])
+    assert store.load(root).n_chunks == fresh.index.n_chunks
 
 
 def _snap(path):
