@@ -190,3 +190,14 @@ def test_scoring_is_fast(index, hotpot):
         top_indices(score_all(v, q["question"], Q[i:i + 1], index.config)["score"], 12)
     per = (time.perf_counter() - t) / len(qs)
     assert per < 0.25, per     # ~2 ms here when the machine is idle; generous for a shared 2-core machine
+
+
+def test_item_docs_read_like_the_list_they_replace():
+    from contextrag.query._view import _ItemDocs
+    docs = ["a", "a", "b", None, None]
+    v = _ItemDocs(docs, 3, [("a", "b"), ()])
+    want = [("a",), ("a",), ("b",), ("a", "b"), ()]
+    assert len(v) == 5 and list(v) == want and v[-1] == () and v[1:4] == want[1:4]
+    assert [v[i] for i in range(5)] == want
+    with pytest.raises(IndexError):
+        v[5]
