@@ -1,4 +1,4 @@
-"""index.layout.transposed: the blocked copy equals NumPy's transpose, gathered columns included."""
+"""index.layout: the blocked transpose equals NumPy's, gathered columns included; the rows a delete keeps."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,3 +27,18 @@ def test_transposed_bad_input():
         transposed(np.zeros(3))
     with pytest.raises(ValueError, match="block"):
         transposed(np.zeros((2, 2)), block=0)
+
+
+@pytest.mark.parametrize("keep", [[], [0], [5], [0, 1, 2, 3, 4, 5], [1, 2, 4], [0, 5], [3]])
+def test_kept_rows_equal_a_mask_over_every_entry(keep):
+    from contextrag.index.layout import kept_rows
+    lens = np.array([3, 0, 2, 5, 0, 1])
+    indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+    data = np.arange(indptr[-1], dtype=np.uint8) + 7
+    keep = np.asarray(keep, np.int64)
+    ptr, got = kept_rows(indptr, data, keep)
+    mask = np.zeros(lens.size, bool)
+    mask[keep] = True
+    np.testing.assert_array_equal(got, data[np.repeat(mask, lens)])
+    np.testing.assert_array_equal(ptr, np.concatenate([[0], np.cumsum(lens[keep])]))
+    assert got.dtype == data.dtype

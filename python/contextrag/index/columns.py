@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .layout import kept_rows
+
 FILE = "columns.safetensors"
 _SEP = "\x00"
 
@@ -120,15 +122,10 @@ class LazyStrings(Sequence):
         if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(self))):
             raise IndexError("take: indices out of range")
         stored, tail = idx[idx < self._n], idx[idx >= self._n]
-        lengths = np.diff(self._off)
-        keep = np.zeros(self._n, bool)
-        keep[stored] = True
         if stored.size > 1 and bool((np.diff(stored) <= 0).any()):
             raise ValueError("take: indices must be ascending and distinct")
-        buf = np.ascontiguousarray(self._buf[np.repeat(keep, lengths)])
-        off = np.zeros(stored.size + 1, np.int64)
-        np.cumsum(lengths[stored], out=off[1:])
-        return LazyStrings(buf, off, [self._tail[i - self._n] for i in tail])
+        off, buf = kept_rows(np.asarray(self._off, np.int64), np.asarray(self._buf, np.uint8), stored)
+        return LazyStrings(np.ascontiguousarray(buf), off, [self._tail[i - self._n] for i in tail])
 
     def encoded(self) -> tuple[np.ndarray, np.ndarray]:
         """(bytes, offsets) of every string, as :func:`encode_texts` gives them: the stored bytes as

@@ -6,7 +6,8 @@ columns) walks the source with a stride of one row per element: 2.2–2.4 s for 
 the other way round (132 × 1M made tall, 0.58 s in NumPy); without it, or for a subset of the columns,
 copying blocks of 4,096 source rows (each block's rows and its output columns stay in cache) takes
 0.43–0.5 s. An index's node extents are such a transpose of its context (index/graph.py), its
-item-major extents one of the node extents (index/prepared.py, query/fuzzy.py).
+item-major extents one of the node extents (index/prepared.py, query/fuzzy.py). Also here: the
+rows a delete keeps of a CSR-like pair, copied run by run.
 """
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ class _Columns:
     def __getitem__(self, key):
         rows, cols = key if isinstance(key, tuple) else (key, slice(None))
         return self.a[rows][:, self.cols[cols]]
+
+
+def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple:
+    """(indptr, data) of the rows ``keep`` (ascending) of a CSR-like pair, copied run by run: a
+    delete keeps nearly every row, so a few long slices replace a mask over every entry (the chunk
+    texts' 388 MB at a million chunks: 0.14 s against 0.57 s)."""
+    n = indptr.size - 1
+    mask = np.zeros(n, bool)
+    mask[keep] = True
+    lens = np.diff(indptr)[keep]
+    out_ptr = np.zeros(keep.size + 1, np.int64)
+    np.cumsum(lens, out=out_ptr[1:])
+    # runs of consecutive kept rows: one slice each
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
+    parts = [data[indptr[a]:indptr[b]] for a, b in zip(edges[0::2], edges[1::2])]
+    return out_ptr, (np.concatenate(parts) if parts else data[:0].copy())

@@ -21,6 +21,7 @@ from bisect import bisect_left
 import numpy as np
 import scipy.sparse as sp
 
+from ..layout import kept_rows
 from .families import STOPWORDS, TITLE_MAX_TOKENS, Family, idf_weight
 from .tokens import normalise_title, stem_words
 from .words import CorpusWords, bags, search_texts, title_lengths, tokenize_words, utf8_lines
@@ -61,26 +62,12 @@ def append_chunks(W: CorpusWords, titles, texts) -> tuple:
     return out, gids, off
 
 
-def _keep_segments(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple:
-    """(indptr, data) of the rows ``keep`` (ascending) of a CSR-like pair, copied run by run."""
-    n = indptr.size - 1
-    mask = np.zeros(n, bool)
-    mask[keep] = True
-    lens = np.diff(indptr)[keep]
-    out_ptr = np.zeros(keep.size + 1, np.int64)
-    np.cumsum(lens, out=out_ptr[1:])
-    # runs of consecutive kept rows: one slice each
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
-    parts = [data[indptr[a]:indptr[b]] for a, b in zip(edges[0::2], edges[1::2])]
-    return out_ptr, (np.concatenate(parts) if parts else data[:0].copy())
-
-
 def keep_chunks(W: CorpusWords, keep: np.ndarray) -> CorpusWords:
     """The words of the chunks ``keep`` (ascending indices); the vocabulary stays."""
     keep = np.asarray(keep, np.int64)
-    sptr, sids = _keep_segments(W.seq_indptr, W.seq_ids, keep)
-    bptr, bw = _keep_segments(W.bag_indptr, W.bag_words, keep)
-    _, bc = _keep_segments(W.bag_indptr, W.bag_counts, keep)
+    sptr, sids = kept_rows(W.seq_indptr, W.seq_ids, keep)
+    bptr, bw = kept_rows(W.bag_indptr, W.bag_words, keep)
+    _, bc = kept_rows(W.bag_indptr, W.bag_counts, keep)
     out = CorpusWords(W.vocab_utf8, sptr, sids, np.asarray(W.title_len)[keep], bptr, bw, bc,
                       np.asarray(W.title_own)[keep])
     out._vocab, out._index = W._vocab, W._index
