@@ -150,10 +150,10 @@ def test_router_scores_at_equals_scores(major, block, native, monkeypatch):
     from contextrag.query import fuzzy
     if block is not None:
         monkeypatch.setattr(fuzzy, "GATHER_BLOCK", block)
-    if native and fuzzy._route_rows() is None:
+    if native and fuzzy._cpu_native("route_rows") is None:
         pytest.skip("contextrag._C is not built")
     if not native:
-        monkeypatch.setattr(fuzzy, "_route_rows", lambda: None)
+        monkeypatch.setattr(fuzzy, "_cpu_native", lambda name: None)
     rng = np.random.default_rng(5)
     V, N, n = 9, 53, 47                       # 6 virtual items after 47 chunks
     A = rng.standard_normal((4, 8)).astype(np.float32)

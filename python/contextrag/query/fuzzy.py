@@ -164,7 +164,7 @@ class Router:
         elif m:  # max_v max(0, μ + I − 1) on the gathered rows, as the kernel sums it ((μ + I) − 1); the − 1
             # after the max (rounding is monotone: the same bits), in blocks that stay in cache
             Ii = self.items_major()
-            C = _route_rows()
+            C = _cpu_native("route_rows")
             if C is not None and Ii.flags.c_contiguous and Ii.dtype == mu.dtype:   # the same, read in place
                 out[:, :m] = C.route_rows(np.ascontiguousarray(mu), Ii, idx[:m])
             else:
@@ -187,27 +187,25 @@ class Router:
 
     def _route(self, mu: np.ndarray, It: np.ndarray) -> np.ndarray:
         """max_v μ(q, v) ⊗ I(c, v) for node-major extents It (V, m)."""
-        if os.environ.get("CONTEXTRAG_BACKEND") in (None, "", "cpu"):
-            from contextrag.ops import native
-
-            C = native()
-            if C is not None and hasattr(C, "semiring"):
-                # the kernel ops.fuzzy_route's CPU backend calls, without re-validating and re-laying
-                # out the (N, V) matrix on every query (I was checked once above; μ is in [0, 1])
-                return np.asarray(C.semiring("route", np.ascontiguousarray(mu, dtype=np.float32), It),
-                                  dtype=np.float32)
+        C = _cpu_native("semiring")
+        if C is not None:
+            # the kernel ops.fuzzy_route's CPU backend calls, without re-validating and re-laying
+            # out the (N, V) matrix on every query (I was checked once above; μ is in [0, 1])
+            return np.asarray(C.semiring("route", np.ascontiguousarray(mu, dtype=np.float32), It),
+                              dtype=np.float32)
         from contextrag import ops
 
         return np.asarray(ops.fuzzy_route(mu, It.T), dtype=np.float32)
 
 
-def _route_rows():
-    """The extension when it has ``route_rows`` and the CPU backend is in use, else None."""
+def _cpu_native(name: str):
+    """The extension when it has ``name`` and the CPU backend is in use (CONTEXTRAG_BACKEND unset or
+    "cpu"), else None."""
     if os.environ.get("CONTEXTRAG_BACKEND") not in (None, "", "cpu"):
         return None
     from contextrag.ops import native
     C = native()
-    return C if C is not None and hasattr(C, "route_rows") else None
+    return C if C is not None and hasattr(C, name) else None
 
 
 def fuzzy_scores(view, qvecs: np.ndarray, theta) -> np.ndarray:
