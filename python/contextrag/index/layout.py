@@ -1,13 +1,14 @@
 """Row-major copies of transposed matrices, made without NumPy's strided walk.
 
 ``np.ascontiguousarray(a.T)`` of a tall matrix (a million rows × a few hundred node or attribute
-columns) walks the source with a stride of one row per element: 2.2–2.4 s for 1M × 132 float32 on the
-2-core AMX Xeon. The extension's cache-blocked, parallel ``transpose`` takes 0.40 s there, and 0.36 s
-the other way round (132 × 1M made tall, 0.58 s in NumPy); without it, or for a subset of the columns,
-copying blocks of 4,096 source rows (each block's rows and its output columns stay in cache) takes
-0.43–0.5 s. An index's node extents are such a transpose of its context (index/graph.py), its
-item-major extents one of the node extents (index/prepared.py, query/fuzzy.py). Also here: the
-rows a delete keeps of a CSR-like pair, copied run by run.
+columns) walks the source with a stride of one row per element. Whole matrices go to the extension's
+cache-blocked, parallel ``transpose``; a subset of the columns (or no extension) is copied 4,096
+source rows at a time, each block's rows and output columns staying in cache. An index's node
+extents are such a transpose of its context (index/graph.py), its item-major extents one of the node
+extents (index/prepared.py, query/fuzzy.py). Also here: the rows a delete keeps of a CSR-like pair,
+copied run by run. At a million chunks on the 2-core AMX Xeon (bench/bench_scale_parts.py,
+``scale_1m.json`` "parts_amx", load 0.3–0.9, medians): the context made node-major 1.83 → 0.47 s,
+the extents made item-major 0.77 → 0.49 s, a delete's kept chunk texts 0.67 → 0.15 s.
 """
 from __future__ import annotations
 
@@ -51,8 +52,7 @@ class _Columns:
 
 def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple:
     """(indptr, data) of the rows ``keep`` (ascending) of a CSR-like pair, copied run by run: a
-    delete keeps nearly every row, so a few long slices replace a mask over every entry (the chunk
-    texts' 388 MB at a million chunks: 0.14 s against 0.57 s)."""
+    delete keeps nearly every row, so a few long slices replace a mask over every entry."""
     n = indptr.size - 1
     mask = np.zeros(n, bool)
     mask[keep] = True

@@ -554,7 +554,7 @@ _REMOVERS: list = []
 
 def _remove_old(root: Path, snap: Path) -> None:
     """Old snapshots and leftovers of killed saves: renamed out of the way now (a leftover name, so a
-    killed process's are found by the next save), their files unlinked by a thread (2–2.5 s for the
+    killed process's are found by the next save), their files unlinked by a thread (seconds for the
     5.8 GB of a million chunks). The thread is not a daemon: the interpreter waits for it at exit."""
     doomed = []
     for p in root.iterdir():

@@ -211,8 +211,8 @@ def _build_view(ix) -> CorpusView:
 
 
 class _ItemDocs(Sequence):
-    """Each item's documents: (its document,) for a chunk, made when asked for (a tuple per chunk
-    took 0.6 s at a million chunks, on every new index a query sees), the sources' for a virtual item."""
+    """Each item's documents: (its document,) for a chunk, made when asked for rather than a tuple
+    per chunk for every new index a query sees; the sources' for a virtual item."""
 
     __slots__ = ("_docs", "_n", "_virtual")
 

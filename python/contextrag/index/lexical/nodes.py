@@ -71,7 +71,7 @@ class _Columns:
 def doc_codes(doc_ids) -> np.ndarray:
     """An int64 code per entry, numbered by first appearance. A document's chunks are usually one
     run: when no id starts two runs, the codes are the run numbers, found by comparing neighbours
-    (at a million chunks 0.3 s, where a dict lookup per entry took 0.8-2 s)."""
+    (one C-level pass instead of a dict lookup per entry)."""
     n = len(doc_ids)
     if n == 0:
         return np.zeros(0, np.int64)

@@ -1,0 +1,155 @@
+#!/usr/bin/env python
+"""The pieces of a million-chunk update and candidate query, each against the form it replaced, on
+an index built by bench_scale.py -> bench/results/scale_1m.json ("parts" or --key).
+
+    python bench/bench_scale_parts.py --index DIR [--repeats 5] [--key parts_amx]
+
+One process, the old and new form of each piece interleaved, median (and min) wall seconds of
+``--repeats`` runs; every pair is checked to give the same result. The memory-mapped arrays are read
+once first, so page-cache misses are not timed.
+
+* transposes: the context (n × V) made node-major and the node extents made item-major — NumPy's
+  strided ``ascontiguousarray(a.T)`` against ``index.layout.transposed`` (the extension's blocked
+  transpose; the NumPy blocks where it is absent or for a subset of the columns);
+* a delete's kept extent columns: a fancy index over a million columns against ``np.take``;
+* the document codes: one dict lookup per chunk against runs of equal neighbours (``doc_codes``);
+* a delete's chunk texts: a byte mask over every text against slices of kept runs (``kept_rows``);
+* the query view of a loaded index (``view_of``), built anew each time;
+* the routing of 21,000 candidate rows: NumPy's gather, add and reduce against ``_C.route_rows``;
+* the cosine of the same rows from the memory-mapped embeddings, and from a copy in anonymous memory
+  (transparent huge pages where the kernel gives them).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import machine, update_json  # noqa: E402
+
+
+def _time(fn, repeats: int) -> tuple[float, float, object]:
+    out, ts = None, []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)), float(min(ts)), out
+
+
+def _pair(res: dict, name: str, old, new, repeats: int, same) -> None:
+    """Old and new interleaved (one of each per round), then checked equal with ``same``."""
+    to, tn = [], []
+    a = b = None
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a = old()
+        to.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        b = new()
+        tn.append(time.perf_counter() - t)
+    if not same(a, b):
+        raise AssertionError(f"{name}: the two forms disagree")
+    res[name] = {"old_median_s": round(float(np.median(to)), 4), "old_min_s": round(min(to), 4),
+                 "new_median_s": round(float(np.median(tn)), 4), "new_min_s": round(min(tn), 4)}
+    print(name, res[name], flush=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--index", required=True)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--key", default="parts")
+    args = p.parse_args(argv)
+
+    from contextrag import ContextRAG
+    from contextrag.index.columns import LazyStrings
+    from contextrag.index.layout import kept_rows, transposed
+    from contextrag.index.lexical.nodes import doc_codes
+    from contextrag.ops import native
+    from contextrag.query import _view, view_of
+    from contextrag.query.fuzzy import Router
+
+    la0 = os.getloadavg()
+    rag = ContextRAG.load(args.index, prepare=False)
+    ix = rag.index
+    n, R = ix.n_chunks, args.repeats
+    res: dict = {}
+    eq = np.array_equal
+
+    D = np.asarray(ix.context.dense())
+    D.sum()
+    attrs = ix.graph.attr[ix.graph.kind == 0]
+    _pair(res, "context_node_major", lambda: np.ascontiguousarray(D[:, attrs].T),
+          lambda: transposed(D, attrs), R, eq)
+    E = ix.node_extents()
+    _pair(res, "extents_item_major", lambda: np.ascontiguousarray(E.T), lambda: transposed(E), R, eq)
+    rng = np.random.default_rng(0)
+    keep = np.setdiff1d(np.arange(n), rng.choice(n, 100, replace=False))
+    _pair(res, "delete_kept_extent_columns", lambda: np.ascontiguousarray(E[:, keep]),
+          lambda: np.take(E, keep, axis=1), R, eq)
+
+    ids = list(ix.chunk_doc_ids)
+
+    def codes_dict():
+        codes: dict = {}
+        return np.fromiter((codes.setdefault(d, len(codes)) for d in ids), np.int64, len(ids))
+    _pair(res, "doc_codes", codes_dict, lambda: doc_codes(ids), R, eq)
+
+    texts = ix.chunk_texts
+    if isinstance(texts, LazyStrings):
+        buf, off = np.asarray(texts._buf, np.uint8), np.asarray(texts._off, np.int64)
+        buf.sum()
+
+        def take_mask():
+            mask = np.zeros(n, bool)
+            mask[keep] = True
+            return np.ascontiguousarray(buf[np.repeat(mask, np.diff(off))])
+        _pair(res, "delete_kept_texts", take_mask, lambda: kept_rows(off, buf, keep)[1], R, eq)
+
+    def fresh_view():
+        with _view._LOCK:
+            _view._CACHE.clear()
+        return view_of(ix)
+    med, mn, v = _time(fresh_view, R)
+    res["query_view_build"] = {"median_s": round(med, 4), "min_s": round(mn, 4)}
+    print("query_view_build", res["query_view_build"], flush=True)
+
+    C = native()
+    router = v.router
+    Ii = router.items_major()
+    np.asarray(Ii).sum()
+    Ev = v.E
+    np.asarray(Ev).sum()
+    mu = rng.random((1, router.n_nodes)).astype(np.float32)
+    q = rng.random(Ev.shape[1]).astype(np.float32)
+    idx = np.sort(rng.choice(Ii.shape[0], 21000, replace=False)).astype(np.int64)
+    if C is not None and hasattr(C, "route_rows"):
+        def gathered():
+            out = np.empty((1, idx.size), np.float32)
+            Router._route_gathered(mu, Ii, idx, out)
+            return out
+        _pair(res, "route_21000_rows", gathered, lambda: C.route_rows(mu, Ii, idx), max(R, 20), eq)
+
+    def cos(A):
+        out = np.zeros(idx.size, np.float32)
+        for b0 in range(0, idx.size, 2048):
+            out[b0:b0 + 2048] = A[idx[b0:b0 + 2048]] @ q
+        return out
+    anon = np.array(Ev)
+    _pair(res, "cosine_21000_rows_mapped_vs_anonymous", lambda: cos(Ev), lambda: cos(anon), max(R, 20), eq)
+    res["anon_huge_pages_kb"] = next((int(ln.split()[1]) for ln in open("/proc/self/smaps_rollup")
+                                      if ln.startswith("AnonHugePages")), None)
+
+    update_json(n, args.key, {"machine": machine(), "chunks": n, "repeats": R, "parts": res,
+                              "loadavg_start": la0, "loadavg_end": os.getloadavg()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
