@@ -27,6 +27,10 @@ bool amx_active();      // both: the bf16 GEMMs run on AMX tiles
   void meet_rows_f32(const float* A, const float* B, float* out, ptrdiff_t P, ptrdiff_t Q, ptrdiff_t G);   \
   void meet_rows_f64(const double* A, const double* B, double* out, ptrdiff_t P, ptrdiff_t Q,             \
                      ptrdiff_t G);                                                                 \
+  void route_rows_f32(const float* mu, const float* I, const ptrdiff_t* idx, float* out, ptrdiff_t Q,      \
+                      ptrdiff_t V, ptrdiff_t m);                                                   \
+  void route_rows_f64(const double* mu, const double* I, const ptrdiff_t* idx, double* out, ptrdiff_t Q,   \
+                      ptrdiff_t V, ptrdiff_t m);                                                   \
   }
 CR_DECLARE_ISA(generic)
 #if defined(__x86_64__) || defined(__i386__)

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -256,9 +257,10 @@ static py::array transpose(const py::array& a) {
 }
 
 // route_rows(mu (Q, V), I (n, V), idx (m,)) -> (Q, m), out[q, i] = max(0, max_v (mu[q, v] + I[idx[i], v]) − 1):
-// the "route" epilogue on the rows idx of an item-major I, read where they lie. A candidate query
-// routes a few percent of a million rows; NumPy's gather, add and reduce made three passes over
-// copies. The float additions, the max and the − 1 are NumPy's, so the result is the same bits.
+// the "route" epilogue on the rows idx of an item-major I, read where they lie (semiring_kernels.h). A
+// candidate query routes a few percent of a million rows; NumPy's gather, add and reduce made three
+// passes over copies. The float additions, the max and the − 1 are NumPy's, so the result is the same bits.
+static_assert(sizeof(ptrdiff_t) == sizeof(int64_t), "row indices are passed as ptrdiff_t");
 template <class T>
 static py::array_t<T> route_rows_typed(const py::array& mu_, const py::array& I_, const int64_t* idx, ptrdiff_t m) {
   const ptrdiff_t Q = mu_.shape(0), V = mu_.shape(1);
@@ -266,21 +268,11 @@ static py::array_t<T> route_rows_typed(const py::array& mu_, const py::array& I_
   T* o = out.mutable_data();
   const T* mu = static_cast<const T*>(mu_.data());
   const T* I = static_cast<const T*>(I_.data());
+  const ptrdiff_t* ix = reinterpret_cast<const ptrdiff_t*>(idx);
+  constexpr bool f32 = std::is_same<T, float>::value;
   py::gil_scoped_release nogil;
-#pragma omp parallel for schedule(static) if (m * (V + 1) * Q >= (1 << 18))
-  for (ptrdiff_t i = 0; i < m; ++i) {
-    const T* r = I + idx[i] * V;
-    for (ptrdiff_t q = 0; q < Q; ++q) {
-      const T* u = mu + q * V;
-      T best = -std::numeric_limits<T>::infinity();
-      for (ptrdiff_t v = 0; v < V; ++v) {
-        const T s = r[v] + u[v];
-        best = s > best ? s : best;
-      }
-      const T t = best - T(1);
-      o[q * m + i] = t > T(0) ? t : T(0);
-    }
-  }
+  if constexpr (f32) CR_PICK_ISA(g_isa, route_rows_f32)(mu, I, ix, o, Q, V, m);
+  else CR_PICK_ISA(g_isa, route_rows_f64)(mu, I, ix, o, Q, V, m);
   return out;
 }
 

@@ -246,3 +246,46 @@ def test_count_bm25_updates_on_edge_cases():
     np.testing.assert_array_equal(one.get_scores(["a", "d", "b"]),
                                   bi.from_counts(sp.csr_matrix(new[1]), ["a", "b", "c", "d"], 1)
                                   .get_scores(["a", "d", "b"]))
+
+
+@pytest.mark.parametrize("dl_dtype", [np.uint16, np.uint32, np.int64])
+def test_count_bm25_native_scores_equal_numpy_bit_for_bit(corpus, monkeypatch, dl_dtype):
+    """The extension's fused accumulation (csrc/cpu/bm25.cpp) and the NumPy form give the same bits,
+    with virtual items, a repeated token and each width of the stored lengths."""
+    from contextrag.index.bm25_index import from_counts
+    from contextrag.ops import _backend, native
+    if native() is None or not hasattr(native(), "bm25_accumulate"):
+        pytest.skip("contextrag._C is not built")
+    counts, names, item_texts, questions = _item_counts(corpus, None)
+    bm = from_counts(counts, names, len(corpus[1]))
+    assert bm.n_items > bm.n_chunks and bm.v_rows.size      # virtual items hold terms
+    idf, (dl, avg) = bm._stats()
+    bm._norm = (bm.doc_len.astype(dl_dtype), avg)
+    queries = _queries(questions)
+    fast = [bm.get_scores(t) for t in queries]
+    monkeypatch.setattr(_backend, "cpu_native", lambda name: None)
+    for t, got in zip(queries, fast):
+        want = bm.get_scores(t)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32), err_msg=str(t))
+    assert any(g[bm.n_chunks:].any() for g in fast)
+
+
+def test_bm25_accumulate_rejects_bad_arguments():
+    from contextrag.ops import native
+    C = native()
+    if C is None or not hasattr(C, "bm25_accumulate"):
+        pytest.skip("contextrag._C is not built")
+    out, dl = np.zeros(4, np.float32), np.ones(4, np.uint16)
+    rows, tf = np.array([0, 3], np.int32), np.array([1, 2], np.int32)
+    C.bm25_accumulate(out, rows, tf, dl, 0, 1.5, 1.0, 1.5, 0.75)
+    assert out[0] > 0 and out[3] > out[0] and out[1] == 0
+    with pytest.raises(ValueError, match=r"rows \+ row0 must lie in \[0, 4\)"):
+        C.bm25_accumulate(out, rows, tf, dl, 1, 1.0, 1.0, 1.5, 0.75)
+    with pytest.raises(ValueError, match="same length"):
+        C.bm25_accumulate(out, rows, tf[:1], dl, 0, 1.0, 1.0, 1.5, 0.75)
+    with pytest.raises(ValueError, match="one length per item"):
+        C.bm25_accumulate(out, rows, tf, dl[:3], 0, 1.0, 1.0, 1.5, 0.75)
+    with pytest.raises(TypeError, match="dl must be"):
+        C.bm25_accumulate(out, rows, tf, dl.astype(np.float32), 0, 1.0, 1.0, 1.5, 0.75)
+    with pytest.raises(TypeError):      # no silent copy of the scores: they are written in place
+        C.bm25_accumulate(out.astype(np.float64), rows, tf, dl, 0, 1.0, 1.0, 1.5, 0.75)

@@ -35,7 +35,15 @@ def test_auto_scores_every_item_below_the_threshold(index, hotpot):
         assert [(h.id, h.score, h.parts) for h in auto] == [(h.id, h.score, h.parts) for h in ex]
 
 
-def test_candidates_covering_the_index_give_the_exhaustive_hits(index, hotpot):
+@pytest.mark.parametrize("native", [True, False])
+def test_candidates_covering_the_index_give_the_exhaustive_hits(index, hotpot, native, monkeypatch):
+    """The same hits, scores and parts bit for bit, with the extension's row kernels (cosine, routing,
+    BM25, selection) or with NumPy alone."""
+    from contextrag.ops import _backend
+    if native and _backend.cpu_native("dot_rows") is None:
+        pytest.skip("contextrag._C is not built")
+    if not native:
+        monkeypatch.setattr(_backend, "cpu_native", lambda name: None)
     qs, _ = hotpot
     view = view_of(index)
     assert cand.budget(view.n, 12) >= view.n        # k · ⌈√n⌉ items: every item of this small index

@@ -234,6 +234,16 @@ class CountBM25:
         if not ids:
             return out
         idf, (dl, avg) = self._stats()
+        from ..ops._backend import cpu_native
+        C = cpu_native("bm25_accumulate")
+        if C is not None:       # the same operations on the postings where they lie (csrc/cpu/bm25.cpp)
+            for j in ids:
+                for rows, tf, row0 in ((self.c_rows, self.c_tf, 0), (self.v_rows, self.v_tf, self.n_chunks)):
+                    a, b = (int(self.c_indptr[j]), int(self.c_indptr[j + 1])) if row0 == 0 \
+                        else (int(self.v_indptr[j]), int(self.v_indptr[j + 1]))
+                    if b > a:
+                        C.bm25_accumulate(out, rows[a:b], tf[a:b], dl, row0, float(idf[j]), float(avg), K1, B)
+            return out
         for j in ids:
             rows, tf = self.postings(j)
             if rows.size:

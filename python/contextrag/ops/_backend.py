@@ -113,6 +113,15 @@ def native() -> Any:
     return _native()[0]
 
 
+def cpu_native(name: str) -> Any:
+    """The extension when it has the function ``name`` and the CPU backend is in use
+    (CONTEXTRAG_BACKEND unset or "cpu"), else None: what a query's NumPy path calls in place."""
+    if os.environ.get("CONTEXTRAG_BACKEND") not in (None, "", "cpu"):
+        return None
+    C = native()
+    return C if C is not None and hasattr(C, name) else None
+
+
 def select(op: str, device, backend: str | None, impls: dict[str, Callable]) -> tuple[str, Callable]:
     """Pick the implementation of ``op`` for tensors on ``device`` (a torch.device, or "cpu"/"cuda")."""
     dev = _device_type(device)

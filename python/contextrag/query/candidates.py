@@ -31,7 +31,8 @@ import math
 
 import numpy as np
 
-from .fuzzy import GATHER_BLOCK
+from ._select import in_sorted, indices_above
+from .dense import cosines
 
 CANDIDATE_MIN_ITEMS = 100_000     # below: scoring every item costs tens of ms per query at most
 
@@ -160,7 +161,7 @@ def candidates(view, question: str, qvec: np.ndarray, bm: np.ndarray, cfg, k: in
     take = np.zeros(n, dtype=bool)
     take[nc:] = True                                                   # virtual items
     take[inverted_file(view).probe(qvec, want, None if mask is None else mask[:nc])] = True
-    take[top_by(bm, np.flatnonzero(bm != 0), want)] = True   # a compare first: nonzero() on floats is 8× slower
+    take[top_by(bm, indices_above(bm, 0.0, strict=True), want)] = True    # BM25 is ≥ 0: its nonzero entries
     take[entity_pages(view, question, cfg)] = True
     if mask is not None:
         take &= mask
@@ -173,10 +174,7 @@ def _fill(view, qvec, cfg, idx, cs, fz) -> None:
         return
     q = np.asarray(qvec, dtype=np.float32).reshape(1, -1)
     if cfg.w_cos != 0:
-        E = view.E
-        for b0 in range(0, idx.size, GATHER_BLOCK):   # in blocks that stay in cache
-            blk = idx[b0:b0 + GATHER_BLOCK]
-            cs[blk] = E[blk] @ q[0]
+        cs[idx] = cosines(view.E, q, idx)[0]
     if cfg.w_fuzzy != 0 and view.router is not None:
         fz[idx] = view.router.scores_at(q, cfg.theta, idx)[0]
 
@@ -204,11 +202,10 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
         base, hop = spread_view(view, question, base, cfg, mask)
-        out = np.ones(n, bool)
-        out[C] = False
+        raised = indices_above(np.asarray(hop, np.float32), 0.0, strict=True)
+        raised = raised[~in_sorted(C, raised)]          # raised by spreading and not a candidate
         if mask is not None:
-            out &= mask
-        raised = np.flatnonzero(out & (hop > 0))
+            raised = raised[mask[raised]]
         if raised.size and C.size >= k:
             # an item's relevance is at most 1, so its score at most boost · (1 + w_spread · hop): one that
             # cannot reach the candidates' k-th score cannot be a hit, whatever its own parts
@@ -223,10 +220,7 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
             eq13[R] = b
             r = np.clip(b / mx, 0.0, 1.0) if np.isfinite(mx) and mx > 0 else np.zeros_like(b)
             base[R] = r + np.float32(cfg.w_spread) * hop[R]
-            out[:] = False
-            out[C] = True
-            out[R] = True
-            done = np.flatnonzero(out)
+            done = np.insert(C, np.searchsorted(C, R), R)     # both sorted, disjoint
     total = np.full(n, -np.inf, dtype=np.float32)
     b = base[done]
     total[done] = np.where(b > 0, b * bo[done], b)

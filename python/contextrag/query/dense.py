@@ -26,12 +26,31 @@ def embed_queries(view, texts: list[str]) -> np.ndarray:
     return Q / np.maximum(n, 1e-12)
 
 
+def cosines(E: np.ndarray, qvecs: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
+    """(Q, m) inner products of the queries with the rows ``idx`` of ``E`` (every row when None).
+    The extension's ``dot_rows`` reads the rows in place, in one summation order for every path (a
+    candidate's cosine is the exhaustive one's bits); NumPy's BLAS otherwise."""
+    from ..ops._backend import cpu_native
+    q = np.ascontiguousarray(np.atleast_2d(np.asarray(qvecs, dtype=np.float32)))
+    C = cpu_native("dot_rows")
+    if C is not None and isinstance(E, np.ndarray) and E.dtype == np.float32 and E.flags.c_contiguous:
+        return C.dot_rows(E, q, None if idx is None else np.asarray(idx, np.int64))
+    if idx is None:
+        return q @ E.T
+    out = np.empty((q.shape[0], len(idx)), np.float32)
+    for b0 in range(0, len(idx), _GATHER_BLOCK):      # in blocks that stay in cache
+        rows = E[idx[b0:b0 + _GATHER_BLOCK]]
+        for j in range(q.shape[0]):
+            out[j, b0:b0 + rows.shape[0]] = rows @ q[j]
+    return out
+
+
+_GATHER_BLOCK = 2048
+
+
 def dense_scores(view, qvecs: np.ndarray) -> np.ndarray:
     """(Q, n) cosine similarities (embeddings are unit-norm)."""
-    q = np.asarray(qvecs, dtype=np.float32)
-    if q.ndim == 1:
-        q = q[None]
-    return q @ view.E.T
+    return cosines(view.E, qvecs)
 
 
 def _faiss_index(view):

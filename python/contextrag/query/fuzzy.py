@@ -25,7 +25,6 @@ Choices the paper leaves open (docs/QUERY.md):
 """
 from __future__ import annotations
 
-import os
 import threading
 
 import numpy as np
@@ -199,13 +198,9 @@ class Router:
 
 
 def _cpu_native(name: str):
-    """The extension when it has ``name`` and the CPU backend is in use (CONTEXTRAG_BACKEND unset or
-    "cpu"), else None."""
-    if os.environ.get("CONTEXTRAG_BACKEND") not in (None, "", "cpu"):
-        return None
-    from contextrag.ops import native
-    C = native()
-    return C if C is not None and hasattr(C, name) else None
+    """``ops._backend.cpu_native`` (a module attribute here, so tests can replace it)."""
+    from contextrag.ops._backend import cpu_native
+    return cpu_native(name)
 
 
 def fuzzy_scores(view, qvecs: np.ndarray, theta) -> np.ndarray:

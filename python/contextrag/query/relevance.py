@@ -25,6 +25,8 @@ import math
 
 import numpy as np
 
+from ._select import in_sorted
+
 
 def question_terms(question: str) -> list[str]:
     """The question's distinct BM25 terms, in order (the index's tokenizer)."""
@@ -53,23 +55,27 @@ def _postings(view):
     return ix, bm
 
 
-def _holders(got, term: str, n: int) -> np.ndarray:
-    """(n,) bool: the items whose BM25 score for ``term`` is > 0 (in the postings of one of its tokens)."""
+def _holders(got, term: str) -> np.ndarray:
+    """The items whose BM25 score for ``term`` is > 0 (in the postings of one of its tokens), sorted
+    and unique: a term's few postings, not an (n,) mask (a million items at scale)."""
     from ..index.bm25_index import CountBM25
     from ..index.core import bm25_tokenize, index_stemmer
     ix, bm = got
     vocab = bm.vocab_dict
-    out = np.zeros(n, dtype=bool)
+    lists = []
     for t in bm25_tokenize([term], index_stemmer(ix.config))[0]:
         j = vocab.get(t)
         if j is None:
             continue
         if isinstance(bm, CountBM25):
-            out[bm.postings(j)[0]] = True
+            lists.append(bm.postings(j)[0])
         elif 0 <= j < len(bm.scores["indptr"]) - 1:
             ptr, ind = bm.scores["indptr"], bm.scores["indices"]
-            out[ind[ptr[j]:ptr[j + 1]]] = True
-    return out
+            lists.append(ind[ptr[j]:ptr[j + 1]])
+    if len(lists) == 1:      # one token: its postings are one column's rows (unique), sorted unless unsorted
+        rows = np.asarray(lists[0], np.int64)
+        return rows if rows.size < 2 or bool((rows[1:] > rows[:-1]).all()) else np.unique(rows)
+    return np.unique(np.concatenate(lists).astype(np.int64)) if lists else np.zeros(0, np.int64)
 
 
 def coverage(view, question: str, idx) -> np.ndarray:
@@ -84,11 +90,11 @@ def coverage(view, question: str, idx) -> np.ndarray:
     post = _postings(view)
     for t in terms:
         if post is not None:     # the term's postings: no pass over all n items (a million at scale)
-            h = _holders(post, t, view.n)
-            df = int(np.count_nonzero(h))
+            h = _holders(post, t)
+            df = int(h.size)
             idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             total += idf
-            got += idf * h[idx]
+            got += idf * in_sorted(h, idx)
             continue
         present = np.asarray(view.bm25_raw(t), dtype=np.float64) > 0      # items that contain t
         df = int(present.sum())

@@ -31,13 +31,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._once import build_once
+from ._select import indices_above
 
 
 def relevance(h) -> np.ndarray:
     """The query's own relevance in [0, 1]: the hybrid score divided by its per-query maximum."""
     h = np.asarray(h, dtype=np.float32)
     mx = float(h.max()) if h.size else 0.0
-    return np.clip(h / mx, 0.0, 1.0) if mx > 0 else np.zeros_like(h)
+    if not mx > 0:
+        return np.zeros_like(h)
+    r = h / mx
+    return np.clip(r, 0.0, 1.0, out=r)
 
 
 def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
@@ -50,7 +54,7 @@ def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
         return None
     sample = h[:: n // max(16 * k, 4096)]
     thr = np.partition(sample, sample.size - k)[sample.size - k]
-    return np.flatnonzero(h >= thr)
+    return indices_above(h, thr) if h.dtype == np.float32 else np.flatnonzero(h >= thr)
 
 
 def seed_relevance(h, candidates: int = 25, at: np.ndarray | None = None) -> np.ndarray:
