@@ -13,7 +13,6 @@ void register_gemm_f32(py::module_& m);     // gemm_f32.cpp: fp32 distance tiles
 void register_spread(py::module_& m);       // spread.cpp: batched spreading hop over a CSR incidence
 void register_lexical(py::module_& m);      // lexical_tokens.cpp: tokeniser and block map of the lexical families
 void register_bm25(py::module_& m);         // bm25.cpp: a query token's BM25 terms from its postings
-void register_select(py::module_& m);       // select.cpp: the indices of a score vector above a threshold
 void register_dot_rows(py::module_& m);     // dot_rows.cpp: the cosine term on the rows a query scores
 
 void register_cpu(py::module_& m) {
@@ -26,7 +25,6 @@ void register_cpu(py::module_& m) {
   register_spread(m);
   register_lexical(m);
   register_bm25(m);
-  register_select(m);
   register_dot_rows(m);
 }
 }  // namespace contextrag

@@ -1,4 +1,4 @@
-"""The row kernels a candidate query calls (csrc/cpu/dot_rows.cpp, select.cpp, route_rows in
+"""The row kernels a candidate query calls (csrc/cpu/dot_rows.cpp, route_rows in
 semiring_kernels.h): against the float64 reference and NumPy, on odd shapes, scattered and repeated
 rows, and every instruction set this CPU runs."""
 from __future__ import annotations
@@ -58,26 +58,6 @@ def test_cosines_is_the_kernel_or_numpy(monkeypatch):
     slow = cosines(E, q, idx)
     np.testing.assert_allclose(fast, slow, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(slow, np.stack([E[idx] @ q]))
-
-
-@pytest.mark.parametrize("n", [0, 1, 15, 16, 17, 1000, 4099])
-@pytest.mark.parametrize("strict", [False, True])
-def test_indices_above_equals_flatnonzero(n, strict):
-    from contextrag.query._select import indices_above
-    rng = np.random.default_rng(n)
-    h = rng.random(n).astype(np.float32)
-    if n > 3:
-        h[::3] = 0.5                     # ties at the threshold
-        h[1] = np.nan                    # never passes
-        h[-1] = np.inf
-    want = np.flatnonzero(h > 0.5 if strict else h >= 0.5)
-    got = C.indices_above(h, 0.5, strict)
-    assert got.dtype == np.int64
-    np.testing.assert_array_equal(got, want)
-    np.testing.assert_array_equal(indices_above(h, np.float32(0.5), strict), want)
-    np.testing.assert_array_equal(indices_above(h.astype(np.float64), 0.5, strict), want)   # NumPy's path
-    with pytest.raises(TypeError):
-        C.indices_above(h.astype(np.float64), 0.5, strict)
 
 
 @pytest.mark.parametrize("isa", ISAS, indirect=True)

@@ -309,3 +309,12 @@ def test_coverage_from_postings_equals_a_pass_over_every_item(index, hotpot, mon
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
     assert any(a.any() for a in fast)
 
+
+
+def test_in_sorted_is_isin_on_edges():
+    from contextrag.query._select import in_sorted
+    h = np.array([2, 5, 9, 10], np.int64)
+    idx = np.array([0, 2, 3, 9, 10, 11, 5, 5], np.int64)      # below, equal, between, past the end, repeated
+    np.testing.assert_array_equal(in_sorted(h, idx), np.isin(idx, h))
+    assert in_sorted(h[:0], idx).tolist() == [False] * idx.size
+    assert in_sorted(h, idx[:0]).shape == (0,)

@@ -31,7 +31,7 @@ import math
 
 import numpy as np
 
-from ._select import in_sorted, indices_above
+from ._select import in_sorted
 from .dense import cosines
 
 CANDIDATE_MIN_ITEMS = 100_000     # below: scoring every item costs tens of ms per query at most
@@ -161,7 +161,7 @@ def candidates(view, question: str, qvec: np.ndarray, bm: np.ndarray, cfg, k: in
     take = np.zeros(n, dtype=bool)
     take[nc:] = True                                                   # virtual items
     take[inverted_file(view).probe(qvec, want, None if mask is None else mask[:nc])] = True
-    take[top_by(bm, indices_above(bm, 0.0, strict=True), want)] = True    # BM25 is ≥ 0: its nonzero entries
+    take[top_by(bm, np.flatnonzero(bm != 0), want)] = True   # a compare first: nonzero() on floats is 8× slower
     take[entity_pages(view, question, cfg)] = True
     if mask is not None:
         take &= mask
@@ -202,7 +202,7 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
         base, hop = spread_view(view, question, base, cfg, mask)
-        raised = indices_above(np.asarray(hop, np.float32), 0.0, strict=True)
+        raised = np.flatnonzero(hop > 0)
         raised = raised[~in_sorted(C, raised)]          # raised by spreading and not a candidate
         if mask is not None:
             raised = raised[mask[raised]]

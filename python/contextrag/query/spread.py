@@ -31,7 +31,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._once import build_once
-from ._select import indices_above
 
 
 def relevance(h) -> np.ndarray:
@@ -54,7 +53,7 @@ def holding_top(h: np.ndarray, k: int) -> np.ndarray | None:
         return None
     sample = h[:: n // max(16 * k, 4096)]
     thr = np.partition(sample, sample.size - k)[sample.size - k]
-    return indices_above(h, thr) if h.dtype == np.float32 else np.flatnonzero(h >= thr)
+    return np.flatnonzero(h >= thr)
 
 
 def seed_relevance(h, candidates: int = 25, at: np.ndarray | None = None) -> np.ndarray:
