@@ -66,6 +66,41 @@ def test_few_candidates_keep_exact_parts(index, hotpot, tiny_budget):
         assert ex[got[0].id].score >= sorted(x.score for x in ex.values())[-3]   # the best is near the top
 
 
+def test_hop_bound_keeps_every_raised_item_that_could_reach_the_kth(index, hotpot, tiny_budget, monkeypatch):
+    """The float32 hop bound only drops items the exact reach test drops: the same scored items and
+    parts as selecting every raised item, on questions where the bound is above 0."""
+    qs, _ = hotpot
+    tiny_budget(4)
+    view = view_of(index)
+    cfg = Config(scoring="candidates")
+    bounds = []
+    real = cand._least_hop
+    monkeypatch.setattr(cand, "_least_hop", lambda *a: bounds.append(real(*a)) or bounds[-1])
+    got = []
+    for q in qs[:12]:
+        qv = query.dense.embed_queries(view, [q["question"]])
+        got.append(cand.score_candidates(view, q["question"], qv, cfg, 10))
+    assert any(b > 1e-3 for b in bounds)        # the bound did cut
+    monkeypatch.setattr(cand, "_least_hop", lambda *a: np.float32(np.finfo(np.float32).smallest_subnormal))
+    for q, parts in zip(qs[:12], got):
+        qv = query.dense.embed_queries(view, [q["question"]])
+        want = cand.score_candidates(view, q["question"], qv, cfg, 10)
+        np.testing.assert_array_equal(parts["candidates"], want["candidates"])
+        np.testing.assert_array_equal(parts["score"], want["score"])
+
+
+def test_least_hop_bound():
+    bo = np.array([1.0, 2.0], np.float32)
+    tiny = np.finfo(np.float32).smallest_subnormal
+    assert cand._least_hop(None, bo, 1.0) == tiny and cand._least_hop(0.5, bo, 1.0) == tiny
+    assert cand._least_hop(3.0, bo, 0.0) == tiny and cand._least_hop(3.0, bo[:0], 1.0) == tiny
+    t = cand._least_hop(3.0, bo, 0.5)       # 2 · (1 + 0.5 · hop) ≥ 3 − 1e-6: hop ≥ 1 − 1e-6
+    assert t.dtype == np.float32 and float(t) <= 1.0 - 1e-6 and float(t) > 0.999998
+    for h in (np.float32(1.0 - 1e-6), np.nextafter(np.float32(1.0 - 1e-6), np.float32(2))):
+        if 2.0 * (1.0 + 0.5 * float(h)) >= 3.0 - 1e-6:
+            assert h >= t
+
+
 def test_scored_items_are_the_candidates_and_those_spreading_raised(index, hotpot, tiny_budget):
     qs, _ = hotpot
     tiny_budget(4)

@@ -179,6 +179,23 @@ def _fill(view, qvec, cfg, idx, cs, fz) -> None:
         fz[idx] = view.router.scores_at(q, cfg.theta, idx)[0]
 
 
+def _least_hop(kth, bo: np.ndarray, w_spread: float) -> np.float32:
+    """A float32 bound that every raised item that could reach the k-th score ``kth`` has its hop at or
+    above (the smallest positive float32 without a bound): boost · (1 + w · hop) ≥ kth − 1e-6 needs
+    hop ≥ ((kth − 1e-6) / max boost − 1) / w, rounded down. It keeps a query's selection to the few
+    thousand items the exact test below then reads, not every item spreading raised (10^5 at 1M)."""
+    tiny = np.float32(np.finfo(np.float32).smallest_subnormal)
+    top = float(bo.max()) if bo.size else 0.0
+    if kth is None or not (w_spread > 0 and top > 0 and np.isfinite(kth)):
+        return tiny
+    t = ((kth - 1e-6) / top - 1.0) / float(w_spread)
+    t -= 1e-9 * max(1.0, abs(t))                     # below the float64 rounding of the exact test
+    t32 = np.float32(t)
+    if float(t32) > t:
+        t32 = np.nextafter(t32, np.float32(-np.inf))
+    return max(t32, tiny)
+
+
 def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: np.ndarray | None = None) -> dict:
     """query/hybrid.py's ``score_all`` on the candidates (module doc): the same parts dict, with score
     −inf for every item whose parts were not computed."""
@@ -202,15 +219,17 @@ def score_candidates(view, question: str, qvec: np.ndarray, cfg, k: int, mask: n
         h = base if mask is None else np.where(mask, base, -np.inf)
         mx = float(h.max()) if n else 0.0
         base, hop = spread_view(view, question, base, cfg, mask)
-        raised = np.flatnonzero(hop > 0)
-        raised = raised[~in_sorted(C, raised)]          # raised by spreading and not a candidate
-        if mask is not None:
-            raised = raised[mask[raised]]
-        if raised.size and C.size >= k:
+        kth = None
+        if C.size >= k:
             # an item's relevance is at most 1, so its score at most boost · (1 + w_spread · hop): one that
             # cannot reach the candidates' k-th score cannot be a hit, whatever its own parts
             bc = base[C]
             kth = float(np.partition(np.where(bc > 0, bc * bo[C], bc), C.size - k)[C.size - k])
+        raised = np.flatnonzero(hop >= _least_hop(kth, bo, cfg.w_spread))
+        raised = raised[~in_sorted(C, raised)]          # raised by spreading and not a candidate
+        if mask is not None:
+            raised = raised[mask[raised]]
+        if raised.size and kth is not None:
             reach = bo[raised].astype(np.float64) * (1.0 + float(cfg.w_spread) * hop[raised].astype(np.float64))
             raised = raised[reach >= kth - 1e-6]
         R = np.sort(top_by(base, raised, budget(n, k)))
