@@ -568,23 +568,29 @@ def residual_coverage(st: LexicalState, question: str, best: int) -> np.ndarray:
     the weighted subsethood of the question's residual q ∧ ¬best in c. The second passage of a
     two-passage answer holds the question's words the first one lacks; a near duplicate of the first
     passage holds the same words and gains nothing. Zeros without a term family or question terms."""
+    cov = _residual_sums(st, question, best)
+    return np.zeros(st.n_chunks, np.float32) if cov is None else cov.astype(np.float32)
+
+
+def _residual_sums(st: LexicalState, question: str, best: int) -> np.ndarray | None:
+    """:func:`residual_coverage` in float64 before its rounding to float32, or None where it is 0."""
     fam = st.ctx.families.get("term")
     if fam is None:
-        return np.zeros(st.n_chunks, np.float32)
+        return None
     cols, w = fam.query_columns(question)
     total = float(w.sum()) if cols.size else 0.0
     if total <= 0.0:
-        return np.zeros(st.n_chunks, np.float32)
+        return None
     I = fam.incidence
     held = I.indices[I.indptr[best]:I.indptr[best + 1]]
     left = ~np.isin(cols, held)
     if not left.any():
-        return np.zeros(st.n_chunks, np.float32)
+        return None
     T, c = st.term_csc, cols[left]
     a, b = T.indptr[c], T.indptr[c + 1]
     rows = np.concatenate([T.indices[x:y] for x, y in zip(a.tolist(), b.tolist())])
     vals = np.repeat((w[left] / total).astype(np.float64), b - a)
-    return np.bincount(rows, weights=vals, minlength=st.n_chunks)[:st.n_chunks].astype(np.float32)
+    return np.bincount(rows, weights=vals, minlength=st.n_chunks)[:st.n_chunks]
 
 
 def spread_many(view, questions, bases, cfg, mask=None):
@@ -610,8 +616,11 @@ def spread_many(view, questions, bases, cfg, mask=None):
         if r is None:
             out.append((b, np.zeros_like(b)))
             continue
-        g = np.asarray(g, np.float32) + _residual_part(st, questions[q], r, g, cfg, mask)
-        out.append(((r + lam * g).astype(np.float32), g))
+        res = _residual_part(st, questions[q], r, g, cfg, mask)     # a new array: summed into in place
+        res += np.asarray(g, np.float32)                # g + res, r + λ·g: the same float32 bits
+        nb = np.multiply(res, np.float32(lam))
+        nb += r
+        out.append((nb, res))
     return out
 
 
@@ -625,7 +634,10 @@ def _residual_part(st: LexicalState, question: str, r, hop, cfg, mask) -> np.nda
     s = r[:nc] + float(cfg.w_spread) * hop[:nc]     # the chunks' part only: the same float32 bits
     if mask is not None:
         s = np.where(mask[:nc], s, -np.inf)
-    res[:nc] = residual_coverage(st, question, int(np.argmax(s))) * np.float32(wres)
+    cov = _residual_sums(st, question, int(np.argmax(s)))
+    if cov is not None:
+        res[:nc] = cov          # rounded to float32 as residual_coverage rounds it, then weighted
+        res[:nc] *= np.float32(wres)
     if mask is not None:
         res = np.where(mask, res, np.float32(0))
     return res
