@@ -157,6 +157,25 @@ def test_retrieve_many_matches_retrieve(index, hotpot, tiny_budget):
     assert [_ids(h) for h in many] == [_ids(query.retrieve(index, t, k=5, scoring="candidates")) for t in texts]
 
 
+@pytest.mark.parametrize("want", [1, 37, 400, 2999, 5000])
+def test_probe_from_a_partition_equals_the_sorted_cells(want, monkeypatch):
+    """The head of the cells from a partition gives the chunks the stable sort of every cell gives,
+    with tied cell scores (the codebooks' entries repeat) and wants up to the whole file."""
+    rng = np.random.default_rng(want)
+    books = [np.repeat(rng.standard_normal((20, 5)).astype(np.float32), 2, axis=0), rng.standard_normal((8, 5))]
+    codes = np.stack([rng.integers(0, 40, 3000), rng.integers(0, 8, 3000)], axis=1)
+    codes[codes[:, 0] < 6, 1] = 0                 # empty cells
+    ivf = cand.InvertedFile(codes, [b.astype(np.float32) for b in books])
+    qs = [rng.standard_normal(5).astype(np.float32) for _ in range(5)]
+    fast = [ivf.probe(q, want) for q in qs]
+    used = []
+    real = ivf._best_cells
+    monkeypatch.setattr(ivf, "_best_cells", lambda s, w: used.append(real(s, w) is not None) or None)
+    for q, got in zip(qs, fast):
+        np.testing.assert_array_equal(got, ivf.probe(q, want))
+    assert any(used) == (want <= 400)             # the partition served the small wants
+
+
 def test_inverted_file_cells():
     rng = np.random.default_rng(3)
     books = [rng.standard_normal((s, 7)).astype(np.float32) for s in (5, 3, 2)]

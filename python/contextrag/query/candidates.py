@@ -60,6 +60,7 @@ class InvertedFile:
         self.order = np.argsort(cell, kind="stable").astype(np.int64)
         self.counts = np.bincount(cell, minlength=math.prod(self.sizes)).astype(np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.counts)])
+        self.nonempty = np.flatnonzero(self.counts)
 
     def cell_scores(self, q: np.ndarray) -> np.ndarray:
         """q · (c₀[a] + c₁[b] + …) for every cell, in cell-id order."""
@@ -72,7 +73,13 @@ class InvertedFile:
         """The chunks of the best cells for q, cells taken until they hold ``want`` chunks (allowed
         ones only, when ``allowed`` is given), sorted by index."""
         s = self.cell_scores(np.asarray(q, dtype=np.float32).ravel())
-        nonempty = np.flatnonzero(self.counts)
+        nonempty = self.nonempty
+        if allowed is None:
+            head = self._best_cells(s, want)
+            if head is not None:
+                cells, per = head
+                upto = int(np.searchsorted(np.cumsum(per), want)) + 1
+                return self._chunks_of(cells[:upto])
         cells = nonempty[np.argsort(-s[nonempty], kind="stable")]
         if allowed is None:
             per = self.counts[cells]
@@ -82,10 +89,29 @@ class InvertedFile:
             per[nonempty] = held
             per = per[cells]
         upto = int(np.searchsorted(np.cumsum(per), want)) + 1
-        cells = cells[:upto]
-        out = np.concatenate([self.order[self.offsets[c]:self.offsets[c + 1]] for c in cells.tolist()]) \
-            if cells.size else np.zeros(0, np.int64)
-        return np.sort(out)
+        return self._chunks_of(cells[:upto])
+
+    def _best_cells(self, s: np.ndarray, want: int):
+        """(cells, their chunk counts): the head of the nonempty cells in decreasing score (ties by
+        cell id, the stable sort's order) that holds ``want`` chunks, from a partition instead of a
+        sort of every cell (16,000 at a million chunks); None when that head is not enough."""
+        ne = self.nonempty
+        m = max(64, 4 * -(-int(want) * ne.size // max(int(self.offsets[-1]), 1)))
+        if m >= ne.size:
+            return None
+        sn = s[ne]
+        v = np.partition(sn, ne.size - m)[ne.size - m]           # the m-th largest score
+        sel = np.flatnonzero(sn > v)                             # every cell above it, by position
+        cells = ne[sel[np.argsort(-sn[sel], kind="stable")]]     # = the first sel.size of the full order
+        per = self.counts[cells]
+        return (cells, per) if per.sum() >= want else None
+
+    def _chunks_of(self, cells: np.ndarray) -> np.ndarray:
+        lens = self.counts[cells]
+        total = int(lens.sum())
+        # the cells' runs of ``order``, gathered at once: position j of run c is offsets[c] + j
+        at = np.repeat(self.offsets[cells] - (np.cumsum(lens) - lens), lens) + np.arange(total)
+        return np.sort(self.order[at])
 
 
 def inverted_file(view) -> InvertedFile | None:
