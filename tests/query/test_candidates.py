@@ -365,6 +365,22 @@ def test_coverage_from_postings_equals_a_pass_over_every_item(index, hotpot, mon
 
 
 
+@pytest.mark.parametrize("m", [1, 50, 1200, 5000])
+def test_bm25_best_takes_ties_in_item_order_either_way(m):
+    """The sampled path and the partition of every item with a score give the same items: the m best,
+    ties at the edge lowest index first (scores quantised so that many tie)."""
+    rng = np.random.default_rng(m)
+    n = max(1 << 16, 64 * m) + 7
+    bm = np.where(rng.random(n) < 0.4, np.round(rng.random(n) * 40) / 40, 0).astype(np.float32)
+    nz = np.flatnonzero(bm)
+    want = np.sort(nz[np.lexsort((nz, -bm[nz]))[:m]])         # by score, then by index
+    got = cand._bm25_best(bm, m)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(cand._best_in_order(bm, nz, m), want)
+    small = bm[:100]
+    np.testing.assert_array_equal(cand._bm25_best(small, 1000), np.flatnonzero(small))   # fewer than m
+
+
 def test_in_sorted_is_isin_on_edges():
     from contextrag.query._select import in_sorted
     h = np.array([2, 5, 9, 10], np.int64)
