@@ -26,6 +26,9 @@ def embed_queries(view, texts: list[str]) -> np.ndarray:
     return Q / np.maximum(n, 1e-12)
 
 
+_GATHER_BLOCK = 2048      # NumPy's path gathers the rows a query scores in blocks that stay in cache
+
+
 def cosines(E: np.ndarray, qvecs: np.ndarray, idx: np.ndarray | None = None) -> np.ndarray:
     """(Q, m) inner products of the queries with the rows ``idx`` of ``E`` (every row when None).
     The extension's ``dot_rows`` reads the rows in place, in one summation order for every path (a
@@ -38,14 +41,11 @@ def cosines(E: np.ndarray, qvecs: np.ndarray, idx: np.ndarray | None = None) -> 
     if idx is None:
         return q @ E.T
     out = np.empty((q.shape[0], len(idx)), np.float32)
-    for b0 in range(0, len(idx), _GATHER_BLOCK):      # in blocks that stay in cache
+    for b0 in range(0, len(idx), _GATHER_BLOCK):
         rows = E[idx[b0:b0 + _GATHER_BLOCK]]
         for j in range(q.shape[0]):
             out[j, b0:b0 + rows.shape[0]] = rows @ q[j]
     return out
-
-
-_GATHER_BLOCK = 2048
 
 
 def dense_scores(view, qvecs: np.ndarray) -> np.ndarray:

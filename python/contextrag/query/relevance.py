@@ -72,7 +72,7 @@ def _holders(got, term: str) -> np.ndarray:
         elif 0 <= j < len(bm.scores["indptr"]) - 1:
             ptr, ind = bm.scores["indptr"], bm.scores["indices"]
             lists.append(ind[ptr[j]:ptr[j + 1]])
-    if len(lists) == 1:      # one token: its postings are one column's rows (unique), sorted unless unsorted
+    if len(lists) == 1:      # one token: one column's rows, unique and (checked) ascending
         rows = np.asarray(lists[0], np.int64)
         return rows if rows.size < 2 or bool((rows[1:] > rows[:-1]).all()) else np.unique(rows)
     return np.unique(np.concatenate(lists).astype(np.int64)) if lists else np.zeros(0, np.int64)
