@@ -484,7 +484,8 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         # "head": a step counts when it is taken (its frontier is not empty); "raised": when it raises a degree
         step = took if head else raised.any(axis=1) & live
         fired += step
-        H = np.maximum(H, H2)
+        # in place: a _Rise row of H2 then reads max(H2, H) > H, which is H2 > H
+        H = np.maximum(H2, H, out=H2)
         for q in range(Q):
             all_s[q] = np.concatenate([all_s[q], front[q][0]])
             all_d[q] = np.concatenate([all_d[q], front[q][1]])
@@ -492,7 +493,7 @@ def _spread_batch(st: LexicalState, questions, bases, cfg, mask):
         if not live.any():
             break
     if cfg.spread_mentions and "title" in st.ctx.families:
-        H = np.maximum(H, _named_title_step(st, all_s, all_d, mask))
+        H = np.maximum(H, _named_title_step(st, all_s, all_d, mask), out=H)
     return [(rs[q], H[q], all_s[q], all_d[q], int(fired[q])) for q in range(Q)]
 
 
