@@ -47,7 +47,7 @@ py::array_t<float> dot_rows(const py::array_t<float, py::array::c_style>& E,
   py::array_t<int64_t, py::array::c_style> keep;
   if (!idx_obj.is_none()) {
     keep = py::array_t<int64_t, py::array::c_style>::ensure(idx_obj);
-    if (!keep || keep.ndim() != 1) throw std::invalid_argument("idx must be a 1-D integer array or None");
+    if (!keep || keep.ndim() != 1) throw std::invalid_argument("idx must be a 1-D int64 array or None");
     idx = keep.data();
     m = keep.shape(0);
     for (ptrdiff_t i = 0; i < m; ++i)
@@ -64,7 +64,8 @@ py::array_t<float> dot_rows(const py::array_t<float, py::array::c_style>& E,
   for (ptrdiff_t i = 0; i < m; ++i) {
     if (idx != nullptr && i + 4 < m) {      // the rows are scattered: fetch a later one meanwhile
       const char* nx = reinterpret_cast<const char*>(e + idx[i + 4] * d);
-      for (ptrdiff_t b = 0; b < d * static_cast<ptrdiff_t>(sizeof(float)); b += 64) __builtin_prefetch(nx + b, 0, 0);
+      for (ptrdiff_t b = 0; b < d * static_cast<ptrdiff_t>(sizeof(float)); b += 64)
+        __builtin_prefetch(nx + b, 0, 0);
     }
     const float* r = e + (idx != nullptr ? idx[i] : i) * d;
     for (ptrdiff_t j = 0; j < Q; ++j) o[j * m + i] = dot(r, qq + j * d, d);
