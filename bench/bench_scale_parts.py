@@ -17,7 +17,14 @@ once first, so page-cache misses are not timed.
 * the query view of a loaded index (``view_of``), built anew each time;
 * the routing of 21,000 candidate rows: NumPy's gather, add and reduce against ``_C.route_rows``;
 * the cosine of the same rows from the memory-mapped embeddings, and from a copy in anonymous memory
-  (transparent huge pages where the kernel gives them).
+  (transparent huge pages where the kernel gives them);
+* the routing of those rows by the generic (scalar) build of ``_C.route_rows`` against the one the
+  CPU dispatches to (``CONTEXTRAG_ISA``'s choices, forced in one process);
+* their cosine: NumPy's gather and BLAS against ``_C.dot_rows`` (equal within 1e-5: the summation
+  orders differ);
+* a question's BM25 scores from the stored counts: NumPy's passes against ``_C.bm25_accumulate``,
+  for the first 20 HotpotQA-500 questions;
+* the inverted file's probe for 10,010 chunks: the stable sort of every cell against the partition.
 """
 from __future__ import annotations
 
@@ -146,9 +153,63 @@ def main(argv=None) -> int:
     res["anon_huge_pages_kb"] = next((int(ln.split()[1]) for ln in open("/proc/self/smaps_rollup")
                                       if ln.startswith("AnonHugePages")), None)
 
+    _query_rows(res, v, C, mu, Ii, Ev, q, idx, max(R, 20))
+
     update_json(n, args.key, {"machine": machine(), "chunks": n, "repeats": R, "parts": res,
                               "loadavg_start": la0, "loadavg_end": os.getloadavg()})
     return 0
+
+
+def _query_rows(res: dict, v, C, mu, Ii, Ev, q, idx, R: int) -> None:
+    """The candidate query's row kernels against the forms they replaced (module docstring)."""
+    from contextrag.ops import _backend
+    from contextrag.query.candidates import inverted_file
+    if C is None or not hasattr(C, "dot_rows"):
+        return
+    isa = C.cpu_isa()
+
+    def routed(name):
+        C.set_cpu_isa(name)
+        try:
+            return C.route_rows(mu, Ii, idx)
+        finally:
+            C.set_cpu_isa("auto")
+    _pair(res, f"route_21000_rows_generic_vs_{isa}", lambda: routed("generic"), lambda: routed("auto"), R,
+          np.array_equal)
+
+    def blas():
+        out = np.empty(idx.size, np.float32)
+        for b0 in range(0, idx.size, 2048):
+            out[b0:b0 + 2048] = Ev[idx[b0:b0 + 2048]] @ q
+        return out
+    _pair(res, "cosine_21000_rows_blas_vs_dot_rows", blas, lambda: C.dot_rows(Ev, q[None], idx)[0], R,
+          lambda a, b: np.allclose(a, b, rtol=1e-5, atol=1e-6))
+
+    from bench_scale import _questions
+    from contextrag.index.core import bm25_tokenize, index_stemmer
+    ix = v.source()
+    toks = bm25_tokenize([x.text for x in _questions(None)[:20]], index_stemmer(ix.config))
+    real = _backend.cpu_native
+
+    def scores(native_on: bool):
+        _backend.cpu_native = real if native_on else (lambda name: None)
+        try:
+            return [ix.bm25.get_scores(t) for t in toks]
+        finally:
+            _backend.cpu_native = real
+    _pair(res, "bm25_20_questions_numpy_vs_native", lambda: scores(False), lambda: scores(True), max(R // 4, 3),
+          lambda a, b: all(np.array_equal(x, y) for x, y in zip(a, b)))
+
+    ivf = inverted_file(v)
+
+    def probe(partition: bool):
+        if not partition:
+            ivf._best_cells = lambda s, w: None
+        try:
+            return ivf.probe(q / np.linalg.norm(q), 10_010)
+        finally:
+            ivf.__dict__.pop("_best_cells", None)
+    _pair(res, "ivf_probe_10010_sort_vs_partition", lambda: probe(False), lambda: probe(True), R, np.array_equal)
 
 
 if __name__ == "__main__":
