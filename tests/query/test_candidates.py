@@ -38,7 +38,7 @@ def test_auto_scores_every_item_below_the_threshold(index, hotpot):
 @pytest.mark.parametrize("native", [True, False])
 def test_candidates_covering_the_index_give_the_exhaustive_hits(index, hotpot, native, monkeypatch):
     """The same hits, scores and parts bit for bit, with the extension's row kernels (cosine, routing,
-    BM25, selection) or with NumPy alone."""
+    BM25) or with NumPy alone."""
     from contextrag.ops import _backend
     if native and _backend.cpu_native("dot_rows") is None:
         pytest.skip("contextrag._C is not built")
