@@ -229,3 +229,25 @@ def test_plain_string_ids_do_not_collide_after_delete(embedder, tmp_path):
     rag.delete(["doc1"])
     rag.add(["Paragraph Elm about the history of Elm in the northern provinces."])
     assert len(rag.index.docs) == 4 and len(set(rag.index.docs)) == 4
+
+
+def test_bytes_on_disk_leave_out_snapshots_being_removed(tmp_path, monkeypatch):
+    """A replaced snapshot (``.old-*``) is being deleted by a background thread: it is not counted,
+    and a folder that vanishes during the walk does not fail ``stats()``."""
+    import os
+    from contextrag.index import stats
+    (tmp_path / "snap-1").mkdir()
+    (tmp_path / "snap-1" / "a.bin").write_bytes(b"x" * 10)
+    (tmp_path / "CURRENT").write_text("snap-1")
+    (tmp_path / ".old-1234abcd").mkdir()
+    (tmp_path / ".old-1234abcd" / "big.bin").write_bytes(b"y" * 1000)
+    assert stats._dir_bytes(tmp_path) == 10 + len("snap-1")
+    real_walk = os.walk
+
+    def racing_walk(top, *a, **k):       # snap-1 disappears between listing and stat
+        for root, dirs, files in real_walk(top, *a, **k):
+            if root.endswith("snap-1"):
+                (tmp_path / "snap-1" / "a.bin").unlink()
+            yield root, dirs, files
+    monkeypatch.setattr(stats.os, "walk", racing_walk)
+    assert stats._dir_bytes(tmp_path) == len("snap-1")

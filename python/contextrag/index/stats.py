@@ -2,6 +2,7 @@
 LLM cost, and drift since the last clustering."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -11,9 +12,21 @@ from .lexical.families import lexical_stats
 
 
 def _dir_bytes(path) -> int | None:
+    """Bytes of the index's files. Snapshots a save replaced (``.old-*``) are left out: a background
+    thread is deleting them (index/store.py), so they are no part of the index and may vanish while
+    they are walked; so may any file a concurrent save removes."""
     if path is None or not Path(path).exists():
         return None
-    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+    total = 0
+    for root, dirs, files in os.walk(path):      # errors (a folder removed meanwhile) are skipped
+        if Path(root) == Path(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".old-")]
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f)).st_size
+            except FileNotFoundError:
+                continue
+    return total
 
 
 def drift(ix: Index) -> dict:
