@@ -96,9 +96,12 @@ def test_least_hop_bound():
     assert cand._least_hop(3.0, bo, 0.0) == tiny and cand._least_hop(3.0, bo[:0], 1.0) == tiny
     t = cand._least_hop(3.0, bo, 0.5)       # 2 · (1 + 0.5 · hop) ≥ 3 − 1e-6: hop ≥ 1 − 1e-6
     assert t.dtype == np.float32 and float(t) <= 1.0 - 1e-6 and float(t) > 0.999998
-    for h in (np.float32(1.0 - 1e-6), np.nextafter(np.float32(1.0 - 1e-6), np.float32(2))):
-        if 2.0 * (1.0 + 0.5 * float(h)) >= 3.0 - 1e-6:
-            assert h >= t
+    # the smallest float32 hop the exact test lets through is at or above the bound
+    h = np.float32(1.0 - 2e-6)
+    while not 2.0 * (1.0 + 0.5 * float(h)) >= 3.0 - 1e-6:
+        h = np.nextafter(h, np.float32(2))
+    assert h >= t
+    assert cand._least_hop(np.inf, bo, 0.5) == tiny
 
 
 def test_scored_items_are_the_candidates_and_those_spreading_raised(index, hotpot, tiny_budget):

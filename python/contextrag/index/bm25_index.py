@@ -237,10 +237,11 @@ class CountBM25:
         from ..ops._backend import cpu_native
         C = cpu_native("bm25_accumulate")
         if C is not None:       # the same operations on the postings where they lie (csrc/cpu/bm25.cpp)
+            blocks = ((self.c_indptr, self.c_rows, self.c_tf, 0),
+                      (self.v_indptr, self.v_rows, self.v_tf, self.n_chunks))
             for j in ids:
-                for rows, tf, row0 in ((self.c_rows, self.c_tf, 0), (self.v_rows, self.v_tf, self.n_chunks)):
-                    a, b = (int(self.c_indptr[j]), int(self.c_indptr[j + 1])) if row0 == 0 \
-                        else (int(self.v_indptr[j]), int(self.v_indptr[j + 1]))
+                for ptr, rows, tf, row0 in blocks:
+                    a, b = int(ptr[j]), int(ptr[j + 1])
                     if b > a:
                         C.bm25_accumulate(out, rows[a:b], tf[a:b], dl, row0, float(idf[j]), float(avg), K1, B)
             return out
