@@ -10,7 +10,8 @@ warm-up batch; reported: texts per second (wall and CPU seconds), and the cosine
 1 - cos(v, v_torch) from sentence-transformers on torch (max and mean). Variants:
 
 * torch: sentence-transformers on PyTorch (its encode sorts by length), batch 16 / 64;
-* torch-bf16: the same under bf16 autocast (the ``torch-bf16`` backend), batch 64;
+* torch-bf16: the ``torch-bf16`` backend, batch 64 (the fused forward of embed/bert_cpu.py where the
+  extension has its kernels), and torch-bf16-autocast: sentence-transformers under bf16 autocast;
 * onnx (fp32 export) on ONNX Runtime, length-sorted batches of 16 / 32 / 64, and 1 thread;
 * onnx-int8 (dynamic int8 weights), batch 32;
 * openvino: the same fp32 export compiled by OpenVINO (when installed), batch 32;
@@ -110,7 +111,12 @@ def main(argv=None) -> int:
         record(f"torch bs{bs}", lambda x, bs=bs: st.encode(x, batch_size=bs, normalize_embeddings=True),
                batch=bs, threads=torch.get_num_threads())
     bf16 = Embedder(backend="torch-bf16", device="cpu")
-    record("torch-bf16 bs64", bf16.embed_passages, batch=64, threads=torch.get_num_threads())
+    bf16.load()
+    record("torch-bf16 bs64", bf16.embed_passages, batch=64, threads=torch.get_num_threads(),
+           fused_forward=bf16._bert_bf16() is not None)
+    autocast = Embedder(backend="torch-bf16", device="cpu")
+    autocast._fast = False                          # sentence-transformers under autocast, not embed/bert_cpu.py
+    record("torch-bf16-autocast bs64", autocast.embed_passages, batch=64, threads=torch.get_num_threads())
     for variant, batches in (("fp32", (32, 16, 64)), ("int8", (32,))):
         enc = OnnxEncoder(ensure_export(path, variant))
         for bs in batches:

@@ -14,6 +14,7 @@ void register_spread(py::module_& m);       // spread.cpp: batched spreading hop
 void register_lexical(py::module_& m);      // lexical_tokens.cpp: tokeniser and block map of the lexical families
 void register_bm25(py::module_& m);         // bm25.cpp: a query token's BM25 terms from its postings
 void register_dot_rows(py::module_& m);     // dot_rows.cpp: the cosine term on the rows a query scores
+void register_encoder(py::module_& m);      // encoder.cpp: attention, add + LayerNorm, bias + GELU of the CPU embedder
 
 void register_cpu(py::module_& m) {
   register_semiring(m);
@@ -26,5 +27,6 @@ void register_cpu(py::module_& m) {
   register_lexical(m);
   register_bm25(m);
   register_dot_rows(m);
+  register_encoder(m);
 }
 }  // namespace contextrag

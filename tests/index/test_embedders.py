@@ -62,6 +62,63 @@ def test_torch_bf16_stays_within_the_auto_bound(torch_vectors):
     assert e.max_tokens == 254 and e.dim == 384
 
 
+def test_torch_bf16_fused_forward_equals_autocast(torch_vectors):
+    """On the CPU, "torch-bf16" runs MiniLM through the fused forward (embed/bert_cpu.py) where the
+    extension has its kernels: the same arithmetic as autocast to bf16 rounding, and the vectors
+    stay within the auto bound of fp32; a model it does not reproduce goes through autocast."""
+    from contextrag.embed import bert_cpu
+    from contextrag.embed.embedder import AUTO_MIN_COSINE, Embedder
+    e = Embedder(backend="torch-bf16", device="cpu", batch_size=4)
+    if not bert_cpu.supports(e.model):
+        pytest.skip("contextrag._C without the encoder kernels")
+    E = e.embed_passages(TEXTS)
+    assert isinstance(e._fast, bert_cpu.BertBf16)
+    ref = Embedder(backend="torch-bf16", device="cpu", batch_size=4)
+    ref._fast = False                                           # sentence-transformers under autocast
+    A = ref.embed_passages(TEXTS)
+    # each within about 5e-5 of fp32 (MIN_COSINE_TO_FP32), not always on the same side
+    assert (1 - (E * A).sum(1)).max() < 1e-4
+    assert ((E * torch_vectors).sum(1) >= AUTO_MIN_COSINE).all()
+    # one text alone, or in another order and batch size: the same vector to fp32 rounding
+    e.batch_size = 3
+    np.testing.assert_allclose(e.embed_passages(TEXTS[::-1])[::-1], E, atol=2e-3)
+    np.testing.assert_allclose(e.embed_passages(TEXTS[:1]), E[:1], atol=2e-3)
+    e._fast.TOKENS = 300                                        # passes of one long row, or a few short ones
+    np.testing.assert_allclose(e.embed_passages(TEXTS), E, atol=2e-3)
+
+
+def test_fused_forward_declines_what_it_does_not_reproduce():
+    pytest.importorskip("sentence_transformers")
+    from contextrag.embed import bert_cpu
+    from contextrag.embed.embedder import Embedder
+    m = Embedder(backend="torch-bf16", device="cpu").model
+    if not bert_cpu.supports(m):
+        pytest.skip("contextrag._C without the encoder kernels")
+    pool = m[1]
+    mode = pool.pooling_mode
+    try:
+        pool.pooling_mode = "cls"
+        assert not bert_cpu.supports(m)
+        with pytest.raises(ValueError, match="BertBf16 needs a BertModel with mean pooling"):
+            bert_cpu.BertBf16(m)
+    finally:
+        pool.pooling_mode = mode
+    tok = m[0].tokenizer
+    try:
+        tok.padding_side = "left"                               # the kernels take each row's first tokens
+        assert not bert_cpu.supports(m)
+    finally:
+        tok.padding_side = "right"
+    cfg = m[0].auto_model.config
+    act = cfg.hidden_act
+    try:
+        cfg.hidden_act = "gelu_new"                             # the tanh form: not what the kernel computes
+        assert not bert_cpu.supports(m)
+    finally:
+        cfg.hidden_act = act
+    assert bert_cpu.supports(m)
+
+
 def _profile_with(bf16_matrix):
     from contextrag.machine import MachineProfile
     flags = frozenset({"avx2", "avx512f"} | ({"avx512_bf16"} if bf16_matrix else set()))

@@ -11,7 +11,9 @@ Backends (``Config.embedder``; docs/EMBEDDING.md has the measurements behind the
 * ``"torch"``: sentence-transformers on PyTorch, as trained. The only one that runs on a GPU.
 * ``"torch-bf16"``: the same under ``torch.autocast`` in bfloat16 on the CPU: the matrix products
   run on AVX512-BF16 or AMX where the CPU has them, vectors within about 5e-5 cosine of fp32's;
-  emulated, and slower than fp32, elsewhere (docs/EMBEDDING.md has the rates).
+  emulated, and slower than fp32, elsewhere (docs/EMBEDDING.md has the rates). A BERT model with
+  mean pooling (the default among them) runs the same arithmetic in fewer passes
+  (:mod:`contextrag.embed.bert_cpu`).
 * ``"onnx"``: the same model exported once to ONNX (fp32) and run by ONNX Runtime: the same vectors
   (cosine to torch's > 1 - 1e-6), faster on a CPU, and no torch import at query time.
 * ``"onnx-int8"``: that export with int8 weights (dynamic quantisation): faster still, vectors within
@@ -137,6 +139,7 @@ class Embedder:
         self._model = None         # SentenceTransformer (torch) or an encoder (onnx, static)
         self._bulk = None          # auto on a CPU: the Embedder a build's passages go through
         self._tokenizer = None
+        self._fast = None          # "torch-bf16" on the CPU: bert_cpu.BertBf16, or False where unsupported
         self._lock = threading.Lock()
 
     @classmethod
@@ -263,7 +266,10 @@ class Embedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         inputs = [prefix + t for t in texts]
-        if self.backend in TORCH_BACKENDS:
+        fast = self._bert_bf16()
+        if fast is not None:
+            E = fast.encode(inputs, self.batch_size)
+        elif self.backend in TORCH_BACKENDS:
             show = self.show_progress if self.show_progress is not None else len(texts) > 4 * self.batch_size
             with _autocast(self.backend, self.device):
                 E = self.model.encode(inputs, batch_size=self.batch_size, normalize_embeddings=True,
@@ -275,6 +281,19 @@ class Embedder:
         # re-normalise in float32 (the model may compute in half precision on a GPU)
         E /= np.maximum(np.linalg.norm(E, axis=1, keepdims=True), 1e-12)
         return E
+
+    def _bert_bf16(self):
+        """The fused bf16 forward (embed/bert_cpu.py) of "torch-bf16" on the CPU for a model it
+        supports, else None (made on first use)."""
+        if self.backend != "torch-bf16" or (self.device is not None and str(self.device).startswith("cuda")):
+            return None
+        m = self.model
+        with self._lock:
+            if self._fast is None:
+                from . import bert_cpu
+                on_cpu = str(getattr(m, "device", "cpu")).startswith("cpu")   # device None: CUDA if found
+                self._fast = bert_cpu.BertBf16(m) if on_cpu and bert_cpu.supports(m) else False
+        return self._fast or None
 
     def embed_queries(self, texts) -> np.ndarray:
         """(len(texts), dim) float32, unit rows, with the query prefix."""

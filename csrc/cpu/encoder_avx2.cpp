@@ -1,0 +1,16 @@
+// The encoder's row kernels (encoder_rows.h) compiled for AVX2 + FMA; encoder.cpp picks them at run
+// time. Only C headers and intrinsics are included, all before the target pragma.
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define CR_NS avx2
+#include "encoder_rows.h"
+#pragma GCC pop_options
+#endif
