@@ -6,8 +6,10 @@
 //
 // attention_bf16: softmax(q·kᵀ·scale) v for every head of every sequence, over the first len[b]
 // tokens only (the keys past a sequence's length are padding; its padded query rows get zeros). One
-// (sequence, head) pair per task: its keys are converted once, transposed, so a block of 16 keys'
-// scores is a run of broadcast-multiply-adds kept in registers, four query rows at a time.
+// sequence per task: its token rows are unpacked once into every head's operands. In fp32 on the
+// vector units, the keys transposed so that a block of 16 keys' scores is a run of broadcast
+// multiply-adds kept in registers, four query rows at a time; or, where the AVX-512 build runs on AMX,
+// as two bf16 tile products per block of 32 query rows (attention_head_amx).
 //
 // add_layer_norm_bf16: h ← LayerNorm(h + y + bias) in place (fp32 residual stream, y the bf16
 // output of the layer's last GEMM) and its bf16 copy for the next GEMM, in one pass over the row.
@@ -29,8 +31,8 @@ static inline float enc_bf16_to_f32(unsigned short b) {
   return f;
 }
 
-// e^x for x ≤ 0, relative error < 2e-7 down to x = -87 (below that: 0, far under a softmax's sum,
-// which holds e^0 = 1). Branch-free, so the loops over it vectorise.
+// e^x for x ≤ 0 (Cephes' expf: n·ln2 split in two, a degree-7 polynomial), down to x = -87; below
+// that 0, far under a softmax's sum, which holds e^0 = 1. Branch-free, so the loops over it vectorise.
 static inline float enc_exp(float x) {
   x = x < -87.0f ? -87.0f : x;
   const float t = x * 1.44269504088896341f;
@@ -53,7 +55,8 @@ static inline float enc_exp(float x) {
 static const ptrdiff_t kEncW = 16, kEncR = 4;   // keys per register block, query rows per pass
 
 // 16 lanes: one zmm under AVX-512, two ymm under AVX2, four xmm otherwise (GCC vector extensions).
-// The functions that pass them by value are static: no ABI boundary, hence no -Wpsabi concern.
+// The functions that pass them by value are static: no ABI boundary, hence no -Wpsabi concern (the
+// warning is issued at the end of the translation unit, so it stays off for the includer's rest).
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float enc_v16 __attribute__((vector_size(64), aligned(4)));
 typedef unsigned int enc_u16 __attribute__((vector_size(64), aligned(4)));
@@ -86,9 +89,9 @@ static inline void enc_st_bf16(unsigned short* p, const enc_v16& x) {
 // the bf16 rounding of x, as floats
 static inline enc_v16 enc_as_bf16(const enc_v16& x) { return (enc_v16)(enc_round_bits(x) << 16); }
 // enc_exp on 16 lanes
-static inline enc_v16 enc_exp_v(enc_v16 x) {
-  const enc_i16 lo = x < -87.0f;   // lanes below the floor: 0
-  x = lo ? enc_v16{} - 87.0f : x;
+static inline enc_v16 enc_exp_v(const enc_v16& x0) {
+  const enc_i16 lo = x0 < -87.0f;   // lanes below the floor: 0
+  const enc_v16 x = lo ? enc_v16{} - 87.0f : x0;
   const enc_v16 t = x * 1.44269504088896341f;
   const enc_v16 n = (t + 12582912.0f) - 12582912.0f;
   const enc_v16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;

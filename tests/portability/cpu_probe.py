@@ -58,6 +58,8 @@ def kernels() -> tuple[dict, dict]:
         "fuzzy_route": lambda: close(ops.fuzzy_route(A[:, :13], I[:13].T.copy(), backend="cpu"),
                                      ref.semiring.fuzzy_route(A[:, :13], I[:13].T.copy())),
     }
+    if hasattr(C, "encoder_attention"):
+        checks.update(encoder_checks(C, rng))
     out = {}
     for name, fn in checks.items():
         try:
@@ -65,6 +67,47 @@ def kernels() -> tuple[dict, dict]:
         except Exception as e:      # a wrong shape in this script is a failure too, with its message
             out[name] = f"{type(e).__name__}: {e}"
     return info, out
+
+
+def encoder_checks(C, rng) -> dict:
+    """The CPU embedder's kernels (bf16 in and out) against float64, to bf16 rounding."""
+    def bits(x):
+        u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+    def val(b):
+        return (np.asarray(b).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+    B, L, H, d = 2, 5, 2, 3
+    qkv, lengths = bits(rng.standard_normal((B * L, 3 * H * d))), np.array([5, 3])
+
+    def attention():
+        x = val(qkv).reshape(B, L, 3, H, d)
+        want = np.zeros((B, L, H, d))
+        for b, n in enumerate(lengths):
+            for h in range(H):
+                s = x[b, :n, 0, h] @ x[b, :n, 1, h].T / np.sqrt(d)
+                p = np.exp(s - s.max(1, keepdims=True))
+                want[b, :n, h] = p / p.sum(1, keepdims=True) @ x[b, :n, 2, h]
+        return close(val(C.encoder_attention(qkv, lengths, H, d ** -0.5)), want.reshape(B * L, -1), 1e-2)
+
+    h0, y = rng.standard_normal((4, 7)).astype(np.float32), bits(rng.standard_normal((4, 7)))
+    g = np.ones(7, np.float32)
+
+    def layer_norm():
+        h = h0.copy()
+        C.add_layer_norm(h, y, g, 0 * g, 1e-6)
+        x = h0 + val(y)
+        return close(h, (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + 1e-6), 1e-4)
+
+    def gelu():
+        from math import erf
+        z = y.copy()
+        C.bias_gelu(z)
+        x = val(y)
+        return close(val(z), 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2))), 1e-2)
+
+    return {"encoder_attention": attention, "add_layer_norm": layer_norm, "bias_gelu": gelu}
 
 
 def llm(max_tokens: int) -> dict:
