@@ -19,6 +19,11 @@
 // The GEMMs run without their bias (a GEMM with one broadcasts it into its output first: a pass of
 // its own); each kernel adds it in fp32 where it reads the product.
 
+// The functions below that pass 64-byte vectors by value are static: no ABI boundary, hence no
+// -Wpsabi concern (the warning is issued at the end of the translation unit, so it stays off for the
+// includer's rest).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 namespace contextrag {
 namespace CR_NS {
 
@@ -33,18 +38,26 @@ static inline float enc_bf16_to_f32(unsigned short b) {
 
 // e^x for x ≤ 0 (Cephes' expf: n·ln2 split in two, a degree-7 polynomial), down to x = -87; below
 // that 0, far under a softmax's sum, which holds e^0 = 1. Branch-free, so the loops over it vectorise.
-static inline float enc_exp(float x) {
-  x = x < -87.0f ? -87.0f : x;
-  const float t = x * 1.44269504088896341f;
-  const float n = (t + 12582912.0f) - 12582912.0f;   // round to nearest (|t| < 2^22)
-  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;   // x − n·ln2, ln2 split in two
-  float p = 1.9875691500e-4f;
+// The reduction and polynomial for a float or a vector of them: n (x/ln2 rounded to nearest, for
+// |x/ln2| < 2^22) and e^(x − n·ln2).
+template <class T>
+static inline T enc_exp_reduced(const T& x, T& n) {
+  const T t = x * 1.44269504088896341f;
+  n = (t + 12582912.0f) - 12582912.0f;
+  const T r = (x - n * 0.693359375f) + n * 2.12194440e-4f;   // x − n·ln2, ln2 split in two
+  T p = r * 0.0f + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
   p = p * r + 4.1665795894e-2f;
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  return p * r * r + r + 1.0f;
+}
+
+static inline float enc_exp(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  float n;
+  const float p = enc_exp_reduced(x, n);
   const int e = (int)n + 127;
   const unsigned int bits = (unsigned int)e << 23;
   float s;
@@ -55,9 +68,6 @@ static inline float enc_exp(float x) {
 static const ptrdiff_t kEncW = 16, kEncR = 4;   // keys per register block, query rows per pass
 
 // 16 lanes: one zmm under AVX-512, two ymm under AVX2, four xmm otherwise (GCC vector extensions).
-// The functions that pass them by value are static: no ABI boundary, hence no -Wpsabi concern (the
-// warning is issued at the end of the translation unit, so it stays off for the includer's rest).
-#pragma GCC diagnostic ignored "-Wpsabi"
 typedef float enc_v16 __attribute__((vector_size(64), aligned(4)));
 typedef unsigned int enc_u16 __attribute__((vector_size(64), aligned(4)));
 typedef int enc_i16 __attribute__((vector_size(64), aligned(4)));
@@ -91,17 +101,8 @@ static inline enc_v16 enc_as_bf16(const enc_v16& x) { return (enc_v16)(enc_round
 // enc_exp on 16 lanes
 static inline enc_v16 enc_exp_v(const enc_v16& x0) {
   const enc_i16 lo = x0 < -87.0f;   // lanes below the floor: 0
-  const enc_v16 x = lo ? enc_v16{} - 87.0f : x0;
-  const enc_v16 t = x * 1.44269504088896341f;
-  const enc_v16 n = (t + 12582912.0f) - 12582912.0f;
-  const enc_v16 r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
-  enc_v16 p = enc_v16{} + 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
+  enc_v16 n;
+  const enc_v16 p = enc_exp_reduced(lo ? enc_v16{} - 87.0f : x0, n);
   const enc_v16 s = (enc_v16)((enc_u16)(__builtin_convertvector(n, enc_i16) + 127) << 23);
   return lo ? enc_v16{} : p * s;
 }
@@ -149,16 +150,23 @@ static inline void enc_row_bf16(const unsigned short* src, const float* bias, pt
   for (; t < 2 * d2; ++t) row[t] = 0;
 }
 
+static const enc_v16 kEncLane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+// the largest of a row's first n scores, over whole vectors of its np ≥ n columns (multiple of 16)
+static inline float enc_row_max(const float* sr, ptrdiff_t n, ptrdiff_t np) {
+  enc_v16 vm = enc_v16{} - __builtin_inff();
+  for (ptrdiff_t j = 0; j < np; j += 16)
+    vm = enc_max(vm, (kEncLane + (float)j) < (float)n ? enc_ld(sr + j) : enc_v16{} - __builtin_inff());
+  float mx = vm[0];
+  for (int l = 1; l < 16; ++l) mx = vm[l] > mx ? vm[l] : mx;
+  return mx;
+}
+
 // softmax in place of a row's n scores (fp32): e^(s − max) / Σ, over whole vectors of the row's
 // np ≥ n columns, lanes past n masked (set to zero)
 static inline void enc_softmax(float* sr, ptrdiff_t n, ptrdiff_t np) {
-  const enc_v16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-  enc_v16 vm = enc_v16{} - __builtin_inff();
-  for (ptrdiff_t j = 0; j < np; j += 16) {
-    vm = enc_max(vm, (lane + (float)j) < (float)n ? enc_ld(sr + j) : enc_v16{} - __builtin_inff());
-  }
-  float mx = vm[0];
-  for (int l = 1; l < 16; ++l) mx = vm[l] > mx ? vm[l] : mx;
+  const enc_v16& lane = kEncLane;
+  const float mx = enc_row_max(sr, n, np);
   enc_v16 vs = {};
   for (ptrdiff_t j = 0; j < np; j += 16) {
     const enc_v16 e0 = enc_exp_v(enc_ld(sr + j) - mx);
@@ -228,7 +236,7 @@ static void attention_head_amx(const unsigned int* Qp, const unsigned int* Kp, c
                                float* Ob) {
   const ptrdiff_t d2 = amx_pairs_padded((d + 1) / 2), nk = (n + 15) / 16 * 16;
   const ptrdiff_t n2 = amx_pairs_padded((n + 1) / 2), dp = (d + 15) / 16 * 16;
-  const enc_v16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+  const enc_v16& lane = kEncLane;
   unsigned short* pp = (unsigned short*)Pp;
   float sums[AMX_ROWS];
   for (ptrdiff_t i0 = 0; i0 < n; i0 += AMX_ROWS) {
@@ -242,12 +250,7 @@ static void attention_head_amx(const unsigned int* Qp, const unsigned int* Kp, c
         continue;
       }
       // whole vectors over the nk columns, the lanes past n masked (their scores are q·0)
-      enc_v16 vm = enc_v16{} - __builtin_inff();
-      for (ptrdiff_t j = 0; j < nk; j += 16) {
-        vm = enc_max(vm, (lane + (float)j) < (float)n ? enc_ld(sr + j) : enc_v16{} - __builtin_inff());
-      }
-      float mx = vm[0];
-      for (int l = 1; l < 16; ++l) mx = vm[l] > mx ? vm[l] : mx;
+      const float mx = enc_row_max(sr, n, nk);
       enc_v16 vs = {};
       for (ptrdiff_t j = 0; j < nk; j += 16) {
         const enc_v16 e0 = enc_as_bf16(enc_exp_v((enc_ld(sr + j) - mx) * scale));
