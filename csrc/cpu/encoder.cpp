@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -17,7 +18,7 @@ namespace py = pybind11;
 namespace contextrag {
 #define CR_DECLARE_ENCODER(ns)                                                                        \
   namespace ns {                                                                                     \
-  void attention_bf16(const unsigned short*, const float*, const long long*, unsigned short*,       \
+  int attention_bf16(const unsigned short*, const float*, const long long*, unsigned short*,        \
                       ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, float, int);                       \
   void add_layer_norm_bf16(float*, const unsigned short*, const float*, const float*, const float*,   \
                            float, unsigned short*, ptrdiff_t, ptrdiff_t);                            \
@@ -89,10 +90,13 @@ Bits encoder_attention(const py::array& qkv_, const py::array& lengths_, ptrdiff
   uint16_t* o = out.mutable_data();
   const auto fn = CR_PICK_ISA(cpu_isa(), attention_bf16);
   const int amx = amx_active() ? 1 : 0;    // the AVX-512 kernels run the heads on the tiles
+  int failed;
   {
     py::gil_scoped_release nogil;
-    fn(q, bias.data(), reinterpret_cast<const long long*>(l), o, B, L, heads, d, static_cast<float>(scale), amx);
+    failed = fn(q, bias.data(), reinterpret_cast<const long long*>(l), o, B, L, heads, d, static_cast<float>(scale),
+                amx);
   }
+  if (failed) throw std::bad_alloc();
   return out;
 }
 

@@ -279,10 +279,12 @@ static void attention_head_amx(const unsigned int* Qp, const unsigned int* Kp, c
 // rows are read once, in order, and unpacked into every head's operands (a head's d values are 64
 // bytes of a 2 KB row: read head by head, the rows' cache lines would be fetched one at a time).
 // amx: run the heads on the AMX tiles (only where compiled with CR_ENCODER_AMX; the caller checks
-// that the tiles are usable).
-void attention_bf16(const unsigned short* qkv, const float* bias, const long long* len, unsigned short* out,
+// that the tiles are usable). Returns 0, or 1 when a thread could not allocate its scratch (the
+// output is then incomplete).
+int attention_bf16(const unsigned short* qkv, const float* bias, const long long* len, unsigned short* out,
                     ptrdiff_t B, ptrdiff_t L, ptrdiff_t H, ptrdiff_t d, float scale, int amx) {
   const ptrdiff_t ld = 3 * H * d, ldo = H * d, np = (L + kEncW - 1) / kEncW * kEncW;
+  int failed = 0;
 #if defined(CR_ENCODER_AMX)
   if (amx) {
     const ptrdiff_t d2 = amx_pairs_padded((d + 1) / 2), nkL = (L + 15) / 16 * 16, nqL = (L + 31) / 32 * 32;
@@ -294,6 +296,10 @@ void attention_bf16(const unsigned short* qkv, const float* bias, const long lon
       const size_t words = (size_t)H * per_head + (size_t)(AMX_ROWS * n2L);
       unsigned int* w = (unsigned int*)aligned_alloc(64, (words * 4 + 63) / 64 * 64);
       float* f = (float*)aligned_alloc(64, (size_t)(AMX_ROWS * (nkL + dp)) * 4);
+      if (w == NULL || f == NULL) {
+#pragma omp atomic write
+        failed = 1;
+      }
       unsigned short row[512];
 #pragma omp for schedule(dynamic, 1)
       for (ptrdiff_t b = 0; b < B; ++b) {
@@ -346,7 +352,7 @@ void attention_bf16(const unsigned short* qkv, const float* bias, const long lon
       free(w);
       free(f);
     }
-    return;
+    return failed;
   }
 #else
   (void)amx;
@@ -356,6 +362,10 @@ void attention_bf16(const unsigned short* qkv, const float* bias, const long lon
     // per head: q (L × d), Kt (d × np), V (L × d); then S (kEncR × np) and acc (kEncR × d)
     const size_t per_head = (size_t)(2 * L * d + d * np);
     float* buf = (float*)malloc(sizeof(float) * ((size_t)H * per_head + (size_t)(kEncR * np + kEncR * d)));
+    if (buf == NULL) {
+#pragma omp atomic write
+      failed = 1;
+    }
 #pragma omp for schedule(dynamic, 1)
     for (ptrdiff_t b = 0; b < B; ++b) {
       const ptrdiff_t n = (ptrdiff_t)len[b];
@@ -390,6 +400,7 @@ void attention_bf16(const unsigned short* qkv, const float* bias, const long lon
     }
     free(buf);
   }
+  return failed;
 }
 
 // h: (M, C) fp32, in place; y: (M, C) bf16 bits and its bias (C floats); out: (M, C) bf16 bits of
