@@ -82,7 +82,7 @@ EOF
 KERNEL_TESTS="tests/kernels/test_algebra.py tests/kernels/test_lattice.py tests/kernels/test_spread.py
   tests/kernels/test_semiring.py tests/kernels/test_sparse.py tests/kernels/test_validation.py
   tests/kernels/test_bf16.py tests/kernels/test_fcm.py tests/kernels/test_kmeans.py
-  tests/kernels/test_numpy_without_torch.py"
+  tests/kernels/test_numpy_without_torch.py tests/kernels/test_encoder_rows.py"
 # shellcheck disable=SC2086
 (cd "$WORK/run" && run python -m pytest -q -p installed_only -p no:cacheprovider -m "not slow and not gpu" \
   $KERNEL_TESTS)
