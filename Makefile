@@ -4,6 +4,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
+# Python without the working directory on sys.path (for this process and its children): the
+# repository's top-level kernels/ (installed as contextrag.kernels) would otherwise shadow the
+# PyPI package `kernels`, which transformers imports where it is installed.
+SAFE := PYTHONSAFEPATH=1
 
 $(VENV)/.base:
 	python3 -m venv $(VENV)
@@ -39,10 +43,10 @@ install-test: cpu-floor $(VENV)/.base
 	$(PIP) install -q --no-build-isolation -e ".[test,local,ray]"
 
 demo: install-demo
-	$(PY) -m contextrag.cli demo $(ARGS)
+	$(SAFE) $(PY) -m contextrag.cli demo $(ARGS)
 
 test: install-test
-	$(PY) -m pytest -q --durations=15 tests
+	$(SAFE) $(PY) -m pytest -q --durations=15 tests
 
 # The kernel microbenchmarks (shipped in the package: contextrag/bench/bench_<family>.py, pytest-benchmark):
 # a peer/ours ratio table, and JSON in bench/results/ (contextrag bench alone writes to the working
