@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from contextrag.ops import native
+from contextrag.ops._bf16_bound import bf16_round
 
 C = native()
 pytestmark = pytest.mark.skipif(C is None or not hasattr(C, "encoder_attention"), reason="contextrag._C is not built")
@@ -28,8 +29,7 @@ def isa(request):
 
 def to_bf16_bits(x: np.ndarray) -> np.ndarray:
     """float32 -> bf16 bits (uint16), round to nearest even."""
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    return (bf16_round(np.ascontiguousarray(x, dtype=np.float32)).view(np.uint32) >> 16).astype(np.uint16)
 
 
 def from_bf16_bits(b: np.ndarray) -> np.ndarray:
@@ -45,7 +45,7 @@ def within_bf16(got_bits, want, slack=1e-5):
 
 def bf16(x):
     """x rounded to bf16, as float64."""
-    return from_bf16_bits(to_bf16_bits(np.asarray(x, np.float32))).astype(np.float64)
+    return bf16_round(np.asarray(x, np.float32)).astype(np.float64)
 
 
 def attention_reference(qkv_bits, lengths, H, scale, bias, tiles=False):

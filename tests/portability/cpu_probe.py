@@ -71,9 +71,10 @@ def kernels() -> tuple[dict, dict]:
 
 def encoder_checks(C, rng) -> dict:
     """The CPU embedder's kernels (bf16 in and out) against float64, to bf16 rounding."""
+    from contextrag.ops._bf16_bound import bf16_round
+
     def bits(x):
-        u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+        return (bf16_round(np.asarray(x, np.float32)).view(np.uint32) >> 16).astype(np.uint16)
 
     def val(b):
         return (np.asarray(b).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
