@@ -11,7 +11,9 @@ warm-up batch; reported: texts per second (wall and CPU seconds), and the cosine
 
 * torch: sentence-transformers on PyTorch (its encode sorts by length), batch 16 / 64;
 * torch-bf16: the ``torch-bf16`` backend, batch 64 (the fused forward of embed/bert_cpu.py where the
-  extension has its kernels), and torch-bf16-autocast: sentence-transformers under bf16 autocast;
+  extension has its kernels: one batch per thread), torch-bf16 in turn: the same forward with its
+  batches one after another, each GEMM and kernel on every thread, and torch-bf16-autocast:
+  sentence-transformers under bf16 autocast;
 * onnx (fp32 export) on ONNX Runtime, length-sorted batches of 16 / 32 / 64, and 1 thread;
 * onnx-int8 (dynamic int8 weights), batch 32;
 * openvino: the same fp32 export compiled by OpenVINO (when installed), batch 32;
@@ -114,6 +116,10 @@ def main(argv=None) -> int:
     bf16.load()
     record("torch-bf16 bs64", bf16.embed_passages, batch=64, threads=torch.get_num_threads(),
            fused_forward=bf16._bert_bf16() is not None)
+    in_turn = Embedder(backend="torch-bf16", device="cpu")
+    if in_turn._bert_bf16() is not None:
+        in_turn._bert_bf16().workers = 1            # batches one after another, each op on every thread
+        record("torch-bf16 bs64 in turn", in_turn.embed_passages, batch=64, threads=torch.get_num_threads())
     autocast = Embedder(backend="torch-bf16", device="cpu")
     autocast._fast = False                          # sentence-transformers under autocast, not embed/bert_cpu.py
     record("torch-bf16-autocast bs64", autocast.embed_passages, batch=64, threads=torch.get_num_threads())

@@ -16,7 +16,8 @@ AMX; it runs, and records what it finds, on any CPU):
    --data, else $CONTEXTRAG_DATA, else ../shared/data beside the repository, else the 201-question
    fixture in tests/data (recorded as such: the goal is for the 500).
 Writes the JSON (the machine profile: CPU model, ISA flags, probed GEMM rates; load averages; library
-versions; every time) into the working directory, or --out.
+versions; every time; the build's evaluation CPU seconds and the host's steal time meanwhile) into
+the working directory, or --out.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -135,22 +137,37 @@ def hotpot_file(data: str | None) -> Path | None:
     return None
 
 
+def steal_seconds() -> float | None:
+    """CPU time the hypervisor gave to other guests, all CPUs (/proc/stat), or None off Linux."""
+    try:
+        with open("/proc/stat") as f:
+            return int(f.readline().split()[8]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def build_goal(data: str | None) -> dict:
     qa = hotpot_file(data)
     if qa is None:
         return {"skipped": "no HotpotQA-500 file found (--data DIR)"}
     with tempfile.TemporaryDirectory(prefix="matrix_goals_") as tmp:
         tmp = Path(tmp)
-        load0 = loadavg()
+        load0, steal0 = loadavg(), steal_seconds()
+        cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "contextrag.cli", "eval", str(qa), "--format", "hotpotqa",
                         "--out", str(tmp / "out"), "--no-llm", "--systems", "contextrag",
                         "--cache-dir", str(tmp / "cache"), "--no-plots", "--quiet"], check=True)
         wall = time.perf_counter() - t
+        cpu1, steal1 = resource.getrusage(resource.RUSAGE_CHILDREN), steal_seconds()
         r = json.loads((tmp / "out" / "results.json").read_text())
     sysr = r["systems"]["contextrag"]
+    # the host's share: CPU seconds of the eval (build and queries, all threads), and the steal time
+    # the hypervisor recorded meanwhile (on a shared host the same code's wall time moves by 2x)
     row = {"questions_file": qa.name, "questions": sysr.get("n"), "recall@2": sysr.get("recall@2"),
            "recall@5": sysr.get("recall@5"), "recall@10": sysr.get("recall@10"), "eval_wall_s": wall,
+           "eval_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+           "steal_s": None if steal0 is None or steal1 is None else steal1 - steal0,
            "loadavg": [load0, loadavg()]}
     for info in (r.get("indexes") or {}).values():
         if isinstance(info, dict) and "seconds" in info:

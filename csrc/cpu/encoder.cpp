@@ -19,10 +19,10 @@ namespace contextrag {
 #define CR_DECLARE_ENCODER(ns)                                                                        \
   namespace ns {                                                                                     \
   int attention_bf16(const unsigned short*, const float*, const long long*, unsigned short*,        \
-                      ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, float, int);                       \
+                      ptrdiff_t, ptrdiff_t, ptrdiff_t, ptrdiff_t, float, int, int);                  \
   void add_layer_norm_bf16(float*, const unsigned short*, const float*, const float*, const float*,   \
-                           float, unsigned short*, ptrdiff_t, ptrdiff_t);                            \
-  void bias_gelu_bf16(unsigned short*, const float*, ptrdiff_t, ptrdiff_t);                          \
+                           float, unsigned short*, ptrdiff_t, ptrdiff_t, int);                       \
+  void bias_gelu_bf16(unsigned short*, const float*, ptrdiff_t, ptrdiff_t, int);                     \
   }
 CR_DECLARE_ENCODER(generic)
 #if defined(__x86_64__) || defined(__i386__)
@@ -47,6 +47,14 @@ py::array bf16_bits(const py::array& a, const char* name, ptrdiff_t ndim) {
 
 using F32 = py::array_t<float, py::array::c_style | py::array::forcecast>;
 
+// threads: the kernel's team size, or 0 for OpenMP's default.
+int team_size(long long threads) {
+  if (threads < 0 || threads > 4096)
+    throw std::invalid_argument("threads must be 0 (OpenMP's default) or a count in [1, 4096], got " +
+                                std::to_string(threads));
+  return static_cast<int>(threads);
+}
+
 // A 1-D float32 vector of length n (a bias, a LayerNorm weight); zeros where `a` is None.
 F32 vector_f32(const py::object& a, ptrdiff_t n, const char* name) {
   if (a.is_none()) {
@@ -63,7 +71,8 @@ F32 vector_f32(const py::object& a, ptrdiff_t n, const char* name) {
 // encoder_attention(qkv (B·L, 3·H·d) bf16 bits, lengths (B,) int, heads, scale, bias (3·H·d) or None)
 // -> (B·L, H·d) bf16 bits
 Bits encoder_attention(const py::array& qkv_, const py::array& lengths_, ptrdiff_t heads, double scale,
-                       const py::object& bias_) {
+                       const py::object& bias_, long long threads) {
+  const int nt = team_size(threads);
   const py::array qkv = bf16_bits(qkv_, "qkv", 2);
   if (lengths_.ndim() != 1 || lengths_.dtype().kind() != 'i')
     throw std::invalid_argument("lengths must be a 1-D integer array");
@@ -94,7 +103,7 @@ Bits encoder_attention(const py::array& qkv_, const py::array& lengths_, ptrdiff
   {
     py::gil_scoped_release nogil;
     failed = fn(q, bias.data(), reinterpret_cast<const long long*>(l), o, B, L, heads, d, static_cast<float>(scale),
-                amx);
+                amx, nt);
   }
   if (failed) throw std::bad_alloc();
   return out;
@@ -103,7 +112,8 @@ Bits encoder_attention(const py::array& qkv_, const py::array& lengths_, ptrdiff
 // add_layer_norm(h (M, C) float32 in place, y (M, C) bf16 bits, gamma, beta, eps, bias (C) or None)
 // -> bf16 bits of the new h
 Bits add_layer_norm(py::array_t<float, py::array::c_style> h, const py::array& y_, const py::object& gamma_,
-                    const py::object& beta_, double eps, const py::object& bias_) {
+                    const py::object& beta_, double eps, const py::object& bias_, long long threads) {
+  const int nt = team_size(threads);
   if (h.ndim() != 2) throw std::invalid_argument("h must be 2-D float32, got ndim " + std::to_string(h.ndim()));
   if (!h.writeable()) throw std::invalid_argument("h must be writeable (it is updated in place)");
   const py::array y = bf16_bits(y_, "y", 2);
@@ -123,13 +133,14 @@ Bits add_layer_norm(py::array_t<float, py::array::c_style> h, const py::array& y
   const auto fn = CR_PICK_ISA(cpu_isa(), add_layer_norm_bf16);
   {
     py::gil_scoped_release nogil;
-    fn(hp, yp, bias.data(), gamma.data(), beta.data(), static_cast<float>(eps), o, M, C);
+    fn(hp, yp, bias.data(), gamma.data(), beta.data(), static_cast<float>(eps), o, M, C, nt);
   }
   return out;
 }
 
 // bias_gelu(y (M, N) bf16 bits, in place, bias (N) or None): y <- GELU(y + bias), exact (erf) form
-void bias_gelu(py::array y_, const py::object& bias_) {
+void bias_gelu(py::array y_, const py::object& bias_, long long threads) {
+  const int nt = team_size(threads);
   if (!y_.writeable()) throw std::invalid_argument("y must be writeable (it is updated in place)");
   if ((y_.dtype().kind() != 'u' && y_.dtype().kind() != 'i') || y_.itemsize() != 2 || y_.ndim() != 2 ||
       !(y_.flags() & py::array::c_style))
@@ -139,20 +150,23 @@ void bias_gelu(py::array y_, const py::object& bias_) {
   uint16_t* yp = static_cast<uint16_t*>(y_.mutable_data());
   const auto fn = CR_PICK_ISA(cpu_isa(), bias_gelu_bf16);
   py::gil_scoped_release nogil;
-  fn(yp, bias.data(), M, N);
+  fn(yp, bias.data(), M, N, nt);
 }
 
 }  // namespace
 
 void register_encoder(py::module_& m) {
   m.def("encoder_attention", &encoder_attention, py::arg("qkv"), py::arg("lengths"), py::arg("heads"),
-        py::arg("scale"), py::arg("bias") = py::none(),
+        py::arg("scale"), py::arg("bias") = py::none(), py::arg("threads") = 0,
         "softmax(q·kᵀ·scale)·v per head over each sequence's first lengths[b] tokens, q, k, v plus bias; "
-        "qkv (B·L, 3·H·d) and the result (B·L, H·d) are bf16 bits (uint16), fp32 arithmetic, padded rows zero");
+        "qkv (B·L, 3·H·d) and the result (B·L, H·d) are bf16 bits (uint16), fp32 arithmetic, padded rows zero; "
+        "threads: OpenMP team size (0: the default)");
   m.def("add_layer_norm", &add_layer_norm, py::arg("h").noconvert(), py::arg("y"), py::arg("gamma"),
-        py::arg("beta"), py::arg("eps"), py::arg("bias") = py::none(),
-        "h <- LayerNorm(h + y + bias) in place (h float32, y bf16 bits); returns h's bf16 bits (uint16)");
-  m.def("bias_gelu", &bias_gelu, py::arg("y"), py::arg("bias") = py::none(),
-        "y <- GELU(y + bias) in place (exact erf form), y bf16 bits (uint16), fp32 arithmetic");
+        py::arg("beta"), py::arg("eps"), py::arg("bias") = py::none(), py::arg("threads") = 0,
+        "h <- LayerNorm(h + y + bias) in place (h float32, y bf16 bits); returns h's bf16 bits (uint16); "
+        "threads: OpenMP team size (0: the default)");
+  m.def("bias_gelu", &bias_gelu, py::arg("y"), py::arg("bias") = py::none(), py::arg("threads") = 0,
+        "y <- GELU(y + bias) in place (exact erf form), y bf16 bits (uint16), fp32 arithmetic; "
+        "threads: OpenMP team size (0: the default)");
 }
 }  // namespace contextrag

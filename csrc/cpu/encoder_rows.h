@@ -274,6 +274,10 @@ static void attention_head_amx(const unsigned int* Qp, const unsigned int* Kp, c
 }
 #endif
 
+// threads > 0: the kernel's OpenMP team size (a caller that runs one pass per thread passes 1);
+// 0: OpenMP's default.
+static inline int enc_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
+
 // qkv: (B·L, 3·H·d) bf16 bits, columns [q heads | k heads | v heads], plus bias (3·H·d floats, the
 // projections' bias added in fp32); out: (B·L, H·d) bf16 bits. One sequence per task: its token
 // rows are read once, in order, and unpacked into every head's operands (a head's d values are 64
@@ -282,7 +286,8 @@ static void attention_head_amx(const unsigned int* Qp, const unsigned int* Kp, c
 // that the tiles are usable). Returns 0, or 1 when a thread could not allocate its scratch (the
 // output is then incomplete).
 int attention_bf16(const unsigned short* qkv, const float* bias, const long long* len, unsigned short* out,
-                    ptrdiff_t B, ptrdiff_t L, ptrdiff_t H, ptrdiff_t d, float scale, int amx) {
+                    ptrdiff_t B, ptrdiff_t L, ptrdiff_t H, ptrdiff_t d, float scale, int amx, int threads) {
+  const int nt = enc_threads(threads);
   const ptrdiff_t ld = 3 * H * d, ldo = H * d, np = (L + kEncW - 1) / kEncW * kEncW;
   int failed = 0;
 #if defined(CR_ENCODER_AMX)
@@ -290,7 +295,7 @@ int attention_bf16(const unsigned short* qkv, const float* bias, const long long
     const ptrdiff_t d2 = amx_pairs_padded((d + 1) / 2), nkL = (L + 15) / 16 * 16, nqL = (L + 31) / 32 * 32;
     const ptrdiff_t n2L = amx_pairs_padded((L + 1) / 2), dp = (d + 15) / 16 * 16;
     const size_t per_head = (size_t)(nqL * d2 + d2 * nkL + n2L * dp);
-#pragma omp parallel
+#pragma omp parallel num_threads(nt)
     {
       AmxTiles tiles;
       const size_t words = (size_t)H * per_head + (size_t)(AMX_ROWS * n2L);
@@ -357,7 +362,7 @@ int attention_bf16(const unsigned short* qkv, const float* bias, const long long
 #else
   (void)amx;
 #endif
-#pragma omp parallel
+#pragma omp parallel num_threads(nt)
   {
     // per head: q (L × d), Kt (d × np), V (L × d); then S (kEncR × np) and acc (kEncR × d)
     const size_t per_head = (size_t)(2 * L * d + d * np);
@@ -406,9 +411,10 @@ int attention_bf16(const unsigned short* qkv, const float* bias, const long long
 // h: (M, C) fp32, in place; y: (M, C) bf16 bits and its bias (C floats); out: (M, C) bf16 bits of
 // the new h. Mean and variance in two passes over the row (fp32, 16 partial sums).
 void add_layer_norm_bf16(float* h, const unsigned short* y, const float* ybias, const float* gamma,
-                         const float* beta, float eps, unsigned short* out, ptrdiff_t M, ptrdiff_t C) {
+                         const float* beta, float eps, unsigned short* out, ptrdiff_t M, ptrdiff_t C, int threads) {
   const ptrdiff_t Cv = C / 16 * 16;
-#pragma omp parallel for schedule(static) if (M * C >= 65536)
+  const int nt = enc_threads(threads);
+#pragma omp parallel for schedule(static) num_threads(nt) if (M * C >= 65536)
   for (ptrdiff_t i = 0; i < M; ++i) {
     float* x = h + i * C;
     const unsigned short* yi = y + i * C;
@@ -466,9 +472,10 @@ static inline enc_v16 enc_erf_v(const enc_v16& z) {
 }
 
 // y (M, N) bf16 bits, in place: y ← GELU(y + bias), the exact (erf) form, bias N floats.
-void bias_gelu_bf16(unsigned short* y, const float* bias, ptrdiff_t M, ptrdiff_t N) {
+void bias_gelu_bf16(unsigned short* y, const float* bias, ptrdiff_t M, ptrdiff_t N, int threads) {
   const ptrdiff_t Nv = N / 16 * 16;
-#pragma omp parallel for schedule(static) if (M * N >= 65536)
+  const int nt = enc_threads(threads);
+#pragma omp parallel for schedule(static) num_threads(nt) if (M * N >= 65536)
   for (ptrdiff_t i = 0; i < M; ++i) {
     unsigned short* yi = y + i * N;
     ptrdiff_t c = 0;

@@ -87,6 +87,58 @@ def test_torch_bf16_fused_forward_equals_autocast(torch_vectors):
     np.testing.assert_allclose(e.embed_passages(TEXTS), E, atol=2e-3)
 
 
+def test_fused_forward_runs_batches_on_parallel_workers_with_the_same_vectors(monkeypatch):
+    """Several batches and several torch threads: each worker thread runs whole batches with
+    single-threaded GEMMs. Equal bit for bit to one thread running them in turn (the same GEMM
+    splits; the kernels' results do not depend on the team size), torch's thread count restored,
+    and a worker's error raised to the caller."""
+    import threading
+
+    import torch
+
+    from contextrag.embed import bert_cpu
+    from contextrag.embed.embedder import Embedder
+    e = Embedder(backend="torch-bf16", device="cpu", batch_size=2)
+    if not bert_cpu.supports(e.model):
+        pytest.skip("contextrag._C without the encoder kernels")
+    e.embed_passages(TEXTS[:1])
+    fast, before = e._fast, torch.get_num_threads()
+    seen = []
+    batch = fast._batch
+
+    def spy(texts, threads=0):
+        seen.append((threading.current_thread().name, threads))
+        return batch(texts, threads)
+
+    monkeypatch.setattr(fast, "_batch", spy)
+    try:
+        torch.set_num_threads(1)
+        one = e.embed_passages(TEXTS)
+        assert {t for _, t in seen} == {0} and len(seen) == 3
+        seen.clear()
+        torch.set_num_threads(2)
+        pooled = e.embed_passages(TEXTS)
+        assert torch.get_num_threads() == 2
+        assert len(seen) == 3 and {t for _, t in seen} == {1}
+        assert all(name.startswith("contextrag-embed") for name, _ in seen)
+        np.testing.assert_array_equal(pooled, one)
+        seen.clear()
+        fast.workers = 1                                        # in turn, each op on both threads
+        np.testing.assert_allclose(e.embed_passages(TEXTS), one, atol=2e-3)
+        assert {t for _, t in seen} == {0} and {n for n, _ in seen} == {threading.current_thread().name}
+        fast.workers = None
+
+        def fail(texts, threads=0):
+            raise RuntimeError("worker failed")
+
+        monkeypatch.setattr(fast, "_batch", fail)
+        with pytest.raises(RuntimeError, match="worker failed"):
+            e.embed_passages(TEXTS)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_fused_forward_declines_what_it_does_not_reproduce():
     pytest.importorskip("sentence_transformers")
     from contextrag.embed import bert_cpu

@@ -145,6 +145,31 @@ def test_bias_gelu_matches_float64(isa, M, N):
     within_bf16(y, want, slack=1e-6)
 
 
+@pytest.mark.parametrize("isa", ISAS, indirect=True)
+def test_team_size_does_not_change_results(isa):
+    """``threads`` only sizes the OpenMP team (the embedder's workers pass 1): every count gives the
+    same bits, since each row and each sequence is computed by one thread whatever the split."""
+    rng = np.random.default_rng(7)
+    B, L, H, d = 5, 23, 3, 32
+    qkv = to_bf16_bits(rng.standard_normal((B * L, 3 * H * d)).astype(np.float32))
+    lengths, bias = np.array([23, 1, 0, 17, 9]), rng.standard_normal(3 * H * d).astype(np.float32)
+    h0 = rng.standard_normal((300, 384)).astype(np.float32)
+    y = to_bf16_bits(rng.standard_normal((300, 384)).astype(np.float32))
+    g, b = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
+    z0 = to_bf16_bits(rng.standard_normal((300, 1536)).astype(np.float32))
+    results = []
+    for threads in (0, 1, 3):
+        att = C.encoder_attention(qkv, lengths, H, 0.2, bias, threads)
+        h, z = h0.copy(), z0.copy()
+        ln = C.add_layer_norm(h, y, g, b, 1e-12, None, threads)
+        C.bias_gelu(z, None, threads)
+        results.append((att, h, ln, z))
+    assert not np.array_equal(results[0][3], z0)
+    for r in results[1:]:
+        for got, want in zip(r, results[0]):
+            np.testing.assert_array_equal(got, want)
+
+
 def test_encoder_kernels_reject_bad_arguments():
     qkv = np.zeros((6, 12), np.uint16)
     with pytest.raises(ValueError, match="qkv must be a 2-D array of bf16 bits"):
@@ -172,3 +197,9 @@ def test_encoder_kernels_reject_bad_arguments():
         C.bias_gelu(np.zeros((4, 4), np.uint16)[:, ::2])
     with pytest.raises(ValueError, match="bias must be a 1-D float array of length 4"):
         C.bias_gelu(y, np.zeros(5, np.float32))
+    with pytest.raises(ValueError, match=r"threads must be 0 \(OpenMP's default\) or a count in \[1, 4096\], got -1"):
+        C.bias_gelu(y, None, -1)
+    with pytest.raises(ValueError, match="threads must be 0"):
+        C.add_layer_norm(h, y, g, g, 1e-5, None, 5000)
+    with pytest.raises(ValueError, match="threads must be 0"):
+        C.encoder_attention(qkv, np.array([3, 3]), 2, 1.0, None, -2)

@@ -14,11 +14,14 @@ the next GEMM reads, and the bias with GELU. docs/EMBEDDING.md has the rates and
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ..ops._backend import cpu_native
 
 _OPS = ("encoder_attention", "add_layer_norm", "bias_gelu")
+_POOLED = threading.Lock()    # one pooled encode at a time: it sets torch's process-wide thread count
 
 
 def supports(st_model) -> bool:
@@ -52,6 +55,7 @@ class BertBf16:
     """Mean-pooled, L2-normalised embeddings of a supported model (see :func:`supports`)."""
 
     TOKENS = 4096       # padded tokens per forward pass at most
+    workers: int | None = None   # batches at once: None, one per torch thread; 1, in turn on all threads
 
     def __init__(self, st_model):
         import torch
@@ -60,6 +64,7 @@ class BertBf16:
                              "(see bert_cpu.supports)")
         self.C = cpu_native("encoder_attention")
         self.torch = torch
+        self._tokenizing = threading.Lock()
         first = st_model[0]
         self.bert = first.auto_model
         self.preprocess = getattr(first, "preprocess", None) or first.tokenize   # tokenize before 6.0
@@ -82,17 +87,48 @@ class BertBf16:
 
     def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
         """(len(texts), hidden) float32, unit rows. Batches of ``batch_size`` texts in order of
-        decreasing length, as sentence-transformers forms them, so a batch pads little."""
+        decreasing length, as sentence-transformers forms them, so a batch pads little.
+
+        With more than one batch, ``workers`` threads (by default one per torch thread) each run
+        whole batches on their own, torch set to one thread for the call and restored after: a GEMM
+        split over threads waits at every step for its slowest thread, and the small kernels between
+        GEMMs pay a fork and a join each. A batch's vectors do not depend on which thread ran it."""
         order = np.argsort([-len(t) for t in texts], kind="stable")
         out = np.empty((len(texts), self.width), dtype=np.float32)
-        for s in range(0, len(texts), batch_size):
+        starts = list(range(0, len(texts), batch_size))
+
+        def run(s: int, threads: int) -> None:
             idx = order[s:s + batch_size]
-            out[idx] = self._batch([texts[i] for i in idx])
+            out[idx] = self._batch([texts[i] for i in idx], threads)
+
+        torch = self.torch
+        workers = min(self.workers or torch.get_num_threads(), len(starts))
+        if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+            with _POOLED:
+                before = torch.get_num_threads()
+                torch.set_num_threads(1)
+                try:
+                    with ThreadPoolExecutor(workers, thread_name_prefix="contextrag-embed") as pool:
+                        futures = [pool.submit(run, s, 1) for s in starts]   # longest batches first
+                        try:
+                            for f in futures:
+                                f.result()
+                        except BaseException:
+                            for f in futures:
+                                f.cancel()
+                            raise
+                finally:
+                    torch.set_num_threads(before)
+        else:
+            for s in starts:
+                run(s, 0)
         out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
         return out
 
-    def _batch(self, texts: list[str]) -> np.ndarray:
-        enc = self.preprocess(texts)           # sentence-transformers' own: stripped, truncated, padded
+    def _batch(self, texts: list[str], threads: int = 0) -> np.ndarray:
+        with self._tokenizing:                 # a fast tokenizer is not safe to call from two threads
+            enc = self.preprocess(texts)       # sentence-transformers' own: stripped, truncated, padded
         ids, mask = enc["input_ids"], enc["attention_mask"]
         types = enc.get("token_type_ids")
         lengths = mask.sum(1).numpy().astype(np.int64)
@@ -104,13 +140,14 @@ class BertBf16:
         while s < len(order):
             L = int(max(lengths[order[s]], 1))
             rows = order[s:s + max(1, self.TOKENS // L)]
-            out[rows] = self._forward(ids[rows, :L], lengths[rows], None if types is None else types[rows, :L])
+            out[rows] = self._forward(ids[rows, :L], lengths[rows], None if types is None else types[rows, :L],
+                                      threads)
             s += len(rows)
         return out
 
-    def _forward(self, ids, lengths: np.ndarray, types) -> np.ndarray:
+    def _forward(self, ids, lengths: np.ndarray, types, threads: int = 0) -> np.ndarray:
         """Mean-pooled final hidden states (B, hidden) of token ids (B, L) whose rows hold lengths[b]
-        tokens each (the rest padding)."""
+        tokens each (the rest padding); ``threads``: the kernels' team size (0: OpenMP's default)."""
         torch, C = self.torch, self.C
         B, L = ids.shape
         with torch.inference_mode():
@@ -120,11 +157,11 @@ class BertBf16:
             hb = h.to(torch.bfloat16)
             for p in self.layers:
                 ctx = _bf16(C.encoder_attention(_bits(torch.mm(hb, p["w_qkv"])), lengths, self.heads, self.scale,
-                                                p["b_qkv"]))
-                hb = _bf16(C.add_layer_norm(hn, _bits(torch.mm(ctx, p["w_o"])), *p["ln1"]))
+                                                p["b_qkv"], threads))
+                hb = _bf16(C.add_layer_norm(hn, _bits(torch.mm(ctx, p["w_o"])), *p["ln1"], threads))
                 inner = torch.mm(hb, p["w_i"])
-                C.bias_gelu(_bits(inner), p["b_i"])
-                hb = _bf16(C.add_layer_norm(hn, _bits(torch.mm(inner, p["w_out"])), *p["ln2"]))
+                C.bias_gelu(_bits(inner), p["b_i"], threads)
+                hb = _bf16(C.add_layer_norm(hn, _bits(torch.mm(inner, p["w_out"])), *p["ln2"], threads))
             m = (np.arange(L)[None, :] < lengths[:, None]).astype(np.float32)[..., None]
             return (hn.reshape(B, L, -1) * m).sum(1) / np.maximum(m.sum(1), 1e-9)
 
