@@ -68,7 +68,8 @@ def machine_record() -> dict:
     return {"profile": prof.to_dict(), "cpu_model": prof.cpu, "cpu_id": fam, "cores": os.cpu_count(),
             "torch_threads": torch.get_num_threads(), "versions": versions,
             "amx": bool({"amx_bf16", "amx_tile"} & set(prof.cpu_flags)),
-            "env": {k: os.environ.get(k) for k in ("CONTEXTRAG_ISA", "CONTEXTRAG_PRECISION", "OMP_NUM_THREADS")}}
+            "env": {k: os.environ.get(k) for k in ("CONTEXTRAG_ISA", "CONTEXTRAG_PRECISION",
+                                                      "CONTEXTRAG_EMBED_WORKERS", "OMP_NUM_THREADS")}}
 
 
 def interleaved(fns: dict, repeats: int) -> dict:

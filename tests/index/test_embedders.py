@@ -139,6 +139,26 @@ def test_fused_forward_runs_batches_on_parallel_workers_with_the_same_vectors(mo
         torch.set_num_threads(before)
 
 
+def test_embed_workers_from_the_environment(monkeypatch):
+    from contextrag.embed import bert_cpu
+    monkeypatch.delenv("CONTEXTRAG_EMBED_WORKERS", raising=False)
+    assert bert_cpu._workers_from_env() is None
+    monkeypatch.setenv("CONTEXTRAG_EMBED_WORKERS", " 1 ")
+    assert bert_cpu._workers_from_env() == 1
+    for bad in ("0", "-2", "two", "1.5"):
+        monkeypatch.setenv("CONTEXTRAG_EMBED_WORKERS", bad)
+        with pytest.raises(ValueError, match="CONTEXTRAG_EMBED_WORKERS must be an integer >= 1"):
+            bert_cpu._workers_from_env()
+    pytest.importorskip("sentence_transformers")
+    from contextrag.embed.embedder import Embedder
+    m = Embedder(backend="torch-bf16", device="cpu").model
+    if bert_cpu.supports(m):
+        monkeypatch.setenv("CONTEXTRAG_EMBED_WORKERS", "1")
+        assert bert_cpu.BertBf16(m).workers == 1
+        monkeypatch.delenv("CONTEXTRAG_EMBED_WORKERS")
+        assert bert_cpu.BertBf16(m).workers is None
+
+
 def test_fused_forward_declines_what_it_does_not_reproduce():
     pytest.importorskip("sentence_transformers")
     from contextrag.embed import bert_cpu

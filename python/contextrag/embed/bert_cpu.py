@@ -56,6 +56,7 @@ class BertBf16:
 
     TOKENS = 4096       # padded tokens per forward pass at most
     workers: int | None = None   # batches at once: None, one per torch thread; 1, in turn on all threads
+                                 # (CONTEXTRAG_EMBED_WORKERS sets it for a new instance)
 
     def __init__(self, st_model):
         import torch
@@ -65,6 +66,7 @@ class BertBf16:
         self.C = cpu_native("encoder_attention")
         self.torch = torch
         self._tokenizing = threading.Lock()
+        self.workers = _workers_from_env()
         first = st_model[0]
         self.bert = first.auto_model
         self.preprocess = getattr(first, "preprocess", None) or first.tokenize   # tokenize before 6.0
@@ -164,6 +166,18 @@ class BertBf16:
                 hb = _bf16(C.add_layer_norm(hn, _bits(torch.mm(inner, p["w_out"])), *p["ln2"], threads))
             m = (np.arange(L)[None, :] < lengths[:, None]).astype(np.float32)[..., None]
             return (hn.reshape(B, L, -1) * m).sum(1) / np.maximum(m.sum(1), 1e-9)
+
+
+def _workers_from_env() -> int | None:
+    """CONTEXTRAG_EMBED_WORKERS: batches at once (1: in turn, each op on every torch thread); unset
+    or empty: one per torch thread."""
+    import os
+    v = (os.environ.get("CONTEXTRAG_EMBED_WORKERS") or "").strip()
+    if not v:
+        return None
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"CONTEXTRAG_EMBED_WORKERS must be an integer >= 1, got {v!r}")
+    return int(v)
 
 
 def _f32(t) -> np.ndarray:
