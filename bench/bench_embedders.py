@@ -117,8 +117,9 @@ def main(argv=None) -> int:
     record("torch-bf16 bs64", bf16.embed_passages, batch=64, threads=torch.get_num_threads(),
            fused_forward=bf16._bert_bf16() is not None)
     in_turn = Embedder(backend="torch-bf16", device="cpu")
-    if in_turn._bert_bf16() is not None:
-        in_turn._bert_bf16().workers = 1            # batches one after another, each op on every thread
+    in_turn_fast = in_turn._bert_bf16()
+    if in_turn_fast is not None:
+        in_turn_fast.workers = 1                    # batches one after another, each op on every thread
         record("torch-bf16 bs64 in turn", in_turn.embed_passages, batch=64, threads=torch.get_num_threads())
     autocast = Embedder(backend="torch-bf16", device="cpu")
     autocast._fast = False                          # sentence-transformers under autocast, not embed/bert_cpu.py

@@ -14,7 +14,9 @@ the next GEMM reads, and the bias with GELU. docs/EMBEDDING.md has the rates and
 """
 from __future__ import annotations
 
+import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -55,8 +57,8 @@ class BertBf16:
     """Mean-pooled, L2-normalised embeddings of a supported model (see :func:`supports`)."""
 
     TOKENS = 4096       # padded tokens per forward pass at most
-    workers: int | None = None   # batches at once: None, one per torch thread; 1, in turn on all threads
-                                 # (CONTEXTRAG_EMBED_WORKERS sets it for a new instance)
+    workers: int | None   # batches at once: None, one per torch thread; 1, in turn on all threads
+                          # (from CONTEXTRAG_EMBED_WORKERS when made)
 
     def __init__(self, st_model):
         import torch
@@ -106,7 +108,6 @@ class BertBf16:
         torch = self.torch
         workers = min(self.workers or torch.get_num_threads(), len(starts))
         if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
             with _POOLED:
                 before = torch.get_num_threads()
                 torch.set_num_threads(1)
@@ -171,7 +172,6 @@ class BertBf16:
 def _workers_from_env() -> int | None:
     """CONTEXTRAG_EMBED_WORKERS: batches at once (1: in turn, each op on every torch thread); unset
     or empty: one per torch thread."""
-    import os
     v = (os.environ.get("CONTEXTRAG_EMBED_WORKERS") or "").strip()
     if not v:
         return None
