@@ -208,9 +208,14 @@ def _copy_index(ix: Index) -> Index:
     for b in getattr(ctx, "blocks", ()):        # an update replaces a block's arrays, never writes into them
         for v in (b.matrix, b.members, *b.rows.values(), *b.state.values()):   # (index/context.py)
             memo[id(v)] = v
-    ext = getattr(ix, "_extents", None)
-    if ext is not None:                          # a cache an update drops or extends, never changes in place
-        memo[id(ext)] = ext
+    words = getattr(ix, "words", None)
+    if words is not None:                        # the stored words: an update makes new arrays, vocabularies
+        for v in vars(words).values():           # and caches (lexical/incremental.py), never writes into them
+            memo[id(v)] = v
+    for name in ("_extents", "_extents_items"):  # caches an update drops or extends, never changes in place
+        v = getattr(ix, name, None)
+        if v is not None:
+            memo[id(v)] = v
     prep = getattr(ix, "_spread_prepared", None)
     if prep is not None:                         # the stored spreading incidence: stale once the copy changes
         memo[id(prep)] = None

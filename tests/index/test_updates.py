@@ -462,7 +462,8 @@ def test_graph_of_a_snapshot_without_window_counts_updates(fresh, hotpot_paragra
 
 def test_updates_leave_the_previous_index_object_as_it_was(fresh, hotpot_paragraphs, questions):
     """An update works on a copy that shares the arrays it only replaces (context blocks, BM25 postings,
-    words): the index object queries were reading is unchanged after an add and a delete."""
+    the stored words and their vocabulary): the index object queries were reading is unchanged after
+    an add and a delete."""
     from contextrag.index.core import bm25_tokenize
     old = fresh.index
 
@@ -472,14 +473,17 @@ def test_updates_leave_the_previous_index_object_as_it_was(fresh, hotpot_paragra
                 "intent": ix.graph.intent.copy(), "attr": ix.graph.attr.copy(),
                 "gmembers": ix.graph.members.toarray(), "emb": np.array(ix.embeddings),
                 "centroids": np.array(ix.attr_centroids), "bm25": ix.bm25.get_scores(toks),
-                "rows": {k: np.array(v) for b in ix.context.blocks for k, v in b.rows.items()}}
+                "rows": {k: np.array(v) for b in ix.context.blocks for k, v in b.rows.items()},
+                "words": {k: np.array(getattr(ix.words, k)) for k in ("seq_indptr", "seq_ids", "bag_indptr",
+                                                                     "bag_words", "bag_counts", "title_own")},
+                "vocab": list(ix.words.vocab)}
     before = state(old)
     fresh.add(hotpot_paragraphs[N_BASE:N_BASE + 3])
     fresh.delete(["p2", hotpot_paragraphs[N_BASE]["id"]])
     assert fresh.index is not old
     after = state(old)
     for k, v in before.items():
-        if k == "rows":
+        if k in ("rows", "words"):
             for r in v:
                 np.testing.assert_array_equal(after[k][r], v[r], err_msg=r)
         else:

@@ -282,6 +282,44 @@ def test_stored_item_major_extents(rag, hotpot, tmp_path, monkeypatch):
             _ids(b.retrieve(q["question"], k=8, scoring="exhaustive"))
 
 
+def test_item_major_extents_of_an_all_seed_graph_are_the_context(hotpot, tmp_path, monkeypatch):
+    """Every node the seed of its own attribute (the default graph): the item-major extents are the
+    context's matrix, stored once (the manifest says so, the prepared file holds no copy) and taken
+    from the context at load; queries give the hits of the index in memory, both ways."""
+    import warnings
+    from safetensors import safe_open
+    from contextrag import ContextRAG
+    from contextrag.index import prepared, store
+    qs, docs = hotpot
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # codebook sizes clamped to the small corpus
+        rag = ContextRAG.build(docs[:300], config=Config(n_summaries=0, rq_sizes=(8, 4, 2)))
+    g = rag.index.graph
+    assert (np.asarray(g.kind) == 0).all() and np.array_equal(g.attr, np.arange(g.n_nodes))
+    monkeypatch.setattr(cand, "CANDIDATE_MIN_ITEMS", 1)
+    rag.save(tmp_path / "ix")
+    snap = store.snapshot_dir(tmp_path / "ix")
+    meta = store.read_manifest(snap)["prepared"]
+    assert meta["extents_items"] == "context"
+    with safe_open(str(snap / prepared.FILE), "np") as f:
+        assert "node_extents" in f.keys() and "node_extents_items" not in f.keys()
+    a = ContextRAG.load(tmp_path / "ix")
+    ext, items = a.index._extents_items
+    assert ext is a.index.node_extents() and items is a.index.context.blocks[0].matrix
+    np.testing.assert_array_equal(items, ext.T)
+    assert view_of(a.index).router._Ii is items
+    for q in qs[:3]:
+        want = _ids(rag.retrieve(q["question"], k=8, scoring="exhaustive"))
+        assert _ids(a.retrieve(q["question"], k=8, scoring="candidates")) == want
+        assert _ids(a.retrieve(q["question"], k=8, scoring="exhaustive")) == want
+    # a manifest that says so for a graph whose extents are not the context's columns is refused
+    ix = a.index
+    ix.graph.kind = np.asarray(ix.graph.kind).copy()
+    ix.graph.kind[0] = 1
+    with pytest.raises(ValueError, match="context's matrix"):
+        prepared.attach(ix, {"node_extents": ext}, {"extents": True, "extents_items": "context"})
+
+
 def test_config_scoring_is_checked():
     with pytest.raises(ValueError, match="scoring"):
         Config(scoring="fast")

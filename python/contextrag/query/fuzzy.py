@@ -30,6 +30,7 @@ import threading
 import numpy as np
 
 from ..index.layout import transposed
+from ..index.prepared import context_items_major
 
 SEED, JOIN, MEET = 0, 1, 2
 _MAJOR_LOCK = threading.Lock()
@@ -113,7 +114,7 @@ class Router:
         else:       # chunks only: the extents themselves (no (N, V) copy and transpose back, 0.5 GB at 1M)
             It = ext
         pair = getattr(ix, "_extents_items", None)     # (node-major extents, their item-major copy)
-        Ii = pair[1] if pair is not None and pair[0] is ext else None
+        Ii = pair[1] if pair is not None and pair[0] is ext else context_items_major(ix)
         return cls(A, level, g.kind, g.attr, g.parents, It, node_major=True, n_chunks=n, chunks_major=Ii)
 
     def activations(self, qvecs: np.ndarray, theta) -> np.ndarray:
