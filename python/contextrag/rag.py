@@ -208,10 +208,6 @@ def _copy_index(ix: Index) -> Index:
     for b in getattr(ctx, "blocks", ()):        # an update replaces a block's arrays, never writes into them
         for v in (b.matrix, b.members, *b.rows.values(), *b.state.values()):   # (index/context.py)
             memo[id(v)] = v
-    words = getattr(ix, "words", None)
-    if words is not None:                        # the stored words: an update makes new arrays, vocabularies
-        for v in vars(words).values():           # and caches (lexical/incremental.py), never writes into them
-            memo[id(v)] = v
     for name in ("_extents", "_extents_items"):  # caches an update drops or extends, never changes in place
         v = getattr(ix, name, None)
         if v is not None:
