@@ -341,6 +341,12 @@ def stem_term_family(fam: Family, stemmer: str) -> Family:
 BUILDERS = {"title": title_family, "phrase": phrase_family, "term": term_family}
 
 
+def _scaled(M: sp.csr_matrix, w: float) -> sp.csr_matrix:
+    """w · M, or M itself for w = 1 (the default weight; hstack copies it anyway: a product by 1 would
+    copy its 43 million entries once more at a million chunks)."""
+    return M if float(w) == 1.0 else M * float(w)
+
+
 @dataclass
 class LexicalContext:
     """The lexical part of the fuzzy formal context: one CSR family per name."""
@@ -357,7 +363,7 @@ class LexicalContext:
 
     def incidence(self, weights: dict | None = None) -> sp.csr_matrix:
         """The union of the families as one CSR (chunks x attributes), family f scaled by weights[f] (<= 1)."""
-        mats = [self.families[f].incidence * float(1.0 if weights is None else min(1.0, weights[f]))
+        mats = [_scaled(self.families[f].incidence, 1.0 if weights is None else min(1.0, weights[f]))
                 for f in self.names(weights)]
         if not mats:
             n = next(iter(self.families.values())).incidence.shape[0] if self.families else 0
