@@ -648,13 +648,21 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
   auto fn = ElkanFns<T>::pp(cpu_isa());
   std::vector<T> d2((size_t)m, std::numeric_limits<T>::infinity()), D((size_t)(m * nc));
   std::vector<double> cum((size_t)m);
-  // One parallel region per step: below ~64M element operations a step (about 10 ms on one core) the
-  // seeding runs on one thread. Each region ends in a barrier, and on a machine shared with other jobs
-  // a barrier every millisecond or so waits for a preempted thread's next time slice (measured: two
-  // threads took 3× the wall time of one at k = 96 under load); the Lloyd GEMMs that follow have the
-  // work to amortise their threads.
-  const int nt = (double)m * (double)nc * (double)d >= (double)(1 << 26) ? omp_get_max_threads() : 1;
-  std::vector<double> pots((size_t)(nt * nc));
+  // One parallel region per step. Each region ends in a barrier, and on a machine shared with other
+  // jobs a barrier every millisecond or so waits for a preempted thread's next time slice (measured:
+  // two threads took 1.5–3× the wall time of one at k = 96 with one other busy process on 2 cores,
+  // and 0.8× on an idle machine). So from ~64M element operations a step (about 10 ms on one core)
+  // the steps always run on every thread; from ~4M they start on every thread and go on on one
+  // after the second step that took over three times the fastest one so far (a barrier that waited
+  // on a preempted thread); below that, on one thread. The thread count changes only the order in
+  // which a potential's per-thread parts are added; the picks equal the float64 reference's with one
+  // thread or more (tested).
+  const double step_ops = (double)m * (double)nc * (double)d;
+  const int nt_max = step_ops >= (double)(1 << 22) ? omp_get_max_threads() : 1;
+  const bool adaptive = step_ops < (double)(1 << 26);
+  int nt = nt_max, stalls = 0;
+  double fastest = std::numeric_limits<double>::infinity();
+  std::vector<double> pots((size_t)(nt_max * nc));
   std::vector<int64_t> cand((size_t)nc);
   // Exact pruning (the triangle inequality, as in accelerated k-means++): with a the chosen centre
   // that gave row i its d2, ‖s_i − s_c‖ ≥ ‖s_a − s_c‖ − ‖s_i − s_a‖, so a candidate c with
@@ -697,20 +705,27 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
       }
       nd = need.data();
     }
-    if (nt == 1) {
+    const int used = nt;   // this step's threads (nt may drop to 1 for the next steps)
+    if (used == 1) {
       fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data(), 0, m, nd);
     } else {
-#pragma omp parallel num_threads(nt)
+      const double t0 = omp_get_wtime();
+#pragma omp parallel num_threads(used)
       {
-        const ptrdiff_t t = omp_get_thread_num(), lo = m * t / nt, hi = m * (t + 1) / nt;
+        const ptrdiff_t t = omp_get_thread_num(), lo = m * t / used, hi = m * (t + 1) / used;
         fn(S, d, cand.data(), ncj, d2.data(), D.data(), pots.data() + t * nc, lo, hi, nd);
+      }
+      const double dt = omp_get_wtime() - t0;
+      if (adaptive && j > 0) {
+        if (dt > 3.0 * fastest && ++stalls >= 2) nt = 1;
+        fastest = std::min(fastest, dt);
       }
     }
     ptrdiff_t best = 0;
     double bp = std::numeric_limits<double>::infinity();
     for (ptrdiff_t c = 0; c < ncj; ++c) {
       double p = 0.0;
-      for (int t = 0; t < nt; ++t) p += pots[(size_t)(t * nc + c)];
+      for (int t = 0; t < used; ++t) p += pots[(size_t)(t * nc + c)];
       if (p < bp) { bp = p; best = c; }
     }
     idx[j] = cand[(size_t)best];

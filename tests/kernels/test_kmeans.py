@@ -394,6 +394,32 @@ def test_kmeans_plus_plus_native_equals_torch_and_ref(isa, rng, monkeypatch, dty
     np.testing.assert_array_equal(K._kmeans_plus_plus(torch.from_numpy(X), k, 11).numpy(), native)
 
 
+@pytest.mark.parametrize("threads", ["1", "2", "3"])
+def test_kmeans_plus_plus_picks_do_not_depend_on_the_thread_count(threads):
+    """The native seeding runs its steps on one thread or several (several from ~4M element operations
+    a step, falling back to one after two stalled steps): the picks equal the float64 reference's
+    with any OpenMP team, here a sample in that band (2,560 rows × 5 candidates × 384)."""
+    import os
+    import subprocess
+    import sys
+    from contextrag.ops import kmeans as K
+    if K._native_fn("kmeanspp") is None:
+        pytest.skip("native extension not built")
+    code = (
+        "import numpy as np, torch\n"
+        "from contextrag import ref\n"
+        "from contextrag.ops import kmeans as K\n"
+        "rng = np.random.default_rng(5)\n"
+        "X = (rng.standard_normal((3000, 384)) + 0.3 * rng.standard_normal((40, 384))[rng.integers(0, 40, 3000)])"
+        ".astype(np.float32)\n"
+        "got = K._kmeans_plus_plus(torch.from_numpy(X), 40, 11).numpy()\n"
+        "np.testing.assert_array_equal(got, ref.kmeans_plus_plus(X, 40, 11).astype(np.float32))\n"
+        "print('ok')\n")
+    env = dict(os.environ, OMP_NUM_THREADS=threads)
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
 def test_kmeans_plus_plus_degenerate_and_bad_draws():
     """All points equal: ΣD² = 0 after the first centre, draws fall back to uniform rows (as the ref)."""
     from contextrag.ops import kmeans as K
