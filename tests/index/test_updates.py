@@ -460,6 +460,30 @@ def test_graph_of_a_snapshot_without_window_counts_updates(fresh, hotpot_paragra
     _assert_graph_like_a_recompute(old.index)
 
 
+def test_all_seed_graph_extents_after_add_and_delete(hotpot_paragraphs, embedder):
+    """Every node the seed of its own attribute (the default graph at scale): after an add and a
+    delete the extents (the delete takes them from the kept context, by the native transpose) equal
+    their recomputation and are the transpose of the context's matrix."""
+    import warnings
+    from contextrag import Config, ContextRAG
+    from contextrag.index import prepared
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")      # codebook sizes clamped to the small corpus
+        rag = ContextRAG.build(hotpot_paragraphs[:N_BASE], config=Config(n_summaries=0, rq_sizes=(8, 4, 2)),
+                               embedder=embedder)
+    ix = rag.index
+    assert prepared.context_items_major(ix) is not None
+    ix.node_extents()
+    rag.add(hotpot_paragraphs[N_BASE:N_BASE + 4])
+    rag.delete(["p3", "p40", hotpot_paragraphs[N_BASE + 1]["id"]])
+    ix = rag.index
+    own = prepared.context_items_major(ix)
+    assert own is not None and ix._extents is not None     # set by the delete, not derived on demand
+    np.testing.assert_array_equal(ix._extents, own.T)
+    np.testing.assert_array_equal(ix.node_extents(), ix.graph.extents(ix.context.dense()))
+    _assert_graph_like_a_recompute(ix)
+
+
 def test_updates_leave_the_previous_index_object_as_it_was(fresh, hotpot_paragraphs, questions):
     """An update works on a copy that shares the arrays it only replaces (context blocks, BM25 postings,
     the stored words and their vocabulary): the index object queries were reading is unchanged after

@@ -623,10 +623,15 @@ def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
     row can change, and of those only the ones where such a row's bound equals the intent (it was a
     minimum) below 1; only theirs are recomputed (over the remaining rows). The window counts lose
     the deleted documents' windows. Returns the number of recomputed nodes."""
+    from .layout import transposed
+    from .prepared import context_items_major
     g = ix.graph
     old_ext, ix._extents = ix._extents, None
     g.members = sp.csr_matrix(g.members)[:, keep].tocsr()
-    if old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
+    own = context_items_major(ix)
+    if own is not None:          # every node its attribute's seed: the extents are the kept context's columns
+        ix._extents = transposed(own)      # (the native transpose: 3x faster than taking columns, 1M × 132)
+    elif old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
         ix._extents = np.take(old_ext, keep, axis=1)     # (a fancy index over a million columns: 7x slower)
     affected = np.zeros(0, np.int64)
     if len(gone["I"]):
