@@ -11,7 +11,10 @@ once first, so page-cache misses are not timed.
 * transposes: the context (n × V) made node-major and the node extents made item-major — NumPy's
   strided ``ascontiguousarray(a.T)`` against ``index.layout.transposed`` (the extension's blocked
   transpose; the NumPy blocks where it is absent or for a subset of the columns);
-* a delete's kept extent columns: a fancy index over a million columns against ``np.take``;
+* a delete's kept extent columns: a fancy index over a million columns against ``np.take``, and
+  ``np.take`` against the native transpose of the kept context (an all-seed graph's extents);
+* the spreading union of the title and term families (``LexicalContext.incidence``): each family
+  multiplied by its weight of 1 before ``hstack`` against stacking the families as they are;
 * the document codes: one dict lookup per chunk against runs of equal neighbours (``doc_codes``);
 * a delete's chunk texts: a byte mask over every text against slices of kept runs (``kept_rows``);
 * the query view of a loaded index (``view_of``), built anew each time;
@@ -76,7 +79,10 @@ def main(argv=None) -> int:
 
     from contextrag import ContextRAG
     from contextrag.index.columns import LazyStrings
+    import scipy.sparse as sp
     from contextrag.index.layout import kept_rows, transposed
+    from contextrag.index.lexical.families import LexicalContext
+    from contextrag.index.prepared import config_key, context_items_major
     from contextrag.index.lexical.nodes import doc_codes
     from contextrag.ops import native
     from contextrag.query import _view, view_of
@@ -100,6 +106,20 @@ def main(argv=None) -> int:
     keep = np.setdiff1d(np.arange(n), rng.choice(n, 100, replace=False))
     _pair(res, "delete_kept_extent_columns", lambda: np.ascontiguousarray(E[:, keep]),
           lambda: np.take(E, keep, axis=1), R, eq)
+    if context_items_major(ix) is not None:     # an all-seed graph: the extents are the context transposed
+        Dk = np.ascontiguousarray(D[keep])
+        _pair(res, "delete_extents_from_context", lambda: np.take(E, keep, axis=1), lambda: transposed(Dk), R, eq)
+    key = config_key(ix.config)
+    lex = LexicalContext({name: ix.lexical.families[name] for name, _ in key})
+    for name, _ in key:
+        M = lex.families[name].incidence
+        M.indices.sum(), M.data.sum()
+
+    def union_times_one():
+        return sp.hstack([lex.families[f].incidence * float(min(1.0, w)) for f, w in key], format="csr",
+                         dtype=np.float32)
+    _pair(res, "spread_union", union_times_one, lambda: lex.incidence(dict(key)), R,
+          lambda a, b: (a != b).nnz == 0 and a.shape == b.shape)
 
     ids = list(ix.chunk_doc_ids)
 

@@ -649,12 +649,12 @@ static py::array_t<int64_t> kmeanspp_typed(const py::array& S_, int64_t first, c
   std::vector<T> d2((size_t)m, std::numeric_limits<T>::infinity()), D((size_t)(m * nc));
   std::vector<double> cum((size_t)m);
   // One parallel region per step. Each region ends in a barrier, and on a machine shared with other
-  // jobs a barrier every millisecond or so waits for a preempted thread's next time slice (measured:
-  // two threads took 1.5–3× the wall time of one at k = 96 with one other busy process on 2 cores,
-  // and 0.8× on an idle machine). So from ~64M element operations a step (about 10 ms on one core)
-  // the steps always run on every thread; from ~4M they start on every thread and go on on one
-  // after the second step that took over three times the fastest one so far (a barrier that waited
-  // on a preempted thread); below that, on one thread. The thread count changes only the order in
+  // jobs a barrier every millisecond or so waits for a preempted thread's next time slice: at k = 96
+  // on 2 cores, two threads are faster than one on an idle machine and slower beside one other busy
+  // process (docs/KERNELS.md, the matrix-engine goals). So from ~64M element operations a step
+  // (about 10 ms on one core) the steps always run on every thread; from ~4M they start on every
+  // thread and go on on one after the second step that took over three times the fastest one so far
+  // (a barrier that waited on a preempted thread); below that, on one thread. The thread count changes only the order in
   // which a potential's per-thread parts are added; the picks equal the float64 reference's with one
   // thread or more (tested).
   const double step_ops = (double)m * (double)nc * (double)d;

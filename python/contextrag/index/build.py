@@ -630,7 +630,7 @@ def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
     g.members = sp.csr_matrix(g.members)[:, keep].tocsr()
     own = context_items_major(ix)
     if own is not None:          # every node its attribute's seed: the extents are the kept context's columns
-        ix._extents = transposed(own)      # (the native transpose: 3x faster than taking columns, 1M × 132)
+        ix._extents = transposed(own)      # (both threads write the fresh output: see docs/SCALING.md)
     elif old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
         ix._extents = np.take(old_ext, keep, axis=1)     # (a fancy index over a million columns: 7x slower)
     affected = np.zeros(0, np.int64)
