@@ -54,6 +54,23 @@ def cpu_seconds() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def kernel_side() -> tuple:
+    """(system CPU seconds, minor page faults) of this process: the kernel's share of the CPU time
+    (zeroing fresh pages, copying written files into the page cache, reclaiming memory)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_stime, r.ru_minflt
+
+
+def vmstat(keys=("compact_stall", "pgsteal_direct", "thp_fault_alloc")) -> dict:
+    """Machine-wide memory-pressure counters (/proc/vmstat; empty where there is none)."""
+    try:
+        with open("/proc/vmstat") as f:
+            got = dict(line.split() for line in f)
+    except OSError:
+        return {}
+    return {k: int(got[k]) for k in keys if k in got}
+
+
 class Sampler:
     """A thread that tracks the peak RSS of every open interval and samples the load average."""
 
@@ -81,7 +98,7 @@ class Sampler:
         class _Iv:
             def __enter__(self):
                 self.rec = {"peak_rss_bytes": rss(), "rss_start_bytes": rss()}
-                self.t, self.c = time.perf_counter(), cpu_seconds()
+                self.t, self.c, self.k, self.vm = time.perf_counter(), cpu_seconds(), kernel_side(), vmstat()
                 sampler.open.append(self.rec)
                 return self.rec
 
@@ -90,10 +107,16 @@ class Sampler:
                 self.rec["peak_rss_bytes"] = max(self.rec["peak_rss_bytes"], rss())
                 self.rec.update(seconds=round(time.perf_counter() - self.t, 3),
                                 cpu_seconds=round(cpu_seconds() - self.c, 3), rss_end_bytes=rss())
+                k, vm = kernel_side(), vmstat()
+                self.rec.update(system_cpu_seconds=round(k[0] - self.k[0], 3), minor_faults=k[1] - self.k[1],
+                                vmstat_delta={key: vm[key] - self.vm[key] for key in vm if key in self.vm})
                 prev = out.get(name)
                 if prev:      # a stage entered twice (the build's "lexical"): add up
                     self.rec["seconds"] = round(self.rec["seconds"] + prev["seconds"], 3)
                     self.rec["cpu_seconds"] = round(self.rec["cpu_seconds"] + prev["cpu_seconds"], 3)
+                    self.rec["system_cpu_seconds"] = round(self.rec["system_cpu_seconds"]
+                                                           + prev.get("system_cpu_seconds", 0.0), 3)
+                    self.rec["minor_faults"] += prev.get("minor_faults", 0)
                     self.rec["peak_rss_bytes"] = max(self.rec["peak_rss_bytes"], prev["peak_rss_bytes"])
                     self.rec["rss_start_bytes"] = prev["rss_start_bytes"]
                 out[name] = self.rec

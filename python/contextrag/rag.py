@@ -356,10 +356,11 @@ class ContextRAG:
             from .index.progress import Stages
             work.timings.pop("save", None)
             with Stages(work.timings, progress)("save"):
-                snap = store.save(work, self.path)
+                # the new index's query state is built while its files are written
+                snap = store.save(work, self.path, meanwhile=lambda: self._warm(work))
             work.info["path"] = str(snap)
             self._snapshot = snap.name
-            self._warm(work)
+            self._warm(work)               # built once per index object: nothing left unless it failed
             self.index = work
         return out
 

@@ -240,3 +240,33 @@ def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, em
     with pytest.raises(IndexFormatError, match="checksum|cannot be read"):
         ContextRAG.load(fresh.path, embedder=embedder)
 
+
+
+def test_a_write_builds_the_new_query_state_while_its_files_are_written(fresh, hotpot_paragraphs, monkeypatch):
+    """An update of a prepared index builds the new index's query view and spreading state inside the
+    save (while the writer threads write), once; a failure there does not fail the save, and the
+    state is built again after it."""
+    import contextrag.rag as rag_mod
+    from contextrag.index.store import LAST_SAVE
+    from contextrag.query import _view
+    builds, fail = [], [True]
+    real_view, real_prepare = _view._build_view, rag_mod._prepare_queries
+
+    def counted(ix):
+        builds.append(id(ix))
+        return real_view(ix)
+
+    def failing_once(ix):
+        if fail[0]:
+            fail[0] = False
+            raise RuntimeError("injected")
+        real_prepare(ix)
+    monkeypatch.setattr(_view, "_build_view", counted)
+    doc = dict(hotpot_paragraphs[N_BASE])
+    fresh.add([doc])
+    assert "meanwhile" in LAST_SAVE and builds == [id(fresh.index)]
+    assert fresh.retrieve(doc["text"][:80], k=1)[0].doc_id == doc["id"] and builds == [id(fresh.index)]
+    monkeypatch.setattr(rag_mod, "_prepare_queries", failing_once)
+    fresh.delete([doc["id"]])                      # the first build fails inside the save, the second runs
+    assert not fail[0] and doc["id"] not in fresh.index.docs and builds[-1] == id(fresh.index)
+    assert ContextRAG.load(fresh.path, embedder=fresh.index.embedder).index.n_chunks == fresh.index.n_chunks

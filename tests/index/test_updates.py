@@ -512,3 +512,51 @@ def test_updates_leave_the_previous_index_object_as_it_was(fresh, hotpot_paragra
                 np.testing.assert_array_equal(after[k][r], v[r], err_msg=r)
         else:
             np.testing.assert_array_equal(after[k], v, err_msg=k)
+
+
+@pytest.mark.parametrize("cpus", [1, 2, 3, 8])
+def test_member_sums_split_over_threads_equal_one_product(monkeypatch, cpus):
+    """The centroids' sums computed in row blocks on several threads are the single sparse product's
+    bits, with empty attributes, more threads than attributes, and a float64 input."""
+    import os
+
+    import scipy.sparse as sp
+    from contextrag.index.build import member_sums
+    rng = np.random.default_rng(cpus)
+    n, d, k = 70_001, 37, 5
+    lab = rng.integers(0, k + 2, n)                  # attributes k, k+1 dropped below: rows 5, 6 empty
+    lab[lab >= k] = 0
+    mem = sp.csr_matrix((np.ones(n, np.float32), (lab, np.arange(n))), shape=(k + 2, n))
+    monkeypatch.setattr(os, "cpu_count", lambda: cpus)
+    for E in (rng.standard_normal((n, d), dtype=np.float32), rng.standard_normal((n, d))):
+        want = np.asarray(mem @ E, dtype=np.float32)
+        got = member_sums(mem, E)
+        assert got.dtype == np.float32 and got.shape == (k + 2, d)
+        np.testing.assert_array_equal(got, want)
+    assert not member_sums(mem, E)[k:].any()
+
+
+def test_two_lanes_runs_both_and_raises_after_both_stopped():
+    import threading
+    import time
+
+    from contextrag.index.lanes import two_lanes as _two_lanes
+    seen = []
+    assert _two_lanes(lambda: threading.current_thread().name, lambda: threading.current_thread().name)[1] \
+        .startswith("contextrag-update")
+
+    def slow():
+        time.sleep(0.2)
+        seen.append("there")
+        return 2
+
+    def boom():
+        raise KeyError("here")
+    with pytest.raises(KeyError, match="here"):
+        _two_lanes(boom, slow)
+    assert seen == ["there"]                       # the other lane had finished before the error surfaced
+
+    def boom2():
+        raise ValueError("there")
+    with pytest.raises(ValueError, match="there"):
+        _two_lanes(lambda: 1, boom2)

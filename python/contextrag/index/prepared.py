@@ -65,7 +65,13 @@ def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids, columns: 
     chunks' document codes and a code of its own for each virtual item. ``columns``: {family: its
     incidence by columns (CSC)}; with every family of ``key`` there, the union's transpose is
     assembled from them instead of transposed again (43 million entries at a million chunks)."""
-    from .. import ops
+    cols = [(columns or {}).get(name) for name, _ in key]
+    T = _union_transposed(cols, key, n_items) if all(C is not None for C in cols) else None
+    return _incidence(lexical, key, *_union_rows(lexical, key, n_items, chunk_doc_ids), T)
+
+
+def _union_rows(lexical, key: tuple, n_items: int, chunk_doc_ids) -> tuple:
+    """(the union of the families ``key`` by rows over ``n_items`` items, the document codes)."""
     from .lexical.families import LexicalContext
     from .lexical.nodes import doc_codes
     ctx = LexicalContext({name: lexical.families[name] for name, _ in key})
@@ -73,10 +79,15 @@ def spread_incidence(lexical, key: tuple, n_items: int, chunk_doc_ids, columns: 
     I.resize((n_items, I.shape[1]))
     n_chunks = len(chunk_doc_ids)
     doc = np.concatenate([doc_codes(chunk_doc_ids), -1 - np.arange(n_items - n_chunks, dtype=np.int64)])
-    cols = [(columns or {}).get(name) for name, _ in key]
-    if all(C is not None for C in cols) and I.has_canonical_format \
+    return I, doc
+
+
+def _incidence(lexical, key: tuple, I, doc, T=None):
+    """The ``ops.SpreadIncidence`` of the union ``I`` (with its transpose ``T`` when assembled)."""
+    from .. import ops
+    if T is not None and I.has_canonical_format \
             and all(lexical.families[name].incidence.has_canonical_format for name, _ in key):
-        return ops.SpreadIncidence.from_transposed(I, _union_transposed(cols, key, n_items), doc)
+        return ops.SpreadIncidence.from_transposed(I, T, doc)
     return ops.SpreadIncidence(I, doc)
 
 
@@ -145,15 +156,24 @@ def own_pages(lexical, G, title_columns=None):
 
 
 def spread_parts(lexical, key: tuple, n_items: int, chunk_doc_ids, have: dict | None = None) -> dict:
-    """Every spreading part for the families ``key`` (those in ``have`` are kept)."""
+    """Every spreading part for the families ``key`` (those in ``have`` are kept). The families by
+    columns and the union's transpose assembled from them are made on a second thread while the
+    union by rows and the document codes are made here (index/lanes.py)."""
+    from .lanes import two_lanes
     parts = dict(have or {})
     names = {n for n, _ in key}
-    for name in ("title", "term"):      # by columns first: the union's transpose is assembled from them
-        if name in names and parts.get(f"{name}_csc") is None:
-            parts[f"{name}_csc"] = lexical.families[name].incidence.tocsc()
+
+    def by_columns(transpose: bool = True):
+        for name in ("title", "term"):
+            if name in names and parts.get(f"{name}_csc") is None:
+                parts[f"{name}_csc"] = lexical.families[name].incidence.tocsc()
+        cols = [parts.get(f"{n}_csc") for n, _ in key]
+        return _union_transposed(cols, key, n_items) if transpose and all(C is not None for C in cols) else None
     if parts.get("G") is None:
-        columns = {n: parts.get(f"{n}_csc") for n in names}
-        parts["G"] = spread_incidence(lexical, key, n_items, chunk_doc_ids, columns)
+        (I, doc), T = two_lanes(lambda: _union_rows(lexical, key, n_items, chunk_doc_ids), by_columns)
+        parts["G"] = _incidence(lexical, key, I, doc, T)
+    else:
+        by_columns(transpose=False)
     if "title" in names and parts.get("own") is None:
         parts["own"] = own_pages(lexical, parts["G"], parts.get("title_csc"))
     return parts

@@ -49,6 +49,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -399,8 +400,10 @@ class _Steps:
             self.out[name] = round(self.out.get(name, 0.0) + time.perf_counter() - t0, 4)
 
 
-def write_snapshot(ix, d: Path) -> dict:
-    """All files of one snapshot into the (empty) directory d; returns the manifest."""
+def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
+    """All files of one snapshot into the (empty) directory d; returns the manifest. ``meanwhile``:
+    called once every array is handed to the writer threads, while they write and hash (:func:`save`);
+    an exception from it is logged, not raised (the caller calls it again after)."""
     from .. import __version__
     from . import columns, prepared
     LAST_SAVE.clear()
@@ -436,6 +439,13 @@ def write_snapshot(ix, d: Path) -> dict:
             else:
                 ix.bm25.save(str(d / "bm25"), allow_pickle=False)
             _write_sqlite(ix, d / META)
+        if meanwhile is not None:
+            with t("meanwhile"):
+                try:
+                    meanwhile()
+                except Exception:      # not the save's to fail: the caller runs it again and sees it
+                    logging.getLogger("contextrag").debug(
+                        "contextrag: the work done while the snapshot was written failed", exc_info=True)
         with t("write_wait"):
             for p, fut in futs:
                 files[p.relative_to(d).as_posix()] = fut.result()
@@ -511,8 +521,9 @@ def _discard_failed_save(root: Path, tmp: Path, snap: Path | None, ptr: Path | N
         shutil.rmtree(snap, ignore_errors=True)
 
 
-def save(ix, path) -> Path:
-    """Write ``ix`` to the index directory ``path`` atomically (see module docstring).
+def save(ix, path, *, meanwhile=None) -> Path:
+    """Write ``ix`` to the index directory ``path`` atomically (see module docstring). ``meanwhile``:
+    work to do while the files are written (:func:`write_snapshot`).
 
     Callers that read-modify-write hold :func:`writer_lock` around the whole sequence. An OSError
     (a full disk, a read-only mount) is re-raised with the path and the assurance that the previous
@@ -524,7 +535,7 @@ def save(ix, path) -> Path:
     snap = ptr = None
     try:
         tmp.mkdir()
-        write_snapshot(ix, tmp)
+        write_snapshot(ix, tmp, meanwhile)
         snap = root / f"snap-{time.time_ns()}-{uuid.uuid4().hex[:8]}"
         os.rename(tmp, snap)
         _fsync_dir(root)

@@ -307,8 +307,10 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     among them (a build's order): only the columns first met in a deleted chunk move."""
     I = fam.incidence.tocsr()
     n_old = I.shape[0]
-    Ik = I[keep]
-    Ik.sort_indices()
+    # the kept rows' pattern only (its degrees are recomputed), copied run by run
+    k_ptr, k_idx = kept_rows(I.indptr, I.indices, keep)
+    Ik = sp.csr_matrix((np.empty(k_idx.size, np.float32), k_idx, k_ptr), shape=(keep.size, I.shape[1]))
+    Ik.sort_indices()                                  # a flag check when I's rows are sorted
     df = np.bincount(Ik.indices, minlength=I.shape[1])
     used = df > 0
     # the row that introduced each column (columns are in order of first occurrence, so a row
@@ -352,9 +354,11 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     order = order[np.lexsort((rank[order], key_row[order]))]
     attrs = fam.attributes
     names = [attrs[j] for j in order]
-    remap = np.full(I.shape[1], -1, np.int64)
-    remap[order] = np.arange(order.size)
-    P = sp.csr_matrix((Ik.data, remap[Ik.indices].astype(np.int32), Ik.indptr), shape=(keep.size, order.size))
+    remap = np.full(I.shape[1], -1, np.int32)
+    remap[order] = np.arange(order.size, dtype=np.int32)
+    P = sp.csr_matrix((Ik.data, remap[Ik.indices], Ik.indptr), shape=(keep.size, order.size))
+    if np.all(order[1:] > order[:-1]):
+        P.has_sorted_indices = True                    # the columns keep their order: rows stay sorted
     P.sort_indices()
     out = _degrees("term", P, keep.size, None, names, fam.max_n)
     out.stemmer = fam.stemmer

@@ -1,0 +1,29 @@
+"""Two pieces of an index update run side by side on two threads.
+
+An update's graph side (context rows, nodes, centroids) and its word side (stored words, lexical
+families, BM25) read and write different fields of the index, as do the spreading incidence's
+rows and its columns when a save prepares them. Their large copies and sparse conversions
+release the GIL, so on two cores they overlap: each side is seconds at a million chunks
+(docs/SCALING.md). Each side computes what it computes alone, so the result is the same bits as
+running them one after the other (tested).
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor, wait
+from typing import Callable, TypeVar
+
+A = TypeVar("A")
+B = TypeVar("B")
+
+
+def two_lanes(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
+    """(here(), there()) with ``there`` run on a second thread meanwhile. An error in either is
+    raised once both have stopped (``here``'s first)."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextrag-update") as pool:
+        fut = pool.submit(there)
+        try:
+            a = here()
+        except BaseException:
+            wait([fut])
+            raise
+        return a, fut.result()
