@@ -387,6 +387,14 @@ def write_safetensors(path: Path, arrays: dict, metadata: dict | None = None) ->
 LAST_SAVE: dict = {}     # wall seconds of the last write_snapshot's steps (for bench/, not stored)
 
 
+def _write_synced(path: Path, arrays: dict, metadata: dict | None = None) -> dict:
+    """:func:`write_safetensors`, then the file's fsync (in the same writer thread, while the other
+    writes on)."""
+    entry = write_safetensors(path, arrays, metadata)
+    _fsync_file(path)
+    return entry
+
+
 class _Steps:
     def __init__(self, out: dict):
         self.out = out
@@ -413,23 +421,26 @@ def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
     from concurrent.futures import ThreadPoolExecutor
     (d / "bm25").mkdir()
     files, futs = {}, []
-    # each file is written (and hashed as it is written) in a thread as soon as its arrays are ready,
-    # while the next one's are prepared (Python, holding the GIL: the columns' strings, the spreading
-    # incidence); writing and hashing release the GIL, and at a million chunks they are GBs
+    # each file is written (hashed as it is written, then fsynced) in a thread as soon as its arrays
+    # are ready, while the next one's are prepared (the spreading incidence); writing, hashing and
+    # fsync release the GIL, and at a million chunks they are GBs. The string columns are encoded in
+    # a writer thread too, beside the preparing.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="contextrag-write") as pool:
         def write(p: Path, arrays: dict, meta=None) -> None:
-            futs.append((p, pool.submit(write_safetensors, p, arrays, meta)))
+            futs.append((p, pool.submit(_write_synced, p, arrays, meta)))
+
+        def write_columns() -> dict:
+            col_arrays, col_enc = _columns(ix)
+            return {**_write_synced(d / columns.FILE, col_arrays), "encoding": col_enc}
         with t("prepare"):
             write(d / ARRAYS, _arrays(ix))
             if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (lexical/words.py)
                 write(d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)})
+            futs.append((d / columns.FILE, pool.submit(write_columns)))
         with t("prepared"):
             prep_arrays, prep_meta = prepared.prepared_arrays(ix)
             if prep_arrays:
                 write(d / prepared.FILE, prep_arrays)
-        with t("columns"):
-            col_arrays, col_enc = _columns(ix)
-            write(d / columns.FILE, col_arrays)
         with t("meta"):
             if isinstance(ix.bm25, CountBM25):
                 from .bm25_index import COUNTS_FILE
@@ -449,12 +460,15 @@ def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
         with t("write_wait"):
             for p, fut in futs:
                 files[p.relative_to(d).as_posix()] = fut.result()
+    col_enc = files[columns.FILE].pop("encoding")
     paths = sorted((p for p in d.rglob("*") if p.is_file()), key=lambda p: -p.stat().st_size)   # largest first
 
-    def _seal(p: Path) -> tuple:        # fsync (and hash what was not hashed while written) in threads
-        _fsync_file(p)
+    def _seal(p: Path) -> tuple:        # fsync and hash, in threads, what the writers did not
         rel = p.relative_to(d).as_posix()
-        return rel, files.get(rel) or {_FILE_SUM: file_sum(p), "bytes": p.stat().st_size}
+        if rel in files:
+            return rel, files[rel]
+        _fsync_file(p)
+        return rel, {_FILE_SUM: file_sum(p), "bytes": p.stat().st_size}
     with t("fsync"), ThreadPoolExecutor(max_workers=max(1, min(len(paths), os.cpu_count() or 1)),
                                         thread_name_prefix="contextrag-seal") as pool:
         files = dict(sorted(pool.map(_seal, paths)))
