@@ -428,3 +428,16 @@ def test_in_sorted_is_isin_on_edges():
     np.testing.assert_array_equal(in_sorted(h, idx), np.isin(idx, h))
     assert in_sorted(h[:0], idx).tolist() == [False] * idx.size
     assert in_sorted(h, idx[:0]).shape == (0,)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf, -0.25, 1.5])
+def test_router_refuses_degrees_outside_0_1(bad):
+    from contextrag.query.fuzzy import Router
+    rng = np.random.default_rng(7)
+    A = rng.standard_normal((2, 4)).astype(np.float32)
+    kind, attr, parents = np.zeros(3, np.int8), np.array([0, 1, 0]), np.zeros((3, 2), np.int64)
+    It = rng.random((3, 11)).astype(np.float32)
+    Router(A, np.array([0, 0]), kind, attr, parents, It, node_major=True)           # degrees in [0, 1]
+    It[1, 5] = bad
+    with pytest.raises(ValueError, match=r"finite degrees in \[0, 1\]"):
+        Router(A, np.array([0, 0]), kind, attr, parents, It, node_major=True)

@@ -73,8 +73,9 @@ class Router:
         self._Ii = chunks_major if chunks_major is not None and chunks_major.shape == (self.n_chunks, len(self.kind)) \
             and chunks_major.dtype == np.float32 else None
         V = len(self.kind)
-        if self._It.size and (not np.isfinite(self._It).all() or self._It.min() < 0 or self._It.max() > 1):
-            raise ValueError("I_items must hold finite degrees in [0, 1]")   # checked once, not per query
+        # checked once, not per query; two passes over (V, N): min and max propagate NaN and meet ±inf
+        if self._It.size and not (float(self._It.min()) >= 0.0 and float(self._It.max()) <= 1.0):
+            raise ValueError("I_items must hold finite degrees in [0, 1]")
         if self.I.ndim != 2 or self.I.shape[1] != V:
             raise ValueError(f"I_items must be (n_items, n_nodes={V}), got {self.I.shape}")
         if self.A.shape[0] != len(self.attr_level):
