@@ -5,7 +5,8 @@ families, BM25) read and write different fields of the index, as do the spreadin
 rows and its columns when a save prepares them. Their large copies and sparse conversions
 release the GIL, so on two cores they overlap: each side is seconds at a million chunks
 (docs/SCALING.md). Each side computes what it computes alone, so the result is the same bits as
-running them one after the other (tested).
+running them one after the other (tested). The stages' seconds an update reports (``timings``) are
+then each side's own, and overlap: their sum is more than the update's wall time.
 """
 from __future__ import annotations
 
