@@ -270,3 +270,37 @@ def test_a_write_builds_the_new_query_state_while_its_files_are_written(fresh, h
     fresh.delete([doc["id"]])                      # the first build fails inside the save, the second runs
     assert not fail[0] and doc["id"] not in fresh.index.docs and builds[-1] == id(fresh.index)
     assert ContextRAG.load(fresh.path, embedder=fresh.index.embedder).index.n_chunks == fresh.index.n_chunks
+
+
+def test_stale_views_and_states_are_dropped_on_another_thread(fresh, hotpot_paragraphs, monkeypatch):
+    """The query view and spreading state of an index an update replaced are released by a thread of
+    their own (their arrays may map an unlinked snapshot: freeing its pages takes seconds at scale),
+    not by the update or query that finds them stale."""
+    import gc
+    import threading
+
+    from contextrag.query import _once, _view, spread
+    dropped: list = []
+
+    def record(objs):
+        dropped.extend(type(e[2]).__name__ for e in objs)
+        _once.drop_elsewhere(objs)
+    monkeypatch.setattr(_view, "drop_elsewhere", record)
+    monkeypatch.setattr(spread, "drop_elsewhere", record)
+    doc = dict(hotpot_paragraphs[N_BASE])
+    fresh.add([doc])
+    gc.collect()
+    fresh.delete([doc["id"]])                # the loaded index's view and state are stale by now
+    assert {"CorpusView", "LexicalState"} <= set(dropped)
+
+    freed = []
+
+    class Tracked:
+        def __del__(self):
+            freed.append(threading.current_thread().name)
+    _once.drop_elsewhere([Tracked()])
+    for t in threading.enumerate():
+        if t.name == "contextrag-release":
+            t.join(10)
+    assert freed == ["contextrag-release"]
+    _once.drop_elsewhere([])                 # nothing to drop: no thread

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
-from ._once import build_once
+from ._once import build_once, drop_elsewhere
 
 KINDS = ("chunk", "summary", "join", "meet")
 _KIND_ALIASES = {"bridge": "join", "cluster_summary": "summary"}
@@ -170,9 +170,9 @@ def view_of(index) -> CorpusView:
     def build():
         v = _build_view(ix)
         with _LOCK:
-            for k in [k for k, e in _CACHE.items() if e[0]() is None]:
-                del _CACHE[k]
+            stale = [_CACHE.pop(k) for k in [k for k, e in _CACHE.items() if e[0]() is None or k == key]]
             _CACHE[key] = (weakref.ref(ix), sig, v)
+        drop_elsewhere(stale)
         return v
     return build_once(("view", key, sig), lookup, build)
 

@@ -30,7 +30,7 @@ import weakref
 import numpy as np
 import scipy.sparse as sp
 
-from ._once import build_once
+from ._once import build_once, drop_elsewhere
 
 
 def relevance(h) -> np.ndarray:
@@ -245,7 +245,9 @@ def _build_state(view, key: tuple) -> LexicalState:
     fams = {name: fams[name] for name, _ in key}
     from ..index import prepared
     parts = prepared.stored_spread(ix, key) if not missing and ix is not None else None
-    st = LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, list(view.doc_ids), parts=parts)
+    # the view's document ids as they are: read only when the incidence is built here (a million
+    # stored ids decoded into a list took most of a second after an update, for nothing)
+    st = LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, view.doc_ids, parts=parts)
     if parts is None and not missing and ix is not None:
         prepared.remember_spread(ix, key, {"G": st.G})      # a save stores it (this query built it)
     return st
@@ -263,9 +265,9 @@ def lexical_state(view, families: dict) -> LexicalState:
     def build():
         st = _build_state(view, key)
         with _LEX_LOCK:
-            for k in [k for k, e in _LEX.items() if e[0]() is None]:
-                del _LEX[k]
+            stale = [_LEX.pop(k) for k in [k for k, e in _LEX.items() if e[0]() is None or k == id(view)]]
             _LEX[id(view)] = (weakref.ref(view), key, st)
+        drop_elsewhere(stale)
         return st
     return build_once(("lexical", id(view), key), lookup, build)
 
