@@ -40,7 +40,7 @@ def build_once(key: Hashable, lookup: Callable[[], T | None], build: Callable[[]
 def drop_elsewhere(objs: list) -> None:
     """Let a thread of its own drop the last references to ``objs`` (the views and states of indexes
     no longer in use). Freeing them unmaps their arrays; where those map a snapshot that an update
-    has replaced (its files already unlinked), the kernel frees the files' pages then: at a million
-    chunks over a second, which the query or update that found them stale should not wait for."""
+    has replaced (its files already unlinked), the kernel frees the files' pages then: GBs at a
+    million chunks, which the query or update that found them stale should not wait for."""
     if objs:
         threading.Thread(target=objs.clear, name="contextrag-release", daemon=True).start()
