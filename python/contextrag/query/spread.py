@@ -245,8 +245,8 @@ def _build_state(view, key: tuple) -> LexicalState:
     fams = {name: fams[name] for name, _ in key}
     from ..index import prepared
     parts = prepared.stored_spread(ix, key) if not missing and ix is not None else None
-    # the view's document ids as they are: read only when the incidence is built here (a million
-    # stored ids decoded into a list took most of a second after an update, for nothing)
+    # the view's document ids as they are: read only when the incidence is built here (a list of them
+    # would copy a million entries for nothing when the stored incidence is used)
     st = LexicalState(LexicalContext(fams), dict(key), view.n, n_chunks, view.doc_ids, parts=parts)
     if parts is None and not missing and ix is not None:
         prepared.remember_spread(ix, key, {"G": st.G})      # a save stores it (this query built it)
