@@ -241,7 +241,6 @@ def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, em
         ContextRAG.load(fresh.path, embedder=embedder)
 
 
-
 def test_a_write_builds_the_new_query_state_while_its_files_are_written(fresh, hotpot_paragraphs, monkeypatch):
     """An update of a prepared index builds the new index's query view and spreading state inside the
     save (while the writer threads write), once; a failure there does not fail the save, and the

@@ -540,9 +540,9 @@ def test_two_lanes_runs_both_and_raises_after_both_stopped():
     import threading
     import time
 
-    from contextrag.index.lanes import two_lanes as _two_lanes
+    from contextrag.index.lanes import two_lanes
     seen = []
-    assert _two_lanes(lambda: threading.current_thread().name, lambda: threading.current_thread().name)[1] \
+    assert two_lanes(lambda: threading.current_thread().name, lambda: threading.current_thread().name)[1] \
         .startswith("contextrag-update")
 
     def slow():
@@ -553,10 +553,10 @@ def test_two_lanes_runs_both_and_raises_after_both_stopped():
     def boom():
         raise KeyError("here")
     with pytest.raises(KeyError, match="here"):
-        _two_lanes(boom, slow)
+        two_lanes(boom, slow)
     assert seen == ["there"]                       # the other lane had finished before the error surfaced
 
     def boom2():
         raise ValueError("there")
     with pytest.raises(ValueError, match="there"):
-        _two_lanes(lambda: 1, boom2)
+        two_lanes(lambda: 1, boom2)

@@ -310,7 +310,7 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     # the kept rows' pattern only (its degrees are recomputed), copied run by run
     k_ptr, k_idx = kept_rows(I.indptr, I.indices, keep)
     Ik = sp.csr_matrix((np.empty(k_idx.size, np.float32), k_idx, k_ptr), shape=(keep.size, I.shape[1]))
-    Ik.sort_indices()                                  # a flag check when I's rows are sorted
+    Ik.sort_indices()                                  # one checking pass when I's rows are sorted
     df = np.bincount(Ik.indices, minlength=I.shape[1])
     used = df > 0
     # the row that introduced each column (columns are in order of first occurrence, so a row
