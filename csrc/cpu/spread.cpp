@@ -29,8 +29,8 @@ using arr = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
 // `by_degree`: each column's entries are in decreasing degree, so the walk stops at the first entry
 // whose path degree (v + I(c, a)) - 1 is not positive: none after it can raise an item either.
-template <class T>
-static void hop_column(T* __restrict o, const int64_t* __restrict idx, const T* __restrict val, int64_t b,
+template <class T, class Ix>
+static void hop_column(T* __restrict o, const Ix* __restrict idx, const T* __restrict val, int64_t b,
                        int64_t e, T v, const int64_t* doc, int64_t sdoc, int64_t self, bool by_degree) {
   if (doc == nullptr || self < 0) {
     for (int64_t p = b; p < e; ++p) {
@@ -50,9 +50,11 @@ static void hop_column(T* __restrict o, const int64_t* __restrict idx, const T* 
   }
 }
 
-template <class T>
-static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, arr<T> data, arr<int64_t> t_indptr,
-                                   arr<int64_t> t_indices, arr<T> t_data, int64_t n, py::object doc_o,
+// Ix: the dtype of the column indices of I and Iᵀ (int32 where the shape fits it: half the bytes an
+// index stores and maps; the row pointers stay int64, as the entries may pass 2^31).
+template <class T, class Ix>
+static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<Ix> indices, arr<T> data, arr<int64_t> t_indptr,
+                                   arr<Ix> t_indices, arr<T> t_data, int64_t n, py::object doc_o,
                                    arr<int64_t> seeds, arr<T> deg, py::object mu_indptr_o, py::object mu_indices_o,
                                    py::object mu_data_o, bool by_degree) {
   if (seeds.ndim() != 2 || deg.ndim() != 2 || seeds.shape(0) != deg.shape(0) || seeds.shape(1) != deg.shape(1))
@@ -76,7 +78,8 @@ static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, ar
     mu_v = mu_data_o.cast<arr<T>>();
     if (mu_ip.shape(0) != Q + 1) throw std::invalid_argument("spread_hop: mu must have Q rows");
   }
-  const int64_t *ip = indptr.data(), *ix = indices.data(), *tip = t_indptr.data(), *tix = t_indices.data();
+  const int64_t *ip = indptr.data(), *tip = t_indptr.data();
+  const Ix *ix = indices.data(), *tix = t_indices.data();
   const T *dv = data.data(), *tdv = t_data.data();
   const int64_t* sd = seeds.data();
   const T* rho = deg.data();
@@ -124,16 +127,20 @@ static py::array_t<T> spread_typed(arr<int64_t> indptr, arr<int64_t> indices, ar
 }  // namespace
 
 void register_spread(py::module_& m) {
-  m.def("spread_hop_f32", &spread_typed<float>, py::arg("indptr"), py::arg("indices"), py::arg("data"),
-        py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("n"), py::arg("doc"),
-        py::arg("seeds"), py::arg("seed_deg"), py::arg("mu_indptr"), py::arg("mu_indices"), py::arg("mu_data"),
-        py::arg("by_degree") = false,
-        "(Q, n) spreading hop over a CSR incidence and its transpose (float32); see csrc/cpu/spread.cpp.");
-  m.def("spread_hop_f64", &spread_typed<double>, py::arg("indptr"), py::arg("indices"), py::arg("data"),
-        py::arg("t_indptr"), py::arg("t_indices"), py::arg("t_data"), py::arg("n"), py::arg("doc"),
-        py::arg("seeds"), py::arg("seed_deg"), py::arg("mu_indptr"), py::arg("mu_indices"), py::arg("mu_data"),
-        py::arg("by_degree") = false,
-        "(Q, n) spreading hop over a CSR incidence and its transpose (float64).");
+  // one entry point per (data, index) dtype: with forcecast a single one would copy an int32 index to
+  // int64 at every call
+#define CONTEXTRAG_SPREAD_DEF(NAME, T, IX, DOC)                                                             \
+  m.def(NAME, &spread_typed<T, IX>, py::arg("indptr"), py::arg("indices"), py::arg("data"), py::arg("t_indptr"), \
+        py::arg("t_indices"), py::arg("t_data"), py::arg("n"), py::arg("doc"), py::arg("seeds"),                \
+        py::arg("seed_deg"), py::arg("mu_indptr"), py::arg("mu_indices"), py::arg("mu_data"),                  \
+        py::arg("by_degree") = false, DOC)
+  CONTEXTRAG_SPREAD_DEF("spread_hop_f32", float, int64_t,
+                        "(Q, n) spreading hop over a CSR incidence and its transpose (float32, int64 indices); "
+                        "see csrc/cpu/spread.cpp.");
+  CONTEXTRAG_SPREAD_DEF("spread_hop_f64", double, int64_t, "(Q, n) spreading hop (float64, int64 indices).");
+  CONTEXTRAG_SPREAD_DEF("spread_hop_f32_i32", float, int32_t, "(Q, n) spreading hop (float32, int32 indices).");
+  CONTEXTRAG_SPREAD_DEF("spread_hop_f64_i32", double, int32_t, "(Q, n) spreading hop (float64, int32 indices).");
+#undef CONTEXTRAG_SPREAD_DEF
 }
 
 }  // namespace contextrag

@@ -161,7 +161,12 @@ def _lexsort_order(indptr, data):
 def test_by_degree_sorts_only_the_rows_out_of_order(rng, dtype):
     """The columns' decreasing-degree order equals one stable sort of every row, whether a row is
     already in order (left as it is), out of order, tied, empty or a single entry."""
-    from contextrag.ops.spread import _by_degree
+    from contextrag.ops.spread import _apply_moves, _by_degree
+
+    def as_order(moves):            # the moves applied to the identity: the permutation they make
+        order = np.arange(data.size if moves is None else int(indptr[-1]))
+        _apply_moves(moves, order)
+        return order
     lens = rng.integers(0, 9, size=200)
     lens[::17] = 0
     indptr = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
@@ -169,15 +174,21 @@ def test_by_degree_sorts_only_the_rows_out_of_order(rng, dtype):
     for r in range(0, 200, 3):              # every third row already in decreasing order
         a, b = indptr[r], indptr[r + 1]
         data[a:b] = np.sort(data[a:b])[::-1]
-    order = _by_degree(indptr, data)
-    assert order is not None
+    moves = _by_degree(indptr, data)
+    assert moves is not None
+    order = as_order(moves)
     np.testing.assert_array_equal(order, _lexsort_order(indptr, data))
+    unsorted = [np.arange(indptr[r], indptr[r + 1]) for r in range(200)
+                if np.any(np.diff(data[indptr[r]:indptr[r + 1]]) > 0)]
+    np.testing.assert_array_equal(moves[0], np.concatenate(unsorted))     # only the rows out of order move
     ordered = data[order]
     assert _by_degree(indptr, ordered) is None
     assert _by_degree(np.zeros(1, np.int64), np.zeros(0, dtype)) is None
     # a rise across a row boundary is not out of order
     assert _by_degree(np.array([0, 1, 2], np.int64), np.array([0.1, 0.9], dtype)) is None
-    np.testing.assert_array_equal(_by_degree(np.array([0, 2], np.int64), np.array([0.1, 0.9], dtype)), [1, 0])
+    dst, src = _by_degree(np.array([0, 2], np.int64), np.array([0.1, 0.9], dtype))
+    np.testing.assert_array_equal(dst, [0, 1])
+    np.testing.assert_array_equal(src, [1, 0])
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -202,6 +213,51 @@ def test_from_transposed_equals_the_constructor(rng, shape):
         bad.data[0] = 1.5
         with pytest.raises(ValueError, match=r"\[0, 1\]"):
             ops.SpreadIncidence.from_transposed(bad, T, doc)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_int32_and_int64_indices_give_the_same_hop(rng, dtype):
+    """An incidence keeps int32 indices where its shape fits them; the same arrays widened to int64
+    (as indexes stored before) give the same hop bit for bit, on the native kernel of each index
+    dtype and on the NumPy gather; mixed index dtypes are refused when loaded."""
+    from contextrag.ops.spread import gather_py
+    I, doc, seeds, deg, mu = _case(rng, 120, 45, 0.1, 5, 4, dtype=dtype)
+    G = ops.SpreadIncidence(I, doc)
+    assert G.indices.dtype == G.t_indices.dtype == np.int32
+    assert G.indptr.dtype == G.t_indptr.dtype == np.int64
+    wide = G.to_arrays()
+    wide["indices"], wide["t_indices"] = wide["indices"].astype(np.int64), wide["t_indices"].astype(np.int64)
+    G64 = ops.SpreadIncidence.from_arrays(wide)
+    a = ops.spread_hop(G, seeds, deg, mu, backend="cpu")
+    b = ops.spread_hop(G64, seeds, deg, mu, backend="cpu")
+    assert np.array_equal(a, b)
+    slow = gather_py(G, torch.from_numpy(seeds), torch.from_numpy(deg), sp.csr_matrix(mu, dtype=dtype))
+    assert np.array_equal(a, slow)
+    np.testing.assert_allclose(a, _ref(I, doc, seeds, deg, mu), atol=1e-6 if dtype == np.float32 else 1e-12, rtol=0)
+    wide["indices"] = wide["indices"].astype(np.int32)
+    with pytest.raises(ValueError, match="both int32 or both int64"):
+        ops.SpreadIncidence.from_arrays(wide)
+
+
+def test_from_transposed_leaves_the_callers_transpose_unless_given(rng):
+    """Putting the columns in degree order copies T's arrays unless the caller gives T away
+    (``t_owned``), when they are reordered in place; both give the constructor's arrays."""
+    I, doc, *_ = _case(rng, 200, 30, 0.2, 1, 1)
+    I = sp.csr_matrix(I)
+    I.sum_duplicates()
+    I.data = rng.random(I.nnz).astype(np.float32)       # columns far from degree order
+    T = I.T.tocsr()
+    T.sort_indices()
+    before = T.indices.copy(), T.data.copy()
+    want = ops.SpreadIncidence(I, doc).to_arrays()
+    kept = ops.SpreadIncidence.from_transposed(I, T, doc)
+    assert np.array_equal(T.indices, before[0]) and np.array_equal(T.data, before[1])
+    given = ops.SpreadIncidence.from_transposed(I, T, doc, t_owned=True)
+    assert given.t_data is T.data and not np.array_equal(T.data, before[1])
+    for G in (kept, given):
+        got = G.to_arrays()
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k], err_msg=k)
 
 
 def test_triton_under_interpreter():

@@ -376,7 +376,8 @@ def test_hop_walks_columns_in_degree_order_or_whole():
     arrays = G.to_arrays()
     T = M.T.tocsr()
     T.sort_indices()
-    arrays.update(t_indices=T.indices.astype(np.int64), t_data=T.data)      # as stored before the order
+    arrays.update(indices=arrays["indices"].astype(np.int64), t_indices=T.indices.astype(np.int64),
+                  t_data=T.data)      # as stored before the order (and before int32 indices)
     del arrays["by_degree"]
     old = ops.SpreadIncidence.from_arrays(arrays)
     assert not old.by_degree and old.in_degree_order().by_degree

@@ -87,7 +87,7 @@ def _incidence(lexical, key: tuple, I, doc, T=None):
     from .. import ops
     if T is not None and I.has_canonical_format \
             and all(lexical.families[name].incidence.has_canonical_format for name, _ in key):
-        return ops.SpreadIncidence.from_transposed(I, T, doc)
+        return ops.SpreadIncidence.from_transposed(I, T, doc, t_owned=True)   # T is assembled anew here
     return ops.SpreadIncidence(I, doc)
 
 
@@ -152,7 +152,7 @@ def own_pages(lexical, G, title_columns=None):
                       shape=(O.shape[1], G.n))
     if not T.has_sorted_indices:
         T.sort_indices()
-    return ops.SpreadIncidence.from_transposed(O, T, G.doc)
+    return ops.SpreadIncidence.from_transposed(O, T, G.doc, t_owned=True)
 
 
 def spread_parts(lexical, key: tuple, n_items: int, chunk_doc_ids, have: dict | None = None) -> dict:

@@ -70,15 +70,18 @@ class SpreadIncidence:
         _check_degrees(I)
         T = I.T.tocsr()
         T.sort_indices()
-        self._fill(I, T, doc)
+        self._fill(I, T, doc, t_owned=True)
 
     @classmethod
-    def from_transposed(cls, I: sp.csr_matrix, T: sp.csr_matrix, doc: np.ndarray | None = None) -> "SpreadIncidence":
+    def from_transposed(cls, I: sp.csr_matrix, T: sp.csr_matrix, doc: np.ndarray | None = None, *,
+                        t_owned: bool = False) -> "SpreadIncidence":
         """The incidence ``I`` (CSR, float32/float64, degrees in [0, 1], no duplicate entries) given with
         its transpose ``T`` (CSR, each row's indices ascending), which the caller assembled without
         transposing ``I`` (an index keeps its lexical families by columns: index/prepared.py). Equal to
         ``SpreadIncidence(I, doc)`` when ``T`` is ``I``'s transpose (tested); the shapes and entry
-        counts are checked, the entries are not compared."""
+        counts are checked, the entries are not compared. I's arrays are taken, not copied, where
+        their dtypes are the incidence's; ``t_owned``: T is the caller's to give away, so its columns
+        are put in degree order in place (not in a copy: GBs at a million chunks)."""
         if not all(sp.issparse(M) and M.format == "csr" for M in (I, T)):
             raise TypeError("I and T must be scipy CSR matrices")
         if T.shape != I.shape[::-1] or T.nnz != I.nnz or T.dtype != I.dtype:
@@ -90,23 +93,28 @@ class SpreadIncidence:
             raise ValueError("I must have no duplicate entries and T's rows sorted indices")
         _check_degrees(I)
         self = cls.__new__(cls)
-        self._fill(I, T, doc)
+        self._fill(I, T, doc, t_owned)
         return self
 
-    def _fill(self, I: sp.csr_matrix, T: sp.csr_matrix, doc) -> None:
+    def _fill(self, I: sp.csr_matrix, T: sp.csr_matrix, doc, t_owned: bool = False) -> None:
+        """Take I's and T's arrays (T's reordered in place when ``t_owned``, else copied first)."""
         self.shape = (int(I.shape[0]), int(I.shape[1]))
         self.dtype = I.dtype
-        self.indptr = I.indptr.astype(np.int64)
-        self.indices = I.indices.astype(np.int64)
+        ix = index_dtype(self.shape)
+        self.indptr = I.indptr.astype(np.int64, copy=False)
+        self.indices = I.indices.astype(ix, copy=False)
         self.data = np.ascontiguousarray(I.data)
-        self.t_indptr = T.indptr.astype(np.int64)
-        order = _by_degree(self.t_indptr, T.data)
-        if order is None:
-            self.t_indices = T.indices.astype(np.int64)
-            self.t_data = np.ascontiguousarray(T.data)
-        else:
-            self.t_indices = T.indices.astype(np.int64)[order]
-            self.t_data = np.ascontiguousarray(T.data[order])
+        self.t_indptr = T.indptr.astype(np.int64, copy=False)
+        t_indices = T.indices.astype(ix, copy=False)
+        t_data = np.ascontiguousarray(T.data)
+        moves = _by_degree(self.t_indptr, t_data)
+        if moves is not None:       # reorder in place only arrays that are ours to change
+            if t_indices is T.indices and not (t_owned and t_indices.flags.writeable):
+                t_indices = t_indices.copy()
+            if t_data is T.data and not (t_owned and t_data.flags.writeable):
+                t_data = t_data.copy()
+            _apply_moves(moves, t_indices, t_data)
+        self.t_indices, self.t_data = t_indices, t_data
         self.by_degree = True
         if doc is not None:
             doc = np.asarray(doc)
@@ -129,10 +137,10 @@ class SpreadIncidence:
             return self
         out = SpreadIncidence.__new__(SpreadIncidence)
         out.__dict__.update(self.__dict__)
-        order = _by_degree(np.asarray(self.t_indptr), np.asarray(self.t_data))
-        if order is not None:
-            out.t_indices = np.asarray(self.t_indices)[order]
-            out.t_data = np.ascontiguousarray(np.asarray(self.t_data)[order])
+        moves = _by_degree(np.asarray(self.t_indptr), np.asarray(self.t_data))
+        if moves is not None:
+            out.t_indices, out.t_data = np.array(self.t_indices), np.array(self.t_data)
+            _apply_moves(moves, out.t_indices, out.t_data)
         out.by_degree, out._dev = True, {}
         return out
 
@@ -162,6 +170,9 @@ class SpreadIncidence:
                 raise ValueError(f"stored spreading incidence: {k} has shape {getattr(self, k).shape}, expected {shp}")
         if {self.indices.shape, self.t_indices.shape, self.t_data.shape} != {self.data.shape}:
             raise ValueError("stored spreading incidence: indices and data disagree in length")
+        if self.indices.dtype != self.t_indices.dtype or self.indices.dtype not in (np.int32, np.int64):
+            raise ValueError(f"stored spreading incidence: indices are {self.indices.dtype} and "
+                             f"{self.t_indices.dtype}, expected both int32 or both int64")
         doc = arrays.get("doc")
         if doc is not None and doc.shape != (self.shape[0],):
             raise ValueError(f"stored spreading incidence: doc has shape {doc.shape}, expected ({self.shape[0]},)")
@@ -187,7 +198,9 @@ class SpreadIncidence:
         key = str(device)
         if key not in self._dev:
             names = ("indptr", "indices", "data", "t_indptr", "t_indices", "t_data")
+            # the device kernels read int64 indices: a stored int32 index is widened on the device
             d: dict[str, Any] = {k: torch.from_numpy(getattr(self, k)).to(device) for k in names}
+            d["indices"], d["t_indices"] = d["indices"].long(), d["t_indices"].long()
             d["doc"] = None if self.doc is None else torch.from_numpy(self.doc).to(device)
             self._dev[key] = d
         return self._dev[key]
@@ -307,13 +320,19 @@ def _check_degrees(I: sp.csr_matrix) -> None:
             raise ValueError(f"I must hold fuzzy degrees in [0, 1], got range [{lo:g}, {hi:g}]")
 
 
-def _by_degree(indptr: np.ndarray, data: np.ndarray) -> np.ndarray | None:
-    """The permutation that puts each CSR row's entries in decreasing value (ties keep their order),
-    or None when every row already has them so. Only the rows out of order are sorted: a family
-    whose degree is one weight per attribute (the term family) needs none of its 37 million entries
-    moved at a million chunks. float32 degrees (≥ 0, so their bits order as their values): one stable
-    sort of (row, ~bits) as uint64 keys, ~3 s for 43 million entries where a lexsort took 28 s."""
-    n = data.size
+def index_dtype(shape: tuple) -> type:
+    """The dtype of an incidence's row and column indices: int32 where both dimensions fit it (half
+    the bytes of int64 to build, store and map: 43 million entries twice at a million chunks)."""
+    return np.int32 if max(shape, default=0) <= np.iinfo(np.int32).max else np.int64
+
+
+def _by_degree(indptr: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The moves (dst, src) that put each CSR row's entries in decreasing value (ties keep their
+    order): ``a[dst] = a[src]`` for the indices and the data, or None when every row already has them
+    so. Only the rows out of order are sorted and moved: a family whose degree is one weight per
+    attribute (the term family) needs none of its 37 million entries moved at a million chunks.
+    float32 degrees (≥ 0, so their bits order as their values): one stable sort of (row, ~bits) as
+    uint64 keys, ~3 s for 43 million entries where a lexsort took 28 s."""
     rise = np.flatnonzero(data[1:] > data[:-1]) + 1           # entries above their predecessor
     rows = np.searchsorted(indptr, rise, side="right") - 1
     bad = np.unique(rows[indptr[rows] != rise])               # ... in the same row
@@ -330,9 +349,13 @@ def _by_degree(indptr: np.ndarray, data: np.ndarray) -> np.ndarray | None:
         within = np.argsort(key, kind="stable")
     else:
         within = np.lexsort((-sub, rank))
-    order = np.arange(n, dtype=np.int64)
-    order[pos] = pos[within]
-    return order
+    return pos, pos[within]
+
+
+def _apply_moves(moves: tuple[np.ndarray, np.ndarray], *arrays: np.ndarray) -> None:
+    dst, src = moves
+    for a in arrays:
+        a[dst] = a[src]          # the right side is gathered first: in place is safe
 
 
 def gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
@@ -366,7 +389,10 @@ def gather_py(G: SpreadIncidence, s, d, m) -> np.ndarray:
 
 def _cpu_numpy(G, s: np.ndarray, d: np.ndarray, m) -> np.ndarray:
     C = native()
-    fn = getattr(C, "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32", None) if C else None
+    name = "spread_hop_f64" if G.dtype == np.float64 else "spread_hop_f32"
+    if G.indices.dtype == np.int32 and G.t_indices.dtype == np.int32:
+        name += "_i32"
+    fn = getattr(C, name, None) if C else None
     if fn is None:
         return gather_py(G, s, d, m)
     out: np.ndarray = fn(G.indptr, G.indices, G.data, G.t_indptr, G.t_indices, G.t_data, G.n, G.doc, s, d,
