@@ -102,10 +102,10 @@ class SpreadIncidence:
         self.dtype = I.dtype
         ix = index_dtype(self.shape)
         self.indptr = I.indptr.astype(np.int64, copy=False)
-        self.indices = I.indices.astype(ix, copy=False)
+        self.indices: np.ndarray = I.indices.astype(ix, copy=False)
         self.data = np.ascontiguousarray(I.data)
         self.t_indptr = T.indptr.astype(np.int64, copy=False)
-        t_indices = T.indices.astype(ix, copy=False)
+        t_indices: np.ndarray = T.indices.astype(ix, copy=False)
         t_data = np.ascontiguousarray(T.data)
         moves = _by_degree(self.t_indptr, t_data)
         if moves is not None:       # reorder in place only arrays that are ours to change
