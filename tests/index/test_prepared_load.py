@@ -134,6 +134,9 @@ def test_spreading_parts_from_the_families_by_columns_equal_the_transposed(base)
         doc = np.concatenate([doc_codes(ix.chunk_doc_ids), -1 - np.arange(ix.n_items - ix.n_chunks)])
         G = ops.SpreadIncidence(I, doc)
         own = prepared.own_pages(ix.lexical, G)              # transposed (no columns given)
+        for name in ("title", "term"):        # the families by columns, untouched by the in-place ordering
+            C = ix.lexical.families[name].incidence.tocsc()
+            assert (parts[f"{name}_csc"] != C).nnz == 0 and np.array_equal(parts[f"{name}_csc"].indices, C.indices)
         for name, want, got in (("G", G, parts["G"]), ("own", own, parts["own"])):
             w, g = want.to_arrays(), got.to_arrays()
             assert set(w) == set(g)

@@ -100,7 +100,8 @@ def _union_transposed(cols: list, key: tuple, n_items: int):
         indptr.append(np.asarray(C.indptr[1:], np.int64) + off)
         off += C.nnz
         indices.append(C.indices)
-        data.append((C.data * float(min(1.0, w))).astype(np.float32, copy=False))
+        s = float(min(1.0, w))       # a product by 1 would copy every entry once more before the concatenation
+        data.append((C.data if s == 1.0 else C.data * s).astype(np.float32, copy=False))
     m = sum(C.shape[1] for C in cols)
     T = sp.csr_matrix((np.concatenate(data), np.concatenate(indices), np.concatenate(indptr)), shape=(m, n_items))
     if not T.has_sorted_indices:
