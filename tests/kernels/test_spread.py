@@ -220,7 +220,11 @@ def test_int32_and_int64_indices_give_the_same_hop(rng, dtype):
     """An incidence keeps int32 indices where its shape fits them; the same arrays widened to int64
     (as indexes stored before) give the same hop bit for bit, on the native kernel of each index
     dtype and on the NumPy gather; mixed index dtypes are refused when loaded."""
+    from contextrag.ops._backend import native
     from contextrag.ops.spread import gather_py
+    C = native()
+    if C is not None:       # the int32 hop runs natively, not through the NumPy fallback
+        assert hasattr(C, "spread_hop_f32_i32") and hasattr(C, "spread_hop_f64_i32")
     I, doc, seeds, deg, mu = _case(rng, 120, 45, 0.1, 5, 4, dtype=dtype)
     G = ops.SpreadIncidence(I, doc)
     assert G.indices.dtype == G.t_indices.dtype == np.int32
