@@ -1,4 +1,5 @@
 """Storage: round trip, atomic replacement, and rejection of corrupt or foreign directories."""
+import errno
 import json
 import os
 import shutil
@@ -53,6 +54,19 @@ def test_round_trip_equal(base, embedder, tmp_path):
     # no pickle anywhere: every stored .npy loads with allow_pickle=False
     for p in store.snapshot_dir(tmp_path / "copy").rglob("*.npy"):
         np.load(p, allow_pickle=False)
+
+
+def test_snapshot_written_direct_equals_page_cache_write(base, embedder, tmp_path, monkeypatch):
+    """Every safetensors file of a snapshot written with O_DIRECT has the checksum and size of the
+    page-cache write, and the snapshot loads to the same index."""
+    sums = {}
+    for mode in ("0", "1"):
+        monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", mode)
+        store.save(base.index, tmp_path / mode)
+        m = json.loads((store.snapshot_dir(tmp_path / mode) / "manifest.json").read_text())
+        sums[mode] = {k: v for k, v in m["files"].items() if k.endswith(".safetensors")}
+    assert len(sums["1"]) >= 4 and sums["1"] == sums["0"]
+    _assert_same_index(base.index, store.load(tmp_path / "1", embedder=embedder))
 
 
 def test_failed_write_leaves_previous_index(fresh, embedder, monkeypatch):
@@ -270,3 +284,120 @@ def test_streamed_safetensors_load_and_hash(tmp_path):
         assert v.size == 0 or not v.flags.owndata, k            # a view of the map: aligned
     with pytest.raises(TypeError, match="dtype"):
         store.write_safetensors(tmp_path / "y", {"c": np.zeros(2, np.complex64)})
+
+
+def _direct_allowed(d) -> bool:
+    """Whether d's file system takes O_DIRECT writes (tmpfs before Linux 6.6 does not)."""
+    if not hasattr(os, "O_DIRECT"):
+        return False
+    try:
+        fd = os.open(d / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT, 0o644)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(d / "probe")
+    return True
+
+
+needs_direct = pytest.mark.skipif(not hasattr(os, "O_DIRECT"), reason="no O_DIRECT on this platform")
+
+
+def _odd_arrays():
+    rng = np.random.default_rng(1)
+    return {"f32": rng.random((1001, 7), dtype=np.float32), "i64": rng.integers(-9, 9, 4099),
+            "u8": rng.integers(0, 255, 8191).astype(np.uint8), "empty": np.zeros((0, 3), np.int32),
+            "i32": np.arange(4097, dtype=np.int32)[::3]}
+
+
+@pytest.fixture
+def direct_sinks(monkeypatch):
+    """The paths the direct writer opened, in order (it is otherwise the real one)."""
+    made = []
+
+    class Spy(store._DirectSink):
+        def __init__(self, path):
+            made.append(path)
+            super().__init__(path)
+    monkeypatch.setattr(store, "_DirectSink", Spy)
+    return made
+
+
+@needs_direct
+@pytest.mark.parametrize("buf", [4096, 8192, 1 << 23])
+def test_direct_writes_equal_buffered(tmp_path, monkeypatch, direct_sinks, buf):
+    """Written with O_DIRECT (staged in aligned blocks; arrays crossing the staging buffer, a last block
+    padded then truncated) the file is byte for byte the page-cache write, with the same entry."""
+    arrays = _odd_arrays()
+    monkeypatch.setattr(store, "_DIRECT_BUF", buf)
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "0")
+    e0 = store.write_safetensors(tmp_path / "page.st", arrays, {"v": 1})
+    assert direct_sinks == []
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "1")
+    e1 = store.write_safetensors(tmp_path / "direct.st", arrays, {"v": 1})
+    assert direct_sinks == [tmp_path / "direct.st"]
+    assert (tmp_path / "direct.st").read_bytes() == (tmp_path / "page.st").read_bytes()
+    assert e1 == e0 == {store._FILE_SUM: store.file_sum(tmp_path / "direct.st"), "bytes": e0["bytes"]}
+    for k, v in store.map_arrays(tmp_path / "direct.st").items():
+        np.testing.assert_array_equal(v, arrays[k], err_msg=k)
+
+
+@needs_direct
+def test_direct_write_size_threshold(tmp_path, monkeypatch, direct_sinks):
+    """``auto`` (the default) writes only large files with O_DIRECT."""
+    monkeypatch.delenv("CONTEXTRAG_DIRECT_IO", raising=False)
+    store.write_safetensors(tmp_path / "small.st", _odd_arrays())
+    assert direct_sinks == []
+    monkeypatch.setattr(store, "_DIRECT_MIN", 1024)
+    store.write_safetensors(tmp_path / "large.st", _odd_arrays())
+    assert direct_sinks == [tmp_path / "large.st"]
+    assert (tmp_path / "large.st").read_bytes() == (tmp_path / "small.st").read_bytes()
+
+
+@pytest.mark.parametrize("where", ["open", "write"])
+def test_direct_refused_falls_back_to_the_page_cache(tmp_path, monkeypatch, where):
+    """A file system that refuses O_DIRECT (EINVAL at open, or at the first write) gets the same file
+    through the page cache; any other error is the caller's, with no descriptor left open."""
+    arrays = _odd_arrays()
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "0")
+    ref = store.write_safetensors(tmp_path / "ref.st", arrays)
+    real_open, real_pwrite = os.open, os.pwrite
+
+    def fake_open(path, flags, *a, **k):
+        if where == "open" and flags & getattr(os, "O_DIRECT", 0):
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_open(path, flags, *a, **k)
+
+    def fake_pwrite(fd, data, off):
+        if where == "write":
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real_pwrite(fd, data, off)
+    monkeypatch.setattr(os, "open", fake_open)
+    monkeypatch.setattr(os, "pwrite", fake_pwrite)
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "1")
+    assert store.write_safetensors(tmp_path / "x.st", arrays) == ref
+    assert (tmp_path / "x.st").read_bytes() == (tmp_path / "ref.st").read_bytes()
+
+
+@needs_direct
+def test_direct_write_errors_propagate(tmp_path, monkeypatch):
+    calls = []
+
+    def full(fd, data, off):
+        calls.append(fd)
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(os, "pwrite", full)
+    monkeypatch.setattr(store, "_DIRECT_BUF", 4096)
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "1")
+    if not _direct_allowed(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    with pytest.raises(OSError) as e:
+        store.write_safetensors(tmp_path / "x.st", _odd_arrays())
+    assert e.value.errno == errno.ENOSPC and calls
+    with pytest.raises(OSError):
+        os.fstat(calls[0])                          # closed
+
+
+def test_direct_io_setting_is_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "yes")
+    with pytest.raises(ValueError, match="CONTEXTRAG_DIRECT_IO must be 'auto', '0' or '1'"):
+        store.write_safetensors(tmp_path / "x.st", _odd_arrays())

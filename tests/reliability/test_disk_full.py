@@ -95,8 +95,10 @@ def test_add_and_sync_on_a_full_disk_leave_the_old_index(small_disk, tiny, parag
     assert {p["id"] for p in paragraphs[44:50]} <= set(ContextRAG.load(idx, embedder=HashEmbedder()).index.docs)
 
 
-def test_build_on_a_full_disk_leaves_nothing_half_written(small_disk, paragraphs):
+@pytest.mark.parametrize("direct_io", ["auto", "1"])     # "1": every file written with O_DIRECT
+def test_build_on_a_full_disk_leaves_nothing_half_written(small_disk, paragraphs, monkeypatch, direct_io):
     from contextrag import ContextRAG
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", direct_io)
     for leave in LEVELS[:3]:
         _fill(small_disk, leave)
         path = small_disk / f"new{leave}"
