@@ -475,10 +475,14 @@ def test_all_seed_graph_extents_after_add_and_delete(hotpot_paragraphs, embedder
     assert prepared.context_items_major(ix) is not None
     ix.node_extents()
     rag.add(hotpot_paragraphs[N_BASE:N_BASE + 4])
+    own = prepared.context_items_major(rag.index)
+    assert own is not None and np.shares_memory(rag.index.node_extents(), own)     # the context's view
+    np.testing.assert_array_equal(rag.index.node_extents(), rag.index.graph.extents(rag.index.context.dense()))
     rag.delete(["p3", "p40", hotpot_paragraphs[N_BASE + 1]["id"]])
     ix = rag.index
     own = prepared.context_items_major(ix)
     assert own is not None and ix._extents is not None     # set by the delete, not derived on demand
+    assert np.shares_memory(ix._extents, own)
     np.testing.assert_array_equal(ix._extents, own.T)
     np.testing.assert_array_equal(ix.node_extents(), ix.graph.extents(ix.context.dense()))
     _assert_graph_like_a_recompute(ix)

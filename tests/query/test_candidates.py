@@ -283,9 +283,10 @@ def test_stored_item_major_extents(rag, hotpot, tmp_path, monkeypatch):
 
 
 def test_item_major_extents_of_an_all_seed_graph_are_the_context(hotpot, tmp_path, monkeypatch):
-    """Every node the seed of its own attribute (the default graph): the item-major extents are the
-    context's matrix, stored once (the manifest says so, the prepared file holds no copy) and taken
-    from the context at load; queries give the hits of the index in memory, both ways."""
+    """Every node the seed of its own attribute (the default graph): the extents are the context's
+    matrix transposed, a view of it, stored in neither layout (the manifest says so; a library that
+    reads "extents": false derives them on the first query) and taken from the context at load;
+    queries give the hits of the index in memory, both ways."""
     import warnings
     from safetensors import safe_open
     from contextrag import ContextRAG
@@ -300,24 +301,30 @@ def test_item_major_extents_of_an_all_seed_graph_are_the_context(hotpot, tmp_pat
     rag.save(tmp_path / "ix")
     snap = store.snapshot_dir(tmp_path / "ix")
     meta = store.read_manifest(snap)["prepared"]
-    assert meta["extents_items"] == "context"
+    assert meta["extents_items"] == "context" and meta["extents"] is False
     with safe_open(str(snap / prepared.FILE), "np") as f:
-        assert "node_extents" in f.keys() and "node_extents_items" not in f.keys()
+        assert "node_extents" not in f.keys() and "node_extents_items" not in f.keys()
     a = ContextRAG.load(tmp_path / "ix")
     ext, items = a.index._extents_items
     assert ext is a.index.node_extents() and items is a.index.context.blocks[0].matrix
+    assert ext.base is not None and np.shares_memory(ext, items)          # a view, no copy
     np.testing.assert_array_equal(items, ext.T)
-    assert view_of(a.index).router._Ii is items
+    np.testing.assert_array_equal(ext, a.index.graph.extents(a.index.context.dense()))
+    router = view_of(a.index).router
+    assert router._Ii is items and np.shares_memory(router._It, items)   # until a query routes every item
     for q in qs[:3]:
         want = _ids(rag.retrieve(q["question"], k=8, scoring="exhaustive"))
         assert _ids(a.retrieve(q["question"], k=8, scoring="candidates")) == want
         assert _ids(a.retrieve(q["question"], k=8, scoring="exhaustive")) == want
+    assert router._It.flags.c_contiguous and router._It.shape == ext.shape      # laid out for every item
     # a manifest that says so for a graph whose extents are not the context's columns is refused
     ix = a.index
     ix.graph.kind = np.asarray(ix.graph.kind).copy()
     ix.graph.kind[0] = 1
     with pytest.raises(ValueError, match="context's matrix"):
         prepared.attach(ix, {"node_extents": ext}, {"extents": True, "extents_items": "context"})
+    with pytest.raises(ValueError, match="context's matrix"):
+        prepared.attach(ix, {}, {"extents": False, "extents_items": "context"})
 
 
 def test_config_scoring_is_checked():

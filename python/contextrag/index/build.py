@@ -621,7 +621,10 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
     I_new = _context_rows(ix.context, new_rows)
     ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
     n_old = ix.n_chunks - len(new_rows)
-    if (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
+    from .prepared import context_items_major
+    if context_items_major(ix) is not None:
+        pass                  # every node its attribute's seed: the extents are the context's view (Index.node_extents)
+    elif (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
             and np.array_equal(new_rows, np.arange(n_old, ix.n_chunks))):
         ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
     affected = np.flatnonzero((ext_new > 0).any(axis=1))
@@ -647,14 +650,13 @@ def _nodes_after_delete(ix: Index, keep: np.ndarray, gone: dict) -> int:
     row can change, and of those only the ones where such a row's bound equals the intent (it was a
     minimum) below 1; only theirs are recomputed (over the remaining rows). The window counts lose
     the deleted documents' windows. Returns the number of recomputed nodes."""
-    from .layout import transposed
     from .prepared import context_items_major
     g = ix.graph
     old_ext, ix._extents = ix._extents, None
     g.members = sp.csr_matrix(g.members)[:, keep].tocsr()
     own = context_items_major(ix)
     if own is not None:          # every node its attribute's seed: the extents are the kept context's columns
-        ix._extents = transposed(own)      # (both threads write the fresh output: see docs/SCALING.md)
+        ix._extents = own.T      # a view, as Index.node_extents gives it
     elif old_ext is not None and old_ext.shape[1] == keep.size + gone["I"].shape[0]:
         ix._extents = np.take(old_ext, keep, axis=1)     # (a fancy index over a million columns: 7x slower)
     affected = np.zeros(0, np.int64)

@@ -146,7 +146,9 @@ class Index:
         if self._extents is None:
             with _EXTENTS_LOCK:    # threads arriving together compute them once (the query view keys on them)
                 if self._extents is None:
-                    self._extents = self.graph.extents(self.context.dense())
+                    from .prepared import context_items_major
+                    own = context_items_major(self)     # every node the seed of its attribute, in order:
+                    self._extents = own.T if own is not None else self.graph.extents(self.context.dense())
         return self._extents
 
     def invalidate(self) -> None:

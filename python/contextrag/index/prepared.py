@@ -5,9 +5,12 @@ it (``prepared.safetensors``), so a load maps it instead of rebuilding it.
   item × node degrees of eq. 16). Deriving them reads every membership. From 100,000 items on also
   ``node_extents_items``, the same degrees item-major (n, V): the rows a candidate query reads
   (query/candidates.py). Where every node is the seed of its own attribute, in order, over one dense
-  block (the default at scale: 132 RQ clusters at a million chunks), those rows are the context's
-  own matrix, stored once in ``arrays.safetensors``: the manifest then says ``"extents_items":
-  "context"`` and a load takes the context's array (0.53 GB less to write at every save there).
+  block (the default graph: 132 RQ clusters at a million chunks), the extents are the context's own
+  matrix, transposed: ``Index.node_extents`` is then a view of it, neither layout is stored (the
+  manifest says ``"extents": false, "extents_items": "context"``; a library that reads only
+  ``"extents"`` derives them on the first query), and the router lays the matrix out node-major
+  only if a query routes every item. At a million chunks that is 0.53 GB less to make and to write
+  at every save, and to map at every load.
 * ``spread.*``: the spreading incidence of the index's ``Config.spread_families`` (query/spread.py):
   the families' weighted union over all N items, in CSR and transposed, with each row's document
   code (``ops.SpreadIncidence``, each column in decreasing degree; one stored before that order is
@@ -45,6 +48,14 @@ def context_items_major(ix):
     if not (np.all(np.asarray(g.kind) == SEED) and np.array_equal(np.asarray(g.attr), np.arange(g.n_nodes))):
         return None
     return M
+
+
+def _context_matrix(ix):
+    own = context_items_major(ix)
+    if own is None:
+        raise ValueError("the stored extents are said to be the context's matrix, which they cannot be "
+                         "for this index's graph and context")
+    return own
 
 
 def families_key(families: dict) -> tuple:
@@ -201,15 +212,15 @@ def prepared_arrays(ix) -> tuple[dict, dict]:
     arrays: dict = {}
     meta: dict = {"extents": False, "spread_families": None}
     if getattr(ix, "graph", None) is not None and ix.graph.n_nodes > 0 and ix.n_chunks > 0:
-        arrays["node_extents"] = np.ascontiguousarray(ix.node_extents(), dtype=np.float32)
-        meta["extents"] = True
-        from ..query.candidates import CANDIDATE_MIN_ITEMS
-        if ix.n_items >= CANDIDATE_MIN_ITEMS:    # the candidate queries' item-major copy (query/fuzzy.py)
-            own = context_items_major(ix)
-            if own is not None:                  # the context's matrix: stored with it, not twice
-                meta["extents_items"] = "context"
-                ix._extents_items = (ix.node_extents(), own)
-            else:
+        own = context_items_major(ix)
+        if own is not None:          # the extents are the context's matrix, transposed: nothing to store
+            meta["extents_items"] = "context"
+            ix._extents_items = (ix.node_extents(), own)
+        else:
+            arrays["node_extents"] = np.ascontiguousarray(ix.node_extents(), dtype=np.float32)
+            meta["extents"] = True
+            from ..query.candidates import CANDIDATE_MIN_ITEMS
+            if ix.n_items >= CANDIDATE_MIN_ITEMS:    # the candidate queries' item-major copy (query/fuzzy.py)
                 pair = getattr(ix, "_extents_items", None)
                 arrays["node_extents_items"] = pair[1] if pair is not None and pair[0] is ix.node_extents() \
                     else transposed(arrays["node_extents"])
@@ -242,17 +253,16 @@ def attach(ix, arrays: dict, meta: dict) -> None:
             raise ValueError(f"stored node extents are {ext.dtype} {ext.shape}, expected float32 {want}")
         ix._extents = ext
         if meta.get("extents_items") == "context":
-            own = context_items_major(ix)
-            if own is None:
-                raise ValueError("the stored extents are said to be the context's matrix, which they cannot be "
-                                 "for this index's graph and context")
-            ix._extents_items = (ext, own)
+            ix._extents_items = (ext, _context_matrix(ix))
         items = arrays.get("node_extents_items")
         if items is not None:      # absent: an index saved without it transposes it when a query needs it
             if items.shape != want[::-1] or items.dtype != np.float32:
                 raise ValueError(f"stored item-major extents are {items.dtype} {items.shape}, "
                                  f"expected float32 {want[::-1]}")
             ix._extents_items = (ext, items)
+    elif meta.get("extents_items") == "context":     # nothing stored: the extents are the context's view
+        own = _context_matrix(ix)
+        ix._extents_items = (ix.node_extents(), own)
     fams = meta.get("spread_families")
     if fams:
         key = tuple((str(n), float(w)) for n, w in fams)

@@ -65,8 +65,10 @@ class Router:
         # Stored node-major (V, N) and handed to the kernel as its transposed view (N, V): the CPU
         # kernel reduces over the rows of Iᵀ, so no per-query transpose copy of the whole matrix.
         # ``node_major``: I_items is given as (V, N) already (taken as it is when float32 and contiguous).
+        # (the transpose of an item-major matrix, the context's own (index/prepared.py), is kept as that
+        # view: made node-major only when a query routes every item, ``node_major_extents``)
         It = np.asarray(I_items, dtype=np.float32)
-        self._It = np.ascontiguousarray(It if node_major else It.T)                 # (V, N)
+        self._It = It if node_major and It.flags.f_contiguous else np.ascontiguousarray(It if node_major else It.T)
         self.I = self._It.T                                                      # (N, V) view
         # the chunks' rows item-major, for candidate queries (items_major); None: transposed when needed
         self.n_chunks = self._It.shape[1] if n_chunks is None else int(n_chunks)
@@ -140,7 +142,15 @@ class Router:
 
     def scores(self, qvecs: np.ndarray, theta) -> np.ndarray:
         """(Q, N) eq. 16 for every item."""
-        return self._route(self.activations(qvecs, theta), self._It)
+        return self._route(self.activations(qvecs, theta), self.node_major_extents())
+
+    def node_major_extents(self) -> np.ndarray:
+        """The extents node-major and C-contiguous (V, N), as the routing kernel reads every item."""
+        if not self._It.flags.c_contiguous:
+            with _MAJOR_LOCK:     # queries arriving together lay it out once
+                if not self._It.flags.c_contiguous:
+                    self._It = np.ascontiguousarray(self._It)
+        return self._It
 
     def items_major(self) -> np.ndarray:
         """The chunks' extents item-major (n_chunks, V): the rows a candidate query gathers are
