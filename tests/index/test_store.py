@@ -401,3 +401,19 @@ def test_direct_io_setting_is_checked(tmp_path, monkeypatch):
     monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "yes")
     with pytest.raises(ValueError, match="CONTEXTRAG_DIRECT_IO must be 'auto', '0' or '1'"):
         store.write_safetensors(tmp_path / "x.st", _odd_arrays())
+
+
+@needs_direct
+def test_short_direct_writes_go_on(tmp_path, monkeypatch):
+    """A direct write that stops short (as near a full disk) is continued from where it stopped."""
+    if not _direct_allowed(tmp_path):
+        pytest.skip("this file system refuses O_DIRECT")
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda fd, data, off: real(fd, memoryview(data)[:4096], off))
+    monkeypatch.setattr(store, "_DIRECT_BUF", 16384)
+    monkeypatch.setenv("CONTEXTRAG_DIRECT_IO", "1")
+    arrays = _odd_arrays()
+    e = store.write_safetensors(tmp_path / "x.st", arrays)
+    assert e == {store._FILE_SUM: store.file_sum(tmp_path / "x.st"), "bytes": (tmp_path / "x.st").stat().st_size}
+    for k, v in store.map_arrays(tmp_path / "x.st").items():
+        np.testing.assert_array_equal(v, arrays[k], err_msg=k)

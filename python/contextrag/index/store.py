@@ -401,15 +401,18 @@ class _DirectSink:
                 self.fill = 0
 
     def _flush(self, n: int) -> None:
-        try:
-            with memoryview(self.buf) as whole, whole[:n] as part:    # released even if pwrite keeps a reference
-                done = os.pwrite(self.fd, part, self.off)
-        except OSError as e:
-            if e.errno == errno.EINVAL and self.off == 0:
-                raise _DirectRefused(e.errno, "O_DIRECT write refused") from e
-            raise
-        if done != n:
-            raise OSError(errno.EIO, f"short direct write: {done} of {n} bytes")
+        done = 0
+        while done < n:       # a short write (a file system near full) goes on from where it stopped
+            try:
+                with memoryview(self.buf) as whole, whole[done:n] as part:   # released even if pwrite keeps it
+                    k = os.pwrite(self.fd, part, self.off + done)
+            except OSError as e:
+                if e.errno == errno.EINVAL and self.off + done == 0:
+                    raise _DirectRefused(e.errno, "O_DIRECT write refused") from e
+                raise
+            if k <= 0:
+                raise OSError(errno.EIO, f"direct write made no progress at byte {self.off + done}")
+            done += k
         self.off += n
 
     def close(self) -> None:
