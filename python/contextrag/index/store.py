@@ -384,7 +384,11 @@ class _DirectSink:
             if e.errno in (errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP):
                 raise _DirectRefused(e.errno, f"O_DIRECT refused for {path}") from e
             raise
-        self.buf = mmap.mmap(-1, _DIRECT_BUF)
+        try:
+            self.buf = mmap.mmap(-1, _DIRECT_BUF)
+        except BaseException:
+            os.close(self.fd)
+            raise
         self.view = np.frombuffer(self.buf, np.uint8)
         self.fill = self.off = 0
 
@@ -462,15 +466,16 @@ def write_safetensors(path: Path, arrays: dict, metadata: dict | None = None) ->
     mode = _direct_mode()
     if hasattr(os, "O_DIRECT") and (mode == "1" or (mode == "auto" and total >= _DIRECT_MIN)):
         try:
-            return _stream(path, head, items, _DirectSink(path))
+            return _stream(head, items, _DirectSink(path))
         except _DirectRefused:
             logging.getLogger("contextrag").debug("contextrag: %s written through the page cache "
                                                   "(the file system refused O_DIRECT)", path)
     with open(path, "wb") as f:
-        return _stream(path, head, items, f)
+        return _stream(head, items, f)
 
 
-def _stream(path: Path, head: bytes, items: list, sink) -> dict:
+def _stream(head: bytes, items: list, sink) -> dict:
+    """The file's bytes (its header, then each array) into ``sink``, hashed as they go."""
     import xxhash
     h = xxhash.xxh3_128()
     size = 0
