@@ -146,6 +146,7 @@ def machine() -> dict:
     return {"platform": platform.platform(), "python": platform.python_version(), "cpu_model": cpu,
             "cores": os.cpu_count(), "mem_bytes": mem, "contextrag": contextrag.__version__, "git_commit": commit,
             "profile": mp.profile().to_dict(), "auto_build_embedder": cpu_bulk_backend(), "versions": vers,
+            "direct_io": os.environ.get("CONTEXTRAG_DIRECT_IO") or "auto",     # how snapshots are written
             "shared_machine": "2 cores shared with five other jobs (builds, test runs) during these runs: "
                               "wall times include their load; CPU seconds do not"}
 
