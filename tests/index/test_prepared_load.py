@@ -101,6 +101,12 @@ def test_load_maps_prepared_state_and_rebuilds_nothing(fresh, embedder, monkeypa
     assert _hits(rag, qs) == want
     assert calls == {"extents": 0, "incidence": 0}
     _same_as_rebuilt(rag.index)          # what was stored is what a rebuild gives
+    # the term family by columns is its block of the union's transpose: stored once, loaded as views
+    assert m["prepared"]["csc_in_spread"] == ["term"]
+    assert "csc.term.data" not in store.map_arrays(snap / prepared.FILE)
+    parts = prepared.stored_spread(rag.index, prepared.config_key(rag.index.config))
+    assert np.shares_memory(parts["term_csc"].data, parts["G"].t_data)
+    assert np.shares_memory(parts["term_csc"].indices, parts["G"].t_indices)
 
 
 def _same_as_rebuilt(ix):
@@ -115,6 +121,32 @@ def _same_as_rebuilt(ix):
             np.testing.assert_array_equal(got[part].to_arrays()[k], v, err_msg=f"{part}.{k}")
     for part in ("title_csc", "term_csc"):
         assert got[part].shape == want[part].shape and (got[part] != want[part]).nnz == 0, part
+
+
+def test_families_by_columns_stored_either_way_load_the_same(fresh, embedder):
+    """A snapshot that stores the term family by columns (as before it was kept as views of the
+    union's transpose) attaches to the same parts; a family with a weight below 1 is never a view."""
+    snap = store.snapshot_dir(fresh.path)
+    meta = dict(store.read_manifest(snap)["prepared"])
+    a = store.map_arrays(snap / prepared.FILE)
+    ix = ContextRAG.load(fresh.path, prepare=False, embedder=embedder).index
+    key = prepared.config_key(ix.config)
+    C = ix.lexical.families["term"].incidence.tocsc()
+    old = {**a, **{f"csc.term.{k}": v for k, v in prepared._csc_arrays(C).items()}}
+    prepared.attach(ix, old, {k: v for k, v in meta.items() if k != "csc_in_spread"})
+    got = prepared.stored_spread(ix, key)["term_csc"]
+    assert not np.shares_memory(got.data, a["spread.t_data"]) and (got != C).nnz == 0
+    prepared.attach(ix, a, meta)
+    view = prepared.stored_spread(ix, key)["term_csc"]
+    assert np.shares_memory(view.data, a["spread.t_data"]) and (view != C).nnz == 0
+    np.testing.assert_array_equal(view.indices, C.indices)
+    np.testing.assert_array_equal(view.indptr, C.indptr)
+    half = tuple((n, 0.5 if n == "term" else w) for n, w in key)
+    parts = prepared.spread_parts(ix.lexical, half, ix.n_items, ix.chunk_doc_ids)
+    assert prepared._views_of_transpose(parts, ix.lexical, half) == []
+    parts = prepared.spread_parts(ix.lexical, key, ix.n_items, ix.chunk_doc_ids)
+    parts["G"] = parts["G"].in_degree_order()
+    assert prepared._views_of_transpose(parts, ix.lexical, key) == ["term"]
 
 
 def test_spreading_parts_from_the_families_by_columns_equal_the_transposed(base):
@@ -239,6 +271,11 @@ def test_corrupt_or_mismatched_prepared_state_is_an_index_format_error(fresh, em
     bad["spread.shape"] = a["spread.shape"] + 1
     with pytest.raises(ValueError, match="spread"):
         prepared.attach(ix, bad, meta)
+    with pytest.raises(ValueError, match="by columns"):      # a family the index does not spread over
+        prepared.attach(ix, a, {**meta, "csc_in_spread": ["nope"]})
+    short = {**a, "spread.t_indptr": np.minimum(a["spread.t_indptr"], a["spread.t_indptr"][-1] - 1)}
+    with pytest.raises(ValueError, match="by columns"):      # a block that cannot hold the family
+        prepared.attach(ix, short, meta)
     (snap / prepared.FILE).write_bytes(b"x" * (snap / prepared.FILE).stat().st_size)
     with pytest.raises(IndexFormatError, match="checksum|cannot be read"):
         ContextRAG.load(fresh.path, embedder=embedder)
