@@ -289,3 +289,29 @@ def test_bm25_accumulate_rejects_bad_arguments():
         C.bm25_accumulate(out, rows, tf, dl.astype(np.float32), 0, 1.0, 1.0, 1.5, 0.75)
     with pytest.raises(TypeError):      # no silent copy of the scores: they are written in place
         C.bm25_accumulate(out.astype(np.float64), rows, tf, dl, 0, 1.0, 1.0, 1.5, 0.75)
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_postings_without_positions_moved_in_place(many):
+    """The kept postings are moved left within their own array (a view of it), as np.delete gives
+    them: first, last and adjacent positions, none; many positions take the vectorised path."""
+    from contextrag.index import bm25_index as bi
+    rng = np.random.default_rng(3)
+    n = 10_000
+    cases = [np.zeros(0, np.int64), np.array([0]), np.array([n - 1]), np.array([0, 1, 2, n - 2, n - 1]),
+             np.unique(rng.integers(0, n, 700))]
+    if many:
+        cases = [np.unique(rng.integers(0, n, 7000))]      # x 14 below: over 65,536 positions, vectorised
+    for gone in cases:
+        a = rng.integers(0, 1000, n).astype(np.int32)
+        want = np.delete(a, gone)
+        if many:
+            big = np.repeat(a, 14)
+            pos = np.sort(np.concatenate([gone * 14 + k for k in range(14)]))
+            assert pos.size > 65536
+            got = bi._without(big, pos)
+            np.testing.assert_array_equal(got, np.repeat(want, 14))
+        else:
+            got = bi._without(a, gone)
+            np.testing.assert_array_equal(got, want)
+            assert np.shares_memory(got, a)

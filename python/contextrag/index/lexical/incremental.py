@@ -318,7 +318,7 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     rmax = np.full(n_old, -1, np.int64)
     nz = np.flatnonzero(np.diff(I.indptr))
     if nz.size:
-        rmax[nz] = np.maximum.reduceat(I.indices.astype(np.int64), I.indptr[nz])
+        rmax[nz] = np.maximum.reduceat(I.indices, I.indptr[nz])     # (in the indices' own dtype: no copy)
     run = np.maximum.accumulate(rmax)
     intro = np.searchsorted(run, np.arange(I.shape[1]), side="left")    # introducing row per column
     dropped = np.ones(n_old, bool)
