@@ -315,3 +315,22 @@ def test_postings_without_positions_moved_in_place(many):
             got = bi._without(a, gone)
             np.testing.assert_array_equal(got, want)
             assert np.shares_memory(got, a)
+
+
+@pytest.mark.parametrize("rows_at_once", [1, 5, 1 << 16])
+def test_families_stacked_side_by_side_equal_scipy(monkeypatch, rows_at_once):
+    """The union's rows written block by block equal scipy's hstack: entries, order, index dtypes;
+    empty rows, empty blocks and a block with no columns included."""
+    from contextrag.index.lexical import families as fm
+    monkeypatch.setattr(fm, "_STACK_ROWS", rows_at_once)
+    rng = np.random.default_rng(5)
+    for widths, density in (([7, 0, 13], 0.2), ([40], 0.05), ([3, 5], 0.0), ([9, 11, 2], 0.6)):
+        mats = [sp.random(23, w, density=density, format="csr", dtype=np.float32, random_state=int(rng.integers(1 << 30)))
+                if w else sp.csr_matrix((23, 0), dtype=np.float32) for w in widths]
+        got, want = fm.hstack_rows(mats), sp.hstack(mats, format="csr", dtype=np.float32)
+        assert got.shape == want.shape and got.has_sorted_indices
+        for k in ("indptr", "indices", "data"):
+            assert getattr(got, k).dtype == getattr(want, k).dtype, k
+            np.testing.assert_array_equal(getattr(got, k), getattr(want, k), err_msg=k)
+    with pytest.raises(ValueError, match="same rows"):
+        fm.hstack_rows([sp.csr_matrix((2, 3)), sp.csr_matrix((3, 3))])
