@@ -540,6 +540,32 @@ def test_member_sums_split_over_threads_equal_one_product(monkeypatch, cpus):
     assert not member_sums(mem, E)[k:].any()
 
 
+def test_lanes_run_every_task_on_two_threads_and_raise_after_all_stopped():
+    import threading
+    import time
+
+    from contextrag.index.lanes import lanes
+    names, seen = [], []
+
+    def task(k, pause=0.0):
+        def run():
+            time.sleep(pause)
+            names.append(threading.current_thread().name)
+            seen.append(k)
+            return k
+        return run
+    assert lanes(task(0, 0.2), task(1, 0.05), task(2)) == [0, 1, 2]
+    assert seen.index(2) > seen.index(1)                  # the third starts when a thread is free
+    assert len(set(names)) == 2 and all(n.startswith("contextrag-update") for n in names)
+
+    def boom():
+        raise KeyError("first")
+    seen.clear()
+    with pytest.raises(KeyError, match="first"):
+        lanes(task(0, 0.2), boom, task(2))
+    assert sorted(seen) == [0, 2]                       # the others had finished before the error surfaced
+
+
 def test_two_lanes_runs_both_and_raises_after_both_stopped():
     import threading
     import time

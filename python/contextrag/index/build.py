@@ -16,7 +16,7 @@ from .. import ops
 from .context import FAMILIES, ChunkView, build_context, extend_context
 from .core import CHUNK, ITEM_KINDS, JOIN_ITEM, MEET_ITEM, SUMMARY, Index
 from .graph import JOIN, MEET, build_graph, compute_intents, node_members, set_edges
-from .lanes import two_lanes
+from .lanes import lanes, two_lanes
 
 log = logging.getLogger("contextrag.index")
 
@@ -884,18 +884,15 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     ix.chunk_fitted = ix.chunk_fitted[keep]
 
     def graph_side():
-        with _Timer(t, "bm25"):        # the deleted chunks' postings dropped, the rest renumbered
-            bm = _chunk_bm25(ix, n_old)
-            bm = bm.with_chunks_kept(keep) if bm is not None else None
         chunk_E = E_old[keep]                         # (a new array: fancy indexing copies)
         with _Timer(t, "context"):
             ix.context.keep_rows(keep)
         with _Timer(t, "graph"):
             n_aff = _nodes_after_delete(ix, keep, gone)
             ix.attr_centroids = _centroids_after_update(ix, chunk_E, gone["attrs"])
-        return chunk_E, n_aff, bm
+        return chunk_E, n_aff
 
-    def word_side():                   # the longer side at a million chunks: BM25 goes on the other
+    def word_side():
         from .lexical.incremental import keep_chunks
         with _Timer(t, "words"):
             W_old = ix.words
@@ -903,7 +900,13 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         with _Timer(t, "lexical"):
             fams = _families_after_delete(ix, W_old, keep)
         return fams
-    (chunk_E, n_aff, bm), fams = two_lanes(graph_side, word_side)
+
+    def bm25_side():                   # the deleted chunks' postings dropped, the rest renumbered
+        with _Timer(t, "bm25"):
+            bm = _chunk_bm25(ix, n_old)
+            return bm.with_chunks_kept(keep) if bm is not None else None
+    # three pieces on two threads: BM25 runs beside whichever side ends first
+    (chunk_E, n_aff), fams, bm = lanes(graph_side, word_side, bm25_side)
     _items_bm25_lexical(ix, chunk_E, s_items, t, fams, bm)
     ix.info.setdefault("updates", []).append({"op": "delete", "docs": len(ids), "chunks": int(drop.sum()),
                                               "affected_nodes": n_aff, "seconds": {k: round(v, 4) for k, v in t.items()}})

@@ -1,4 +1,4 @@
-"""Two pieces of an index update run side by side on two threads.
+"""Pieces of an index update run side by side on two threads.
 
 An update's graph side (context rows, nodes, centroids) and its word side (stored words, lexical
 families, BM25) read and write different fields of the index, as do the spreading incidence's
@@ -28,3 +28,14 @@ def two_lanes(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
             wait([fut])
             raise
         return a, fut.result()
+
+
+def lanes(*tasks: Callable[[], object], workers: int = 2) -> list:
+    """[task() for task in tasks], run on ``workers`` threads: each task starts, in the order given,
+    as soon as a thread is free, so a short third piece fills whichever lane ends first (which one
+    does depends on the machine's memory more than on the code). An error in any is raised once all
+    have stopped (the first failed task's, in the order given)."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="contextrag-update") as pool:
+        futs = [pool.submit(t) for t in tasks]
+        wait(futs)
+        return [f.result() for f in futs]
