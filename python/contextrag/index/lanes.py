@@ -1,7 +1,7 @@
 """Pieces of an index update run side by side on two threads.
 
-An update's graph side (context rows, nodes, centroids) and its word side (stored words, lexical
-families, BM25) read and write different fields of the index, as do the spreading incidence's
+An update's graph side (context rows, nodes, centroids), its word side (stored words, lexical
+families) and BM25's postings read and write different fields of the index, as do the spreading incidence's
 rows and its columns when a save prepares them. Their large copies and sparse conversions
 release the GIL, so on two cores they overlap: each side is seconds at a million chunks
 (docs/SCALING.md). Each side computes what it computes alone, so the result is the same bits as
