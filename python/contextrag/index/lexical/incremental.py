@@ -356,7 +356,10 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     names = [attrs[j] for j in order]
     remap = np.full(I.shape[1], -1, np.int32)
     remap[order] = np.arange(order.size, dtype=np.int32)
-    P = sp.csr_matrix((Ik.data, remap[Ik.indices], Ik.indptr), shape=(keep.size, order.size))
+    cols = Ik.indices                                  # ours (copied run by run above): renumbered in place,
+    for b in range(0, cols.size, 1 << 20):             # a block at a time (no second 0.15 GB array at 1M)
+        cols[b:b + (1 << 20)] = remap[cols[b:b + (1 << 20)]]
+    P = sp.csr_matrix((Ik.data, cols, Ik.indptr), shape=(keep.size, order.size))
     if np.all(order[1:] > order[:-1]):
         P.has_sorted_indices = True                    # the columns keep their order: rows stay sorted
     P.sort_indices()
