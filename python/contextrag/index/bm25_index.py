@@ -19,6 +19,7 @@ import json
 import numpy as np
 import scipy.sparse as sp
 
+from .layout import without_positions
 from .lexical.words import CorpusWords
 
 
@@ -149,20 +150,6 @@ def bm25_from_counts(counts: sp.csr_matrix, names: list):
 COUNTS_FILE = "counts.safetensors"     # in the snapshot's bm25/ folder (bm25s's own files before)
 TERMS_FILE = "terms.json"
 K1, B = 1.5, 0.75                      # bm25s.BM25()'s defaults (checked in :func:`from_counts`)
-
-
-def _without(a: np.ndarray, gone: np.ndarray) -> np.ndarray:
-    """``a`` without the entries at the (ascending) positions ``gone``, the rest moved left in place:
-    a view of ``a`` (an update deletes few postings of many, so no second array of them is made).
-    Many positions: one vectorised selection instead (a new array)."""
-    if gone.size > 65536:
-        keep = np.ones(a.size, bool)
-        keep[gone] = False
-        return a[keep]
-    for i, (s, e) in enumerate(zip((gone + 1).tolist(), np.append(gone[1:], a.size).tolist())):
-        if e > s:
-            a[s - i - 1:e - i - 1] = a[s:e]
-    return a[:a.size - gone.size]
 
 
 class CountBM25:
@@ -308,7 +295,7 @@ class CountBM25:
         np.cumsum(np.bincount(col_of, minlength=self.c_indptr.size - 1), out=lost[1:])
         tf = np.asarray(self.c_tf)[r >= 0]
         T = len(self.names)
-        return CountBM25(self.names, self.c_indptr - lost, _without(r, gone), tf,
+        return CountBM25(self.names, self.c_indptr - lost, without_positions(r, gone), tf,
                          np.zeros(T + 1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.int32),
                          self.doc_len[:n][keep], keep.size)
 

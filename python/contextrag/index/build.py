@@ -622,9 +622,8 @@ def _refresh_nodes(ix: Index, new_rows: np.ndarray | None) -> int:
     ext_new = g.extents(I_new)                       # (V, new) = extents restricted to new rows
     n_old = ix.n_chunks - len(new_rows)
     from .prepared import context_items_major
-    if context_items_major(ix) is not None:
-        pass                  # every node its attribute's seed: the extents are the context's view (Index.node_extents)
-    elif (old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
+    # (every node its attribute's seed: the extents are the context's view, Index.node_extents)
+    if (context_items_major(ix) is None and old_ext is not None and old_ext.shape == (g.n_nodes, n_old)
             and np.array_equal(new_rows, np.arange(n_old, ix.n_chunks))):
         ix._extents = np.concatenate([old_ext, ext_new], axis=1)    # old rows' extents are unchanged
     affected = np.flatnonzero((ext_new > 0).any(axis=1))

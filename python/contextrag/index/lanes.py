@@ -18,16 +18,10 @@ B = TypeVar("B")
 
 
 def two_lanes(here: Callable[[], A], there: Callable[[], B]) -> tuple[A, B]:
-    """(here(), there()) with ``there`` run on a second thread meanwhile. An error in either is
-    raised once both have stopped (``here``'s first)."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="contextrag-update") as pool:
-        fut = pool.submit(there)
-        try:
-            a = here()
-        except BaseException:
-            wait([fut])
-            raise
-        return a, fut.result()
+    """(here(), there()) side by side (:func:`lanes`); an error in either is raised once both have
+    stopped (``here``'s first)."""
+    a, b = lanes(here, there)
+    return a, b  # type: ignore[return-value]
 
 
 def lanes(*tasks: Callable[[], object], workers: int = 2) -> list:

@@ -148,8 +148,8 @@ class Router:
         """The extents node-major and C-contiguous (V, N), as the routing kernel reads every item."""
         if not self._It.flags.c_contiguous:
             with _MAJOR_LOCK:     # queries arriving together lay it out once
-                if not self._It.flags.c_contiguous:
-                    self._It = np.ascontiguousarray(self._It)
+                if not self._It.flags.c_contiguous:     # (its .T is the item-major matrix, C-contiguous)
+                    self._It = transposed(self._It.T)
         return self._It
 
     def items_major(self) -> np.ndarray:

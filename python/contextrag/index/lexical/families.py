@@ -347,43 +347,6 @@ def _scaled(M: sp.csr_matrix, w: float) -> sp.csr_matrix:
     return M if float(w) == 1.0 else M * float(w)
 
 
-_STACK_ROWS = 1 << 16
-
-
-def hstack_rows(mats: list, dtype=np.float32) -> sp.csr_matrix:
-    """``sp.hstack(mats, format="csr", dtype=dtype)`` for CSR blocks of equal rows (the same
-    matrix, index dtype and entry order), written straight into the output a block of rows at a time:
-    scipy's first concatenates every block's indices and data (a second copy of all entries, 0.35 GB
-    of fresh memory at a million chunks) before laying them out by rows."""
-    n = mats[0].shape[0]
-    widths = [M.shape[1] for M in mats]
-    if any(M.shape[0] != n for M in mats):
-        raise ValueError(f"blocks to stack side by side need the same rows, got {[M.shape for M in mats]}")
-    nnz = sum(int(M.nnz) for M in mats)
-    idx = np.int32 if max(nnz, sum(widths), n) <= np.iinfo(np.int32).max else np.int64
-    ptrs = [np.asarray(M.indptr, np.int64) if M.indptr.dtype != np.int64 else M.indptr for M in mats]
-    indptr64 = np.zeros(n + 1, np.int64)
-    for p in ptrs:
-        indptr64 += p - p[0]
-    indices, data = np.empty(nnz, idx), np.empty(nnz, dtype)
-    offs = np.concatenate([[0], np.cumsum(widths)[:-1]]).astype(np.int64)
-    for r0 in range(0, n, _STACK_ROWS):
-        r1 = min(n, r0 + _STACK_ROWS)
-        start = indptr64[r0:r1].copy()                   # where each row's next block goes
-        for M, p, off in zip(mats, ptrs, offs.tolist()):
-            e0, e1 = int(p[r0]), int(p[r1])
-            lens = np.diff(p[r0:r1 + 1])
-            if e1 > e0:
-                pos = np.repeat(start - p[r0:r1], lens)
-                pos += np.arange(e0, e1, dtype=np.int64)
-                indices[pos] = M.indices[e0:e1] + off if off else M.indices[e0:e1]
-                data[pos] = M.data[e0:e1]
-            start += lens
-    out = sp.csr_matrix((data, indices, indptr64.astype(idx, copy=False)), shape=(n, sum(widths)))
-    out.has_sorted_indices = all(M.has_sorted_indices for M in mats)
-    return out
-
-
 @dataclass
 class LexicalContext:
     """The lexical part of the fuzzy formal context: one CSR family per name."""
@@ -406,6 +369,7 @@ class LexicalContext:
             n = next(iter(self.families.values())).incidence.shape[0] if self.families else 0
             return sp.csr_matrix((n, 0), dtype=np.float32)
         if all(sp.isspmatrix_csr(M) for M in mats):
+            from ..layout import hstack_rows
             return hstack_rows(mats)
         return sp.hstack(mats, format="csr", dtype=np.float32)
 
