@@ -5,6 +5,7 @@
     python bench/bench_scale.py query --index DIR --chunks 1000000      # fresh process: load, 500 queries, recall
     python bench/bench_scale.py query-compare --index DIR --chunks 1000000   # exhaustive vs candidates, same run
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
+                                                   [--step add|delete]   # one of them per process
     python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
 
@@ -377,7 +378,9 @@ def load(args) -> None:
 
 
 def update(args) -> None:
-    """Add 100 documents (new recombined text, another seed) to the index on disk, then delete them."""
+    """Add 100 documents (new recombined text, another seed) to the index on disk, then delete them
+    (``--step both``, one process), or only add them or only delete them (``--step add`` /
+    ``delete``: one fresh process each, as two ``contextrag`` commands would run)."""
     from contextrag import ContextRAG
     sampler = Sampler()
     st: dict = {}
@@ -386,20 +389,28 @@ def update(args) -> None:
     existing = set(rag.index.docs)
     new, _ = recombined(args.docs, seed=10_000 + args.seed, d=data_dir())   # texts drawn anew: not in the index
     new = [{**d, "id": f"upd:{i}"} for i, d in enumerate(new)]
-    if any(d["id"] in existing for d in new):
+    there = sum(d["id"] in existing for d in new)
+    if args.step != "delete" and there:
         raise SystemExit("the index already holds the update's document ids (upd:*): use a fresh index")
+    if args.step == "delete" and there != len(new):
+        raise SystemExit("the index lacks the update's documents: run --step add first")
     from contextrag.index import store
     la0 = os.getloadavg()
-    with sampler.interval("add", st):
-        r = rag.add(new)
-    add_save, add_steps = rag.index.timings.get("save"), dict(store.LAST_SAVE)
-    with sampler.interval("delete", st):
-        rd = rag.delete([d["id"] for d in new])
-    out = {"machine": machine(), "documents": len(new), "chunks_added": r.get("chunks"),
-           "add_timings": {k: round(v, 3) for k, v in r.get("timings", {}).items()},
+    r = rd = None
+    add_save = add_steps = None
+    if args.step != "delete":
+        with sampler.interval("add", st):
+            r = rag.add(new)
+        add_save, add_steps = rag.index.timings.get("save"), dict(store.LAST_SAVE)
+    if args.step != "add":
+        with sampler.interval("delete", st):
+            rd = rag.delete([d["id"] for d in new])
+    out = {"machine": machine(), "step": args.step, "documents": len(new),
+           "chunks_added": (r or {}).get("chunks"),
+           "add_timings": {k: round(v, 3) for k, v in (r or {}).get("timings", {}).items()},
            "delete_timings": {k: round(v, 3) for k, v in (rd or {}).get("timings", {}).items()},
-           "save_seconds": {"add": add_save, "delete": rag.index.timings.get("save")},
-           "save_steps": {"add": add_steps, "delete": dict(store.LAST_SAVE)}, "stages": st,
+           "save_seconds": {"add": add_save, "delete": rag.index.timings.get("save") if rd else None},
+           "save_steps": {"add": add_steps, "delete": dict(store.LAST_SAVE) if rd else None}, "stages": st,
            "chunks_after": rag.index.n_chunks, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "goal": {"add_seconds": 10, "delete_seconds": 10}}
     sampler.stop()
@@ -417,6 +428,8 @@ def main(argv=None) -> int:
     p.add_argument("--embedder", default="static")
     p.add_argument("--questions", type=int, default=None)
     p.add_argument("--docs", type=int, default=100, help="update: documents to add and delete")
+    p.add_argument("--step", choices=("both", "add", "delete"), default="both",
+                   help="update: add then delete in one process (default), or one of them")
     p.add_argument("--key", help="query, load, update: the JSON key to write (default: the part's name)")
     p.add_argument("--repeats", type=int, default=3, help="load: loads in one process")
     p.add_argument("--build-key", default="build", help="build: the JSON key to write (default 'build')")

@@ -340,6 +340,8 @@ class ContextRAG:
         if self.path is None:
             work = _copy_index(self.index)
             out = change(work) if change is not None else None
+            from .index.deferred import settle
+            settle(work)                   # no save to write an update's deferred rows from their sources
             self._warm(work)
             self.index = work
             return out

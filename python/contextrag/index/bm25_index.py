@@ -400,11 +400,11 @@ def rows_counts(words: CorpusWords, rows: np.ndarray, stemmer: str | None = None
     ptr = np.zeros(rows.size + 1, np.int64)
     np.cumsum(lens, out=ptr[1:])
     pos = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1] - starts, lens)
-    t = tid[np.asarray(words.bag_words)[pos]]
+    t = tid[words.bag_words[pos]]             # (gathers the rows' entries: deferred arrays too)
     keep = t >= 0
     row_keep = np.zeros(pos.size + 1, np.int64)
     np.cumsum(keep, out=row_keep[1:])
-    M = sp.csr_matrix((np.asarray(words.bag_counts)[pos][keep].astype(np.float64), t[keep], row_keep[ptr]),
+    M = sp.csr_matrix((np.asarray(words.bag_counts[pos])[keep].astype(np.float64), t[keep], row_keep[ptr]),
                       shape=(rows.size, len(names)))
     M.sum_duplicates()
     return M

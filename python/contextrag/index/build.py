@@ -15,6 +15,7 @@ from .chunking import Chunker, Document, doc_entry
 from .. import ops
 from .context import FAMILIES, ChunkView, build_context, extend_context
 from .core import CHUNK, ITEM_KINDS, JOIN_ITEM, MEET_ITEM, SUMMARY, Index
+from .deferred import DeferredRows, settled
 from .graph import JOIN, MEET, build_graph, compute_intents, node_members, set_edges
 from .lanes import lanes, two_lanes
 
@@ -86,7 +87,7 @@ def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
     kept (``ix._attr_sums``, stored with the index) so that an add extends them (see
     :func:`_centroids_after_update`)."""
     mem = ix.context.members().T.tocsr().astype(np.float32)     # (M, n)
-    S = member_sums(mem, E)
+    S = E.left_product(mem) if isinstance(E, DeferredRows) else member_sums(mem, E)
     ix._attr_sums = S
     return _unit_rows(S)
 
@@ -109,13 +110,14 @@ def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray, appen
     S = np.array(sums, dtype=np.float32, copy=True)
     if touched.size and appended is not None:
         memT = _member_rows(ix.context, appended).T.tocsr()      # (M, new): each attribute's new members
+        E_new = E[np.asarray(appended)]
         for m in touched:
             for r in memT.indices[memT.indptr[m]:memT.indptr[m + 1]]:
-                S[m] += E[appended[r]]
+                S[m] += E_new[r]
         out[touched] = _unit_rows(S[touched])
     elif touched.size:
         mem = ix.context.members()[:, touched].T.tocsr().astype(np.float32)
-        S[touched] = member_sums(mem, E)
+        S[touched] = E.left_product(mem) if isinstance(E, DeferredRows) else member_sums(mem, E)
         out[touched] = _unit_rows(S[touched])
     ix._attr_sums = S
     return out
@@ -236,7 +238,12 @@ def compose_items(ix: Index, chunk_E: np.ndarray, summary_items: list[dict], lex
     # no virtual items: the chunks' embeddings as they are when the array is an in-memory one of its
     # own (an update's), not a second n × d copy
     own = len(embs) == 1 and type(chunk_E) is np.ndarray and chunk_E.flags.owndata
-    ix.embeddings = np.ascontiguousarray(chunk_E if own else np.concatenate(embs, axis=0), dtype=np.float32)
+    if isinstance(chunk_E, DeferredRows) and chunk_E.dtype == np.float32:
+        # an update's rows, gathered when the save writes them (index/deferred.py)
+        ix.embeddings = chunk_E if len(embs) == 1 else DeferredRows(
+            [*chunk_E.parts, (np.concatenate(embs[1:], axis=0), None)])
+    else:
+        ix.embeddings = np.ascontiguousarray(chunk_E if own else np.concatenate(embs, axis=0), dtype=np.float32)
 
 
 def summary_items_of(ix: Index) -> list[dict]:
@@ -573,7 +580,7 @@ def _cluster_and_graph(ix: Index, E: np.ndarray, stage=None) -> None:
 
 def rebuild(ix: Index, llm=None) -> Index:
     """Re-cluster and rebuild the graph from the stored chunk embeddings (no re-embedding)."""
-    E = ix.chunk_embeddings.copy()
+    E = np.array(settled(ix.chunk_embeddings), copy=True)
     ix.timings = {}
     ix.invalidate()
     _cluster_and_graph(ix, E)
@@ -794,7 +801,8 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     if ix.words is None or ix.words.n_chunks != n_old:
         with _Timer(t, "words"):
             ix.words = _migrated_words(ix, n_old)
-    chunk_E = np.concatenate([ix.chunk_embeddings, E_new], axis=0)
+    # the stored rows, then the new ones: gathered when the save writes them (index/deferred.py)
+    chunk_E = DeferredRows([(ix.chunk_embeddings, None), (np.asarray(E_new, np.float32), None)])
     for d in docs:
         ix.docs[d.doc_id] = doc_entry(d)
     ix.chunk_ids += [c.chunk_id for c in chunks]
@@ -883,7 +891,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     ix.chunk_fitted = ix.chunk_fitted[keep]
 
     def graph_side():
-        chunk_E = E_old[keep]                         # (a new array: fancy indexing copies)
+        chunk_E = DeferredRows([(E_old, keep)])       # gathered when the save writes them (index/deferred.py)
         with _Timer(t, "context"):
             ix.context.keep_rows(keep)
         with _Timer(t, "graph"):

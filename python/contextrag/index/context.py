@@ -36,6 +36,7 @@ import scipy.sparse as sp
 
 from .. import ops
 from .lexical import families as lexical
+from .deferred import settled
 
 RQ_MEMBER_TOP = 2     # an RQ chunk belongs to at most its two nearest clusters per level
 RQ_ROW_BLOCK = 65536 # rows per block when mapping chunks through the codebooks (bounds memory)
@@ -391,7 +392,7 @@ def extend_context(ctx: FuzzyContext, all_chunks: ChunkView, new_rows: np.ndarra
             nb = _block_from(b.name, b.weight, res, config)
             _append_block(b, nb)
         else:
-            res = _as_result(fam.fit(all_chunks, embeddings_all, config), b.name, len(all_chunks))
+            res = _as_result(fam.fit(all_chunks, settled(embeddings_all), config), b.name, len(all_chunks))
             _reconcile(b, res, config)
     ctx.invalidate()
     assert ctx.n_chunks == n_old + len(new_rows)

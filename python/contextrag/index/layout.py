@@ -52,9 +52,10 @@ class _Columns:
         return self.a[rows][:, self.cols[cols]]
 
 
-def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple:
+def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray, *, deferred: bool = False) -> tuple:
     """(indptr, data) of the rows ``keep`` (ascending) of a CSR-like pair, copied run by run: a
-    delete keeps nearly every row, so a few long slices replace a mask over every entry."""
+    delete keeps nearly every row, so a few long slices replace a mask over every entry.
+    ``deferred``: the data as those runs of ``data`` (index/deferred.py), not copied."""
     n = indptr.size - 1
     mask = np.zeros(n, bool)
     mask[keep] = True
@@ -63,7 +64,12 @@ def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray) -> tuple:
     np.cumsum(lens, out=out_ptr[1:])
     # runs of consecutive kept rows: one slice each
     edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
-    parts = [data[indptr[a]:indptr[b]] for a, b in zip(edges[0::2], edges[1::2])]
+    spans = [(int(indptr[a]), int(indptr[b])) for a, b in zip(edges[0::2], edges[1::2])]
+    if deferred:
+        from .deferred import DeferredRows
+        runs = [(data, slice(a, b)) for a, b in spans if b > a]
+        return out_ptr, (DeferredRows(runs) if runs else data[:0].copy())
+    parts = [data[a:b] for a, b in spans]
     return out_ptr, (np.concatenate(parts) if parts else data[:0].copy())
 
 

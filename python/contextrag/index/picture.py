@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .graph import COOC, NODE_KINDS
+from .deferred import settled
 
 COLORS = {"seed": "#1f77b4", "join": "#d62728", "meet": "#2ca02c"}
 FAMILY_COLORS = {"title": "#1f77b4", "term": "#ff7f0e", "phrase": "#9467bd"}
@@ -143,7 +144,7 @@ def _draw_concepts(ax, ix, max_cooc: int = 800, n_labels: int = 16) -> None:
     g = ix.graph
     mem = g.members.astype(np.float32)
     cnt = np.maximum(np.asarray(mem.sum(axis=1)).ravel(), 1)
-    P = _pca2(np.asarray(mem @ ix.chunk_embeddings) / cnt[:, None]) if g.n_nodes else np.zeros((0, 2))
+    P = _pca2(np.asarray(mem @ settled(ix.chunk_embeddings)) / cnt[:, None]) if g.n_nodes else np.zeros((0, 2))
     size = np.diff(g.members.indptr)
     cooc = np.flatnonzero(g.edge_kind == COOC)
     if len(cooc) > max_cooc:   # the strongest co-occurrence edges only, to keep the picture readable

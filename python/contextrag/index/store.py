@@ -69,6 +69,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .deferred import DeferredRows, words_deferred
+
 FORMAT = "contextrag-index"
 FORMAT_VERSION = 4      # 4: xxh3_128 checksums, BM25 as counts; 3: columns + prepared.safetensors; 2: manifest_sha256
 ARRAYS = "arrays.safetensors"
@@ -216,7 +218,9 @@ def _get_csr(arrs: dict, key: str, *, boolean: bool) -> sp.csr_matrix:
     return sp.csr_matrix((data, indices, indptr), shape=shape)
 
 
-def _np(x) -> np.ndarray:
+def _np(x):
+    if isinstance(x, DeferredRows):        # written from its sources (index/deferred.py)
+        return x
     a = np.ascontiguousarray(x)
     return a.astype(np.uint8) if a.dtype == bool else a
 
@@ -449,7 +453,7 @@ def write_safetensors(path: Path, arrays: dict, metadata: dict | None = None) ->
     refuses it, the file is written through the page cache instead (the same bytes)."""
     items = []
     for k, v in arrays.items():
-        a = np.asarray(v)
+        a = v if isinstance(v, DeferredRows) else np.asarray(v)
         if a.dtype not in _ST_NAMES:
             raise TypeError(f"array {k!r}: dtype {a.dtype} has no safetensors name")
         items.append((k, a))
@@ -485,6 +489,12 @@ def _stream(head: bytes, items: list, sink) -> dict:
             h.update(part)
             size += len(part)
         for _, a in items:
+            if isinstance(a, DeferredRows):
+                for block in a.blocks():
+                    sink.write(block)
+                    h.update(block)
+                    size += len(block)
+                continue
             flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
             for i in range(0, flat.size, _BLOCK):
                 block = memoryview(flat[i:i + _BLOCK])
@@ -549,9 +559,16 @@ def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
             col_arrays, col_enc = _columns(ix)
             return {**_write_synced(d / columns.FILE, col_arrays), "encoding": col_enc}
         with t("prepare"):
+            # an update's arrays named as rows of other arrays (index/deferred.py) are gathered as
+            # they are written; the index then maps them from the file written
+            remap = []
             write(d / ARRAYS, _arrays(ix))
+            if isinstance(ix.embeddings, DeferredRows):
+                remap.append((futs[-1][1], lambda: setattr(ix, "embeddings", map_arrays(d / ARRAYS)["embeddings"])))
             if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (lexical/words.py)
                 write(d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)})
+                if words_deferred(ix.words):
+                    remap.append((futs[-1][1], lambda: setattr(ix, "words", ix.words.mapped_from(d / lw.FILE))))
             futs.append((d / columns.FILE, pool.submit(write_columns)))
         with t("prepared"):
             prep_arrays, prep_meta = prepared.prepared_arrays(ix)
@@ -566,6 +583,11 @@ def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
             else:
                 ix.bm25.save(str(d / "bm25"), allow_pickle=False)
             _write_sqlite(ix, d / META)
+        if remap:
+            with t("mapped"):       # before the new index's query state is built on them
+                for fut, rebind in remap:
+                    fut.result()
+                    rebind()
         if meanwhile is not None:
             with t("meanwhile"):
                 try:

@@ -21,6 +21,7 @@ from bisect import bisect_left
 import numpy as np
 import scipy.sparse as sp
 
+from ..deferred import DeferredRows
 from ..layout import kept_rows
 from .families import STOPWORDS, TITLE_MAX_TOKENS, Family, idf_weight
 from .tokens import normalise_title, stem_words
@@ -49,12 +50,14 @@ def append_chunks(W: CorpusWords, titles, texts) -> tuple:
         sep = [b"\n"] if n0 else []
         vocab_utf8 = np.concatenate([np.asarray(vocab_utf8, np.uint8)] + [np.frombuffer(s, np.uint8) for s in sep]
                                     + [utf8_lines(new_words)])
+    def then(old, new):       # the stored array, then the new chunks' (written from both by the save)
+        return DeferredRows([(old, None), (np.asarray(new, old.dtype), None)]) if old.dtype == np.int32 \
+            else np.concatenate([old, new]).astype(np.int32, copy=False)
     out = CorpusWords(vocab_utf8, np.concatenate([W.seq_indptr, T0 + off[1:]]),
-                      np.concatenate([W.seq_ids, gids]).astype(np.int32, copy=False),
+                      then(W.seq_ids, gids),
                       np.concatenate([W.title_len, title_lengths(titles)]).astype(np.int32),
                       np.concatenate([W.bag_indptr, B0 + bptr[1:]]),
-                      np.concatenate([W.bag_words, bw]).astype(np.int32, copy=False),
-                      np.concatenate([W.bag_counts, bc]).astype(np.int32, copy=False),
+                      then(W.bag_words, bw), then(W.bag_counts, bc),
                       np.concatenate([W.title_own, np.full(len(texts), -1, np.int32)]))
     out._vocab, out._index = vocab + new_words, index
     if getattr(W, "_terms", None) is not None:
@@ -65,9 +68,11 @@ def append_chunks(W: CorpusWords, titles, texts) -> tuple:
 def keep_chunks(W: CorpusWords, keep: np.ndarray) -> CorpusWords:
     """The words of the chunks ``keep`` (ascending indices); the vocabulary stays."""
     keep = np.asarray(keep, np.int64)
-    sptr, sids = kept_rows(W.seq_indptr, W.seq_ids, keep)
-    bptr, bw = kept_rows(W.bag_indptr, W.bag_words, keep)
-    _, bc = kept_rows(W.bag_indptr, W.bag_counts, keep)
+    # the kept runs of the word arrays are named, not copied: the save writes them from the old ones
+    # and maps what it wrote (index/deferred.py); nothing in an update reads the kept rows' words
+    sptr, sids = kept_rows(W.seq_indptr, W.seq_ids, keep, deferred=True)
+    bptr, bw = kept_rows(W.bag_indptr, W.bag_words, keep, deferred=True)
+    _, bc = kept_rows(W.bag_indptr, W.bag_counts, keep, deferred=True)
     out = CorpusWords(W.vocab_utf8, sptr, sids, np.asarray(W.title_len)[keep], bptr, bw, bc,
                       np.asarray(W.title_own)[keep])
     out._vocab, out._index = W._vocab, W._index

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..deferred import DeferredRows
+
 FILE = "tokens.safetensors"
 VERSION = 1
 KEYS = ("words.vocab", "seq.indptr", "seq.ids", "seq.title_len", "bag.indptr", "bag.words", "bag.counts",
@@ -82,7 +84,16 @@ class CorpusWords:
         out = {"words.vocab": self.vocab_utf8, "seq.indptr": self.seq_indptr, "seq.ids": self.seq_ids,
                "seq.title_len": self.title_len, "bag.indptr": self.bag_indptr, "bag.words": self.bag_words,
                "bag.counts": self.bag_counts, "title.own": self.title_own}
-        return {k: np.ascontiguousarray(v) for k, v in out.items()}
+        return {k: v if isinstance(v, DeferredRows) else np.ascontiguousarray(v) for k, v in out.items()}
+
+    def mapped_from(self, path) -> "CorpusWords":
+        """These words as written to ``path`` (:func:`load`), with the vocabulary and term caches
+        already built for them."""
+        out = load(path, self.n_chunks)
+        out._vocab, out._index = self._vocab, self._index
+        if getattr(self, "_terms", None) is not None:
+            out._terms = self._terms
+        return out
 
     def check(self, n_chunks: int) -> None:
         """Raise ValueError when the arrays disagree with each other or with ``n_chunks``."""

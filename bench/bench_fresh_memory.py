@@ -1,0 +1,71 @@
+#!/usr/bin/env python
+"""What the first touch of fresh memory costs on this machine -> bench/results/fresh_memory.json.
+
+    python bench/bench_fresh_memory.py [--gb 1] [--rounds 4] [--key NAME]
+
+An update at a million chunks makes gigabytes of new arrays; on some machines the kernel's work to
+give a process fresh pages outweighs the copying. In one fresh process, ``--rounds`` times: fill a
+new ``--gb`` GB float32 array (``np.ones``), then free it. The first round's pages are new to the
+process; the later ones are most likely the pages the previous round freed. Per round: wall, user
+and system CPU seconds and minor faults. A virtual machine whose host takes back the guest's free
+memory (a balloon, free page reporting) shows a first round many times the later ones; bare metal
+shows them alike.
+"""
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scale import machine  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _usage() -> tuple[float, float, int]:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, r.ru_minflt
+
+
+def main(argv=None) -> int:
+    import json
+    import os
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--gb", type=float, default=1.0)
+    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("--key", default="fresh_memory")
+    a = p.parse_args(argv)
+    if a.gb <= 0 or a.rounds < 1:
+        p.error("--gb must be > 0 and --rounds >= 1")
+    n = int(a.gb * (1 << 30)) // 4
+    la0 = os.getloadavg()
+    rounds = []
+    for _ in range(a.rounds):
+        u0, s0, f0 = _usage()
+        t = time.perf_counter()
+        x = np.ones(n, np.float32)
+        wall = time.perf_counter() - t
+        u1, s1, f1 = _usage()
+        rounds.append({"wall_s": round(wall, 3), "user_s": round(u1 - u0, 3), "system_s": round(s1 - s0, 3),
+                       "minor_faults": f1 - f0})
+        del x
+    out = {"machine": machine(), "gb": a.gb, "rounds": rounds, "loadavg_start": la0,
+           "loadavg_end": os.getloadavg()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "fresh_memory.json"
+    data = json.loads(path.read_text()) if path.exists() else {"benchmark": "fresh_memory"}
+    data[a.key] = out
+    path.write_text(json.dumps(data, indent=2, default=str))
+    for i, r in enumerate(rounds):
+        print(f"round {i + 1}: {r}")
+    print(f"wrote {path} [{a.key}]")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
