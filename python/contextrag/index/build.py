@@ -87,7 +87,7 @@ def attr_centroids(ix: Index, E: np.ndarray) -> np.ndarray:
     kept (``ix._attr_sums``, stored with the index) so that an add extends them (see
     :func:`_centroids_after_update`)."""
     mem = ix.context.members().T.tocsr().astype(np.float32)     # (M, n)
-    S = E.left_product(mem) if isinstance(E, DeferredRows) else member_sums(mem, E)
+    S = member_sums(*E.product_operands(mem)) if isinstance(E, DeferredRows) else member_sums(mem, E)
     ix._attr_sums = S
     return _unit_rows(S)
 
@@ -117,7 +117,7 @@ def _centroids_after_update(ix: Index, E: np.ndarray, touched: np.ndarray, appen
         out[touched] = _unit_rows(S[touched])
     elif touched.size:
         mem = ix.context.members()[:, touched].T.tocsr().astype(np.float32)
-        S[touched] = E.left_product(mem) if isinstance(E, DeferredRows) else member_sums(mem, E)
+        S[touched] = member_sums(*E.product_operands(mem)) if isinstance(E, DeferredRows) else member_sums(mem, E)
         out[touched] = _unit_rows(S[touched])
     ix._attr_sums = S
     return out

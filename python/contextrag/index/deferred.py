@@ -168,25 +168,22 @@ class DeferredRows:
                 np.take(src, idx, axis=0, out=out)
                 yield memoryview(out.reshape(-1).view(np.uint8))
 
-    def left_product(self, M) -> np.ndarray:
-        """``M @ self`` for a sparse ``M`` (k × n) as float32, read from the sources. With one part
-        the product is ``M`` with its columns renumbered to the source's rows (ascending, so every
-        row's entries keep their order) times the source: the same operations, in the same order,
-        as ``M @ np.asarray(self)``, so the same bits."""
+    def product_operands(self, M) -> tuple:
+        """(A, B) with ``A @ B == M @ np.asarray(self)`` for a sparse ``M`` (k × n), read from the
+        sources. With one part, A is ``M`` with its columns renumbered to the source's rows
+        (ascending, so every row's entries keep their order) and B the source: the same operations, in
+        the same order, as the product of the made array, so the same bits. Otherwise B is made."""
         import scipy.sparse as sp
-
-        from .build import member_sums
         if self.ndim != 2:
-            raise ValueError("left_product needs a 2-D array")
+            raise ValueError("product_operands needs a 2-D array")
         M = sp.csr_matrix(M)
         if M.shape[1] != self.shape[0]:
             raise ValueError(f"M has {M.shape[1]} columns for {self.shape[0]} rows")
         if len(self.parts) != 1:
-            return member_sums(M, np.asarray(self))
+            return M, np.asarray(self)
         src, rows = self.parts[0]
         cols = M.indices + rows.start if isinstance(rows, slice) else rows[M.indices]
-        M_src = sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], src.shape[0]))
-        return member_sums(M_src, src)
+        return sp.csr_matrix((M.data, cols, M.indptr), shape=(M.shape[0], src.shape[0])), src
 
 
 def _flat(parts):

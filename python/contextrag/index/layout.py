@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .deferred import DeferredRows
+
 BLOCK_ROWS = 4096
 
 
@@ -66,7 +68,6 @@ def kept_rows(indptr: np.ndarray, data: np.ndarray, keep: np.ndarray, *, deferre
     edges = np.flatnonzero(np.diff(np.concatenate(([0], mask.view(np.int8), [0]))))
     spans = [(int(indptr[a]), int(indptr[b])) for a, b in zip(edges[0::2], edges[1::2])]
     if deferred:
-        from .deferred import DeferredRows
         runs = [(data, slice(a, b)) for a, b in spans if b > a]
         return out_ptr, (DeferredRows(runs) if runs else data[:0].copy())
     parts = [data[a:b] for a, b in spans]
