@@ -3,13 +3,12 @@
 An add's embeddings are the stored ones followed by the new chunks'; a delete's are the stored ones
 it keeps. So are the stored words (index/lexical/words.py: every chunk's word ids and bags of
 words), which an update reads where they lie (the old rows in the old arrays, the new chunks' in
-their own). Stacking or gathering them made
-fresh arrays, 1.7 GB at a million chunks, which the save then wrote and the process kept.
-:class:`DeferredRows` names those rows instead; the store writes them to the new snapshot a block of
-rows at a time (index/store.py) and then maps the files it wrote, so the update never holds a second
-copy. On a virtual machine whose host takes back the guest's free memory, the first touch of a fresh
-gigabyte cost 2.7 s of kernel time (the 2-core AMX Xeon, bench/bench_fresh_memory.py), more than
-the copy itself.
+their own). Stacking or gathering them made fresh arrays, 1.7 GB at a million chunks, which the save
+then wrote and the process kept. :class:`DeferredRows` names those rows instead; the store writes
+them to the new snapshot a block of rows at a time (index/store.py) and then maps the files it
+wrote, so the update never holds a second copy. On a virtual machine whose host takes back the
+guest's free memory, the first touch of a fresh gigabyte took 2.37 s, 2.26 s of it in the kernel
+(the 2-core AMX Xeon, bench/bench_fresh_memory.py), more than the copy itself.
 
 Where no save follows (an index without a path), :func:`settle` makes the arrays. Anything else
 that reads one gets an ndarray: NumPy's ``np.asarray`` makes it (``__array__``), row indexing gathers
@@ -111,8 +110,6 @@ class DeferredRows:
             if step == 1:
                 return self.sliced(a, b)
             key = np.arange(a, b, step)
-        if isinstance(key, tuple) and self.ndim == 1:
-            return np.asarray(self)[key]
         if isinstance(key, tuple) or isinstance(key, np.ndarray) and key.dtype == bool:
             return np.asarray(self)[key]
         i = np.asarray(key, dtype=np.int64)

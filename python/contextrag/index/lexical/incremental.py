@@ -50,6 +50,7 @@ def append_chunks(W: CorpusWords, titles, texts) -> tuple:
         sep = [b"\n"] if n0 else []
         vocab_utf8 = np.concatenate([np.asarray(vocab_utf8, np.uint8)] + [np.frombuffer(s, np.uint8) for s in sep]
                                     + [utf8_lines(new_words)])
+
     def then(old, new):       # the stored array, then the new chunks' (written from both by the save)
         return DeferredRows([(old, None), (np.asarray(new, old.dtype), None)]) if old.dtype == np.int32 \
             else np.concatenate([old, new]).astype(np.int32, copy=False)
