@@ -914,7 +914,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
             bm = _chunk_bm25(ix, n_old)
             return bm.with_chunks_kept(keep) if bm is not None else None
 
-    def texts_side():                  # the kept texts' bytes, run by run (read from a cold snapshot: ~1 s)
+    def texts_side():                  # the kept texts' bytes, run by run (read from the snapshot's map)
         return texts_before.take(keep) if hasattr(texts_before, "take") else [texts_before[i] for i in keep]
 
     def terms_side():                  # every word's BM25 term (its stem), once a process, for the items' BM25
