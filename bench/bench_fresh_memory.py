@@ -14,6 +14,8 @@ shows them alike.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
 import sys
 import time
@@ -33,8 +35,6 @@ def _usage() -> tuple[float, float, int]:
 
 
 def main(argv=None) -> int:
-    import json
-    import os
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--gb", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=4)

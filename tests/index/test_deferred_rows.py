@@ -9,7 +9,7 @@ import scipy.sparse as sp
 
 from contextrag.index import store
 from contextrag.index.build import member_sums
-from contextrag.index.deferred import DeferredRows, settled, words_deferred
+from contextrag.index.deferred import DeferredRows, settled
 
 N_BASE = 160  # = conftest.N_BASE (test modules here are not a package)
 
@@ -222,7 +222,7 @@ def test_an_index_without_a_path_holds_its_embeddings(base, hotpot_paragraphs):
     E0 = np.array(base.index.chunk_embeddings)
     rag.add(hotpot_paragraphs[N_BASE:N_BASE + 1])
     assert type(rag.index.embeddings) is np.ndarray and not _mapped(rag.index.embeddings)
-    assert not words_deferred(rag.index.words)
+    assert not rag.index.words.deferred
     np.testing.assert_array_equal(rag.index.embeddings[:len(E0)], E0)
     rag.delete(["p1"])
-    assert type(rag.index.embeddings) is np.ndarray and not words_deferred(rag.index.words)
+    assert type(rag.index.embeddings) is np.ndarray and not rag.index.words.deferred

@@ -852,6 +852,11 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     return {"docs": len(docs), "chunks": len(chunks), "affected_nodes": n_aff, "timings": t}
 
 
+def _kept(strings, keep: np.ndarray):
+    """The entries ``keep`` (ascending) of a list, or of stored strings (their ``take``)."""
+    return strings.take(keep) if hasattr(strings, "take") else [strings[i] for i in keep]
+
+
 def delete_docs(ix: Index, doc_ids) -> dict:
     """Remove the documents' chunks from every table, the context, node members, item texts and
     BM25. A summary written from any deleted chunk is dropped (its text derives from it)."""
@@ -885,8 +890,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     for d in ids:
         del ix.docs[d]
     for name in ("chunk_ids", "chunk_doc_ids", "chunk_titles"):
-        lst = getattr(ix, name)
-        setattr(ix, name, lst.take(keep) if hasattr(lst, "take") else [lst[i] for i in keep])
+        setattr(ix, name, _kept(getattr(ix, name), keep))
     ix.chunk_positions, ix.chunk_spans = ix.chunk_positions[keep], ix.chunk_spans[keep]
     ix.chunk_fitted = ix.chunk_fitted[keep]
     texts_before, words_before = ix.chunk_texts, ix.words
@@ -915,7 +919,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
             return bm.with_chunks_kept(keep) if bm is not None else None
 
     def texts_side():                  # the kept texts' bytes, run by run (read from the snapshot's map)
-        return texts_before.take(keep) if hasattr(texts_before, "take") else [texts_before[i] for i in keep]
+        return _kept(texts_before, keep)
 
     def terms_side():                  # every word's BM25 term (its stem), once a process, for the items' BM25
         from .bm25_index import word_terms

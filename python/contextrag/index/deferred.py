@@ -218,18 +218,10 @@ def settled(a):
     return np.asarray(a) if isinstance(a, DeferredRows) else a
 
 
-WORD_FIELDS = ("seq_ids", "bag_words", "bag_counts")   # the stored words' arrays an update may defer
-
-
-def words_deferred(words) -> bool:
-    return words is not None and any(isinstance(getattr(words, f), DeferredRows) for f in WORD_FIELDS)
-
-
 def settle(ix) -> None:
     """Make every deferred array of ``ix`` (its embeddings, its stored words): an index that no save
     will write and map."""
     ix.embeddings = settled(ix.embeddings)
     words = getattr(ix, "words", None)
-    if words_deferred(words):
-        for f in WORD_FIELDS:
-            setattr(words, f, settled(getattr(words, f)))
+    if words is not None and words.deferred:
+        words.settle()

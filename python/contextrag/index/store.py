@@ -69,7 +69,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from .deferred import DeferredRows, words_deferred
+from .deferred import DeferredRows
 
 FORMAT = "contextrag-index"
 FORMAT_VERSION = 4      # 4: xxh3_128 checksums, BM25 as counts; 3: columns + prepared.safetensors; 2: manifest_sha256
@@ -489,18 +489,10 @@ def _stream(head: bytes, items: list, sink) -> dict:
             h.update(part)
             size += len(part)
         for _, a in items:
-            if isinstance(a, DeferredRows):
-                for block in a.blocks():
-                    sink.write(block)
-                    h.update(block)
-                    size += len(block)
-                continue
-            flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
-            for i in range(0, flat.size, _BLOCK):
-                block = memoryview(flat[i:i + _BLOCK])
+            for block in _blocks(a):
                 sink.write(block)
                 h.update(block)
-            size += flat.size
+                size += len(block)
     except BaseException:
         if isinstance(sink, _DirectSink):
             sink.abort()
@@ -508,6 +500,16 @@ def _stream(head: bytes, items: list, sink) -> dict:
     if isinstance(sink, _DirectSink):
         sink.close()
     return {_FILE_SUM: h.hexdigest(), "bytes": size}
+
+
+def _blocks(a):
+    """An array's bytes in order, as blocks (a deferred one's gathered from its sources)."""
+    if isinstance(a, DeferredRows):
+        yield from a.blocks()
+        return
+    flat = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    for i in range(0, flat.size, _BLOCK):
+        yield memoryview(flat[i:i + _BLOCK])
 
 
 LAST_SAVE: dict = {}     # wall seconds of the last write_snapshot's steps (for bench/, not stored)
@@ -567,7 +569,7 @@ def write_snapshot(ix, d: Path, meanwhile=None) -> dict:
                 remap.append((futs[-1][1], lambda: setattr(ix, "embeddings", map_arrays(d / ARRAYS)["embeddings"])))
             if getattr(ix, "words", None) is not None:      # the chunks' words, for updates (lexical/words.py)
                 write(d / lw.FILE, ix.words.arrays(), {"version": str(lw.VERSION)})
-                if words_deferred(ix.words):
+                if ix.words.deferred:
                     remap.append((futs[-1][1], lambda: setattr(ix, "words", ix.words.mapped_from(d / lw.FILE))))
             futs.append((d / columns.FILE, pool.submit(write_columns)))
         with t("prepared"):

@@ -86,6 +86,20 @@ class CorpusWords:
                "bag.counts": self.bag_counts, "title.own": self.title_own}
         return {k: v if isinstance(v, DeferredRows) else np.ascontiguousarray(v) for k, v in out.items()}
 
+    _DEFERRABLE = ("seq_ids", "bag_words", "bag_counts")     # what an update names instead of copying
+
+    @property
+    def deferred(self) -> bool:
+        """Whether an update named some arrays as rows of others (index/deferred.py)."""
+        return any(isinstance(getattr(self, f), DeferredRows) for f in self._DEFERRABLE)
+
+    def settle(self) -> None:
+        """Make the named arrays (no save to write them from their sources)."""
+        for f in self._DEFERRABLE:
+            a = getattr(self, f)
+            if isinstance(a, DeferredRows):
+                setattr(self, f, np.asarray(a))
+
     def mapped_from(self, path) -> "CorpusWords":
         """These words as written to ``path`` (:func:`load`), with the vocabulary and term caches
         already built for them."""
