@@ -148,8 +148,18 @@ def machine() -> dict:
             "cores": os.cpu_count(), "mem_bytes": mem, "contextrag": contextrag.__version__, "git_commit": commit,
             "profile": mp.profile().to_dict(), "auto_build_embedder": cpu_bulk_backend(), "versions": vers,
             "direct_io": os.environ.get("CONTEXTRAG_DIRECT_IO") or "auto",     # how snapshots are written
+            "transparent_hugepage": huge_pages(),
             "shared_machine": "2 cores shared with five other jobs (builds, test runs) during these runs: "
                               "wall times include their load; CPU seconds do not"}
+
+
+def huge_pages() -> dict:
+    """The kernel's transparent huge page modes, NumPy's advice setting from the environment, and
+    whether an index write turns the advice off here (contextrag.index.hugepages)."""
+    from contextrag.index import hugepages as hp
+    return {"enabled": hp._mode(hp._read("enabled") or ""), "defrag": hp._mode(hp._read("defrag") or ""),
+            "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE"),
+            "index_writes_without_advice": hp.wanted()}
 
 
 def result_path(n: int) -> Path:

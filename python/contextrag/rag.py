@@ -292,7 +292,9 @@ class ContextRAG:
             from .distributed.build import build_index_ray
             ix = build_index_ray(items, config, emb, llm, address=ray_address)
         else:
-            ix = build_index(items, config, emb, llm, progress=show)
+            from .index.hugepages import small_pages
+            with small_pages():
+                ix = build_index(items, config, emb, llm, progress=show)
         if src_root is not None:
             ix.info["source_root"] = str(src_root)
         rag = cls(ix, path, llm)
@@ -336,6 +338,11 @@ class ContextRAG:
 
         ``replace``: write this object's index as it is (build, save) instead of changing the one on disk.
         """
+        from .index.hugepages import small_pages
+        with small_pages():          # gigabytes of new arrays at a million chunks
+            return self._write_now(change, replace=replace, progress=progress)
+
+    def _write_now(self, change: Callable[[Index], Any] | None, *, replace: bool, progress: bool) -> Any:
         from .index import store
         if self.path is None:
             work = _copy_index(self.index)
