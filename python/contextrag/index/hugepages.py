@@ -1,20 +1,23 @@
-"""Fresh memory for an index write without the kernel compacting memory at every fault.
+"""Fresh memory for an index write in ordinary pages, not in transparent huge pages.
 
 NumPy advises the kernel to back each large array with transparent huge pages (``madvise(
-MADV_HUGEPAGE)``, NumPy's ``NUMPY_MADVISE_HUGEPAGE``, on by default on Linux). Under the kernel's
-default ``defrag`` mode (``madvise``, and ``always`` and ``defer+madvise`` alike) a fault in such an
-array that finds no free 2 MB page compacts memory then and there. An index write is where that
-happens: it makes gigabytes of new arrays at a million chunks while the page cache holds the
-snapshot it maps, so free memory is in small pieces. Measured on the 2-core AMX Xeon virtual machine
-(``bench/results/fresh_memory.json``): a first touch of 1 GB with the advice costs several times
-the system time of one without it, and a delete of 100 documents from the million-chunk index spends
-most of its system time there (docs/SCALING.md).
+MADV_HUGEPAGE)``, NumPy's ``NUMPY_MADVISE_HUGEPAGE``, on by default on Linux), which the kernel
+follows when its huge pages are in ``madvise`` mode, the common default. A fault in such an array
+takes a whole free 2 MB block: where free memory is fragmented the kernel may compact memory first,
+and in a virtual machine whose host takes back the guest's free memory (free page reporting, which
+hands back free blocks of that size) the host backs the block anew. Either is a stall whose length
+depends on the machine's state, not on the work. An index write makes gigabytes of new arrays at a
+million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) the first
+touch of 1 GB cost several times the system time with the advice as without it, with no compaction
+counted: the host's faults; and an update at a million chunks spent most of its system time there
+(docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
+chose them for the same reason, docs/KERNELS.md).
 
-So while an index is built, updated or saved (:func:`small_pages`), NumPy's advice is off when the
-kernel would compact for it, and it is put back as it was afterwards. Nothing else changes: it is a
-hint about page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for their
-process, and it is left as they set it; so is a kernel whose huge pages are off or that does not
-compact at a fault (``defrag`` ``defer`` or ``never``), and any system other than Linux.
+So while an index is built, updated or saved (:func:`small_pages`), NumPy's advice is off where the
+kernel follows it, and it is put back as it was afterwards. Nothing else changes: it is a hint about
+page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for their process,
+and it is left as they set it; so is a kernel whose huge pages are always or never used whatever
+the advice, and any system other than Linux.
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 _THP = "/sys/kernel/mm/transparent_hugepage"
-_COMPACTS_AT_FAULT = ("always", "madvise", "defer+madvise")    # defrag modes that stall an madvised fault
 _lock = threading.Lock()
 _depth = 0
 _restore: bool | None = None
@@ -45,14 +47,11 @@ def _read(name: str) -> str | None:
         return None
 
 
-def advice_stalls(enabled: str | None = None, defrag: str | None = None) -> bool:
-    """Whether NumPy's huge-page advice makes a fault compact memory on this kernel (the texts of
-    ``transparent_hugepage/enabled`` and ``defrag``; read from sysfs when not given)."""
+def advice_followed(enabled: str | None = None) -> bool:
+    """Whether the kernel's huge pages follow the advice (``transparent_hugepage/enabled`` in
+    ``madvise`` mode; the file's text, read from sysfs when not given)."""
     enabled = _read("enabled") if enabled is None else enabled
-    defrag = _read("defrag") if defrag is None else defrag
-    if enabled is None or defrag is None:
-        return False
-    return _mode(enabled) in ("always", "madvise") and _mode(defrag) in _COMPACTS_AT_FAULT
+    return enabled is not None and _mode(enabled) == "madvise"
 
 
 def _setter() -> Callable[[bool], bool] | None:
@@ -67,7 +66,7 @@ def _setter() -> Callable[[bool], bool] | None:
 
 def wanted() -> bool:
     """Whether :func:`small_pages` turns the advice off in this process (see the module docstring)."""
-    return "NUMPY_MADVISE_HUGEPAGE" not in os.environ and advice_stalls() and _setter() is not None
+    return "NUMPY_MADVISE_HUGEPAGE" not in os.environ and advice_followed() and _setter() is not None
 
 
 @contextmanager
