@@ -8,7 +8,8 @@ An update at a million chunks makes gigabytes of new arrays; on some machines th
 give a process fresh pages outweighs the copying. In one fresh process, ``--rounds`` times: fill a
 new ``--gb`` GB float32 array (``np.ones``), then free it. The first round's pages are new to the
 process; the later ones are most likely the pages the previous round freed. Per round: wall, user
-and system CPU seconds and minor faults. A virtual machine whose host takes back the guest's free
+and system CPU seconds, minor faults, and the kernel's counters of huge-page faults, compaction
+stalls and direct reclaim (system-wide, so other processes' count too). A virtual machine whose host takes back the guest's free
 memory (a balloon, free page reporting) shows a first round many times the later ones; bare metal
 shows them alike.
 
@@ -42,6 +43,18 @@ def _usage() -> tuple[float, float, int]:
     return r.ru_utime, r.ru_stime, r.ru_minflt
 
 
+_VMSTAT = ("thp_fault_alloc", "compact_stall", "compact_migrate_scanned", "pgsteal_direct")
+
+
+def _vmstat() -> dict:
+    """The kernel's counters of huge-page faults, compaction and direct reclaim (system-wide)."""
+    try:
+        d = dict(ln.split() for ln in open("/proc/vmstat"))
+    except OSError:
+        return {}
+    return {k: int(d.get(k, 0)) for k in _VMSTAT}
+
+
 def _rounds(gb: float, n_rounds: int, advice: str) -> list:
     if advice == "off":
         from contextrag.index.hugepages import _setter
@@ -50,12 +63,13 @@ def _rounds(gb: float, n_rounds: int, advice: str) -> list:
     rounds = []
     for _ in range(n_rounds):
         u0, s0, f0 = _usage()
-        t = time.perf_counter()
+        v0, t = _vmstat(), time.perf_counter()
         x = np.ones(n, np.float32)
         wall = time.perf_counter() - t
         u1, s1, f1 = _usage()
+        v1 = _vmstat()
         rounds.append({"wall_s": round(wall, 3), "user_s": round(u1 - u0, 3), "system_s": round(s1 - s0, 3),
-                       "minor_faults": f1 - f0})
+                       "minor_faults": f1 - f0, "vmstat": {k: v1[k] - v0[k] for k in v1}})
         del x
     return rounds
 
