@@ -2,6 +2,7 @@
 """A real-text index of 100k to 1M chunks end to end: build, load, query, update. JSON in bench/results/.
 
     python bench/bench_scale.py build --chunks 1000000 --index DIR      # corpus + build (static embedder)
+                                    [--no-hotpotqa-pool] [--titles pool|own|none]   # the corpus's ablations
     python bench/bench_scale.py query --index DIR --chunks 1000000      # fresh process: load, 500 queries, recall
     python bench/bench_scale.py query-compare --index DIR --chunks 1000000   # exhaustive vs candidates, same run
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
@@ -212,7 +213,7 @@ def build(args) -> None:
     la0 = os.getloadavg()
     with sampler.interval("corpus", stages):
         docs, info = scale_corpus(args.chunks, seed=args.seed, chunks_per_doc=args.chunks_per_doc,
-                                  hotpotqa_distractors=not args.no_hotpotqa_pool)
+                                  hotpotqa_distractors=not args.no_hotpotqa_pool, titles=args.titles)
         info.pop("qa")
     cfg = Config(embedder=args.embedder)
     _hook_stages(sampler, stages)
@@ -445,6 +446,9 @@ def main(argv=None) -> int:
     p.add_argument("--build-key", default="build", help="build: the JSON key to write (default 'build')")
     p.add_argument("--no-hotpotqa-pool", action="store_true",
                    help="build: recombine UltraDomain and MultiHop-RAG sentences only (an ablation)")
+    p.add_argument("--titles", choices=("pool", "own", "none"), default="pool",
+                   help="build: the recombined documents' titles: names of the pool, four documents each "
+                        "(default), a name from the document's own text, or none (scale_corpus.py)")
     args = p.parse_args(argv)
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile

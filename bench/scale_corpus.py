@@ -11,7 +11,10 @@
   recombined chunk repeats a supporting fact (the recall of the big index would otherwise count
   copies of the evidence as misses). Titles: the corpora's titles and capitalised phrases of the
   pool's sentences, with a disambiguation suffix once they run out (Wikipedia style), four documents
-  per title.
+  per title. So a recombined document may carry the name of an entity a question asks about while
+  its text is about something else; ``titles="own"`` names each one by the first capitalised phrase
+  of its own text instead (disambiguated on reuse), ``titles="none"`` gives them no title (the
+  ablations of docs/SCALING.md).
 * Every text is distinct (a set of hashes rejects a repeated draw).
 """
 from __future__ import annotations
@@ -66,11 +69,25 @@ def sentence_pool(d: Path, hotpotqa_distractors: bool = True) -> tuple[list[str]
     return sents, list(dict.fromkeys(titles + phrases))
 
 
-def recombined(n_docs: int, seed: int, d: Path, hotpotqa_distractors: bool = True) -> tuple[list[dict], dict]:
-    sents, titles = sentence_pool(d, hotpotqa_distractors)
+def _own_title(text: str, used: dict) -> str:
+    """A capitalised phrase of the document's own text (its first), disambiguated on reuse; the
+    document's first words when it names none."""
+    m = _PHRASE.search(text)
+    name = m.group(0) if m else " ".join(text.split()[:3])
+    k = used.get(name, 0)
+    used[name] = k + 1
+    return name if k == 0 else f"{name} ({k})"
+
+
+def recombined(n_docs: int, seed: int, d: Path, hotpotqa_distractors: bool = True,
+               titles: str = "pool") -> tuple[list[dict], dict]:
+    if titles not in ("pool", "own", "none"):
+        raise ValueError(f"titles must be 'pool', 'own' or 'none', got {titles!r}")
+    sents, titles_pool = sentence_pool(d, hotpotqa_distractors)
     rng = np.random.default_rng(seed)
-    S, T = len(sents), len(titles)
+    S, T = len(sents), len(titles_pool)
     seen: set[bytes] = set()
+    used: dict = {}
     docs: list[dict] = []
     rejected = 0
     while len(docs) < n_docs:
@@ -88,20 +105,28 @@ def recombined(n_docs: int, seed: int, d: Path, hotpotqa_distractors: bool = Tru
                 continue
             seen.add(h)
             k = len(docs)
-            t = k // 4
-            title = titles[t % T] + ("" if t < T else f" ({t // T})")
+            if titles == "none":
+                docs.append({"id": f"rc:{k}", "text": text})
+                continue
+            if titles == "own":
+                title = _own_title(text, used)
+            else:
+                t = k // 4
+                title = titles_pool[t % T] + ("" if t < T else f" ({t // T})")
             docs.append({"id": f"rc:{k}", "title": title, "text": text})
     return docs, {"pool_sentences": S, "pool_titles": T, "repeated_draws_rejected": rejected}
 
 
-def scale_corpus(n_chunks: int, seed: int = 0, chunks_per_doc: float = 1.0, hotpotqa_distractors: bool = True):
+def scale_corpus(n_chunks: int, seed: int = 0, chunks_per_doc: float = 1.0, hotpotqa_distractors: bool = True,
+                 titles: str = "pool"):
     """(documents, description): HotpotQA-500's corpus plus recombined documents, about ``n_chunks``
     chunks in all (``chunks_per_doc``: the recombined documents' measured chunks per document, ~1)."""
     d = data_dir()
     qa = hotpotqa(d)
     base = qa.docs_for_index()
     n_fill = max(0, int(round((n_chunks - 5522) / chunks_per_doc)))   # HotpotQA-500: 5,522 chunks
-    fill, info = recombined(n_fill, seed, d, hotpotqa_distractors)
+    fill, info = recombined(n_fill, seed, d, hotpotqa_distractors, titles)
     return base + fill, {"hotpotqa500_docs": len(base), "recombined_docs": len(fill), "seed": seed,
                          "max_chars": MAX_CHARS, "pool_has_hotpotqa_distractors": hotpotqa_distractors,
+                         "recombined_titles": titles,
                          **info, "qa": qa}
