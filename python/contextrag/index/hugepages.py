@@ -7,9 +7,9 @@ takes a whole free 2 MB block: where free memory is fragmented the kernel may co
 and in a virtual machine whose host takes back the guest's free memory (free page reporting, which
 hands back free blocks of that size) the host backs the block anew. Either is a stall whose length
 depends on the machine's state, not on the work. An index write makes gigabytes of new arrays at a
-million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) the first
-touch of 1 GB cost several times the system time with the advice as without it, with no compaction
-counted: the host's faults; and an update at a million chunks spent most of its system time there
+million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) a new
+1 GB array took 2.3-2.6 s with the advice and 0.4-0.5 s without it, with no compaction counted: the
+host's faults; and a delete at a million chunks spent three quarters of its system time there
 (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
 chose them for the same reason, docs/KERNELS.md).
 
