@@ -9,7 +9,7 @@ hands back free blocks of that size) the host backs the block anew. Either is a 
 depends on the machine's state, not on the work. An index write makes gigabytes of new arrays at a
 million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) a new
 1 GB array took 2.3-2.6 s with the advice and 0.4-0.5 s without it, with no compaction counted: the
-host's faults; and a delete at a million chunks spent three quarters of its system time there
+host's faults; and a delete at a million chunks spent about 70 % of its system time there
 (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
 chose them for the same reason, docs/KERNELS.md).
 
