@@ -4,6 +4,7 @@
     python bench/bench_scale.py build --chunks 1000000 --index DIR      # corpus + build (static embedder)
                                     [--no-hotpotqa-pool] [--titles pool|own|none]   # the corpus's ablations
     python bench/bench_scale.py query --index DIR --chunks 1000000      # fresh process: load, 500 queries, recall
+                                    [--set w_spread=0 ...]              # a query field changed for every question
     python bench/bench_scale.py query-compare --index DIR --chunks 1000000   # exhaustive vs candidates, same run
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
                                                    [--step add|delete]   # one of them per process
@@ -258,12 +259,12 @@ def query(args) -> None:
     from contextrag.eval.metrics import recall_at_k
     sampler, st, la0, rag, qs = _opened(args)
     with sampler.interval("first_query", st):
-        rag.retrieve(qs[0].text, k=10)           # the embedder's first use (model load) is counted here
+        rag.retrieve(qs[0].text, k=10, **args.set)   # the embedder's first use (model load) is counted here
     lat, rec = [], {2: [], 5: [], 10: []}
     with sampler.interval("queries", st):
         for q in qs:
             t = time.perf_counter()
-            hits = rag.retrieve(q.text, k=10)
+            hits = rag.retrieve(q.text, k=10, **args.set)
             lat.append(time.perf_counter() - t)
             ranked = list(dict.fromkeys(h.doc_id for h in hits if h.kind == "chunk"))
             for k in rec:
@@ -271,7 +272,7 @@ def query(args) -> None:
     lat_ms = np.asarray(lat) * 1e3
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
-           "latency_ms": {"p50": round(float(np.percentile(lat_ms, 50)), 2),
+           "overrides": args.set, "latency_ms": {"p50": round(float(np.percentile(lat_ms, 50)), 2),
                           "p90": round(float(np.percentile(lat_ms, 90)), 2),
                           "p99": round(float(np.percentile(lat_ms, 99)), 2),
                           "max": round(float(lat_ms.max()), 2), "mean": round(float(lat_ms.mean()), 2)},
@@ -428,6 +429,13 @@ def update(args) -> None:
     update_json(args.chunks, args.key or "update", out)
 
 
+def _number_or_text(v: str):
+    try:
+        return float(v)
+    except ValueError:
+        return v
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=("build", "query", "query-compare", "load", "update", "migrate", "baseline"))
@@ -449,7 +457,13 @@ def main(argv=None) -> int:
     p.add_argument("--titles", choices=("pool", "own", "none"), default="pool",
                    help="build: the recombined documents' titles: names of the pool, four documents each "
                         "(default), a name from the document's own text, or none (scale_corpus.py)")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="query: a Config query field for every question (retrieve's overrides), e.g. "
+                        "w_spread=0 or scoring=exhaustive (repeatable: one score alone is the others at 0)")
     args = p.parse_args(argv)
+    if any("=" not in x for x in args.set):
+        p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
+    args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile
         args.index = args.index or tempfile.mkdtemp(prefix="ctxrag-scale-5k-")
