@@ -9,12 +9,12 @@ give a process fresh pages outweighs the copying. In one fresh process, ``--roun
 new ``--gb`` GB float32 array (``np.ones``), then free it. The first round's pages are new to the
 process; the later ones are most likely the pages the previous round freed. Per round: wall, user
 and system CPU seconds, minor faults, and the kernel's counters of huge-page faults, compaction
-stalls and direct reclaim (system-wide, so other processes' count too). A virtual machine whose host takes back the guest's free
-memory (a balloon, free page reporting) shows a first round many times the later ones; bare metal
-shows them alike.
+stalls and direct reclaim (system-wide, so other processes' count too). A virtual machine whose
+host takes back the guest's free memory (a balloon, free page reporting) shows a first round many
+times the later ones; bare metal shows them alike.
 
 ``--advice``: ``numpy`` leaves NumPy's transparent-huge-page advice as it is (on by default on
-Linux), ``off`` turns it off as an index write does where the kernel compacts memory at a fault
+Linux), ``off`` turns it off, as an index write does where the kernel follows the advice
 (contextrag.index.hugepages). ``--pairs N`` runs N pairs of fresh processes, one each way,
 alternating which goes first, ``--pause`` seconds apart (so that each starts from memory the
 machine has had time to take back, as a command run now and then does).
