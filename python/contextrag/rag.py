@@ -292,9 +292,7 @@ class ContextRAG:
             from .distributed.build import build_index_ray
             ix = build_index_ray(items, config, emb, llm, address=ray_address)
         else:
-            from .index.hugepages import small_pages
-            with small_pages():
-                ix = build_index(items, config, emb, llm, progress=show)
+            ix = build_index(items, config, emb, llm, progress=show)
         if src_root is not None:
             ix.info["source_root"] = str(src_root)
         rag = cls(ix, path, llm)

@@ -13,8 +13,9 @@ host's faults; and a delete at a million chunks spent about 70 % of its system t
 (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
 chose them for the same reason, docs/KERNELS.md).
 
-So while an index is built, updated or saved (:func:`small_pages`), NumPy's advice is off where the
-kernel follows it, and it is put back as it was afterwards. Nothing else changes: it is a hint about
+So while an index is updated or saved (:func:`small_pages`), NumPy's advice is off where the kernel
+follows it, and it is put back as it was afterwards. (A build's stages before its save keep the
+advice: run both ways, they gained nothing measurable, docs/SCALING.md.) Nothing else changes: it is a hint about
 page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for their process,
 and it is left as they set it; so is a kernel whose huge pages are always or never used whatever
 the advice, and any system other than Linux.
