@@ -138,3 +138,24 @@ def test_updates_and_saves_run_without_the_advice(fresh, hotpot_paragraphs, swit
     fresh.delete([hotpot_paragraphs[N_BASE]["id"]])
     assert seen == [False, False]
     assert switch.on is True and switch.calls == [False, True, False, True]
+
+
+def test_a_build_keeps_the_advice_until_its_save(hotpot_paragraphs, embedder, small_config, switch, monkeypatch,
+                                                 tmp_path):
+    from contextrag import ContextRAG
+    from contextrag.index import build, store
+    seen = {}
+    real_build, real_save = build.build_index, store.save
+
+    def build_index(*a, **k):
+        seen["stages"] = switch.on
+        return real_build(*a, **k)
+
+    def save(*a, **k):
+        seen["save"] = switch.on
+        return real_save(*a, **k)
+    monkeypatch.setattr(build, "build_index", build_index)
+    monkeypatch.setattr(store, "save", save)
+    ContextRAG.build(hotpot_paragraphs[:40], path=tmp_path / "idx", config=small_config, embedder=embedder)
+    assert seen == {"stages": True, "save": False}
+    assert switch.on is True
