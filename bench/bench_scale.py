@@ -158,15 +158,8 @@ def machine() -> dict:
 def huge_pages() -> dict:
     """The kernel's transparent huge page modes, NumPy's advice setting from the environment, and
     whether an index write turns the advice off here (contextrag.index.hugepages)."""
-    from contextrag.index.hugepages import wanted
-    modes = {}
-    for name in ("enabled", "defrag"):
-        try:
-            text = Path("/sys/kernel/mm/transparent_hugepage", name).read_text()
-            modes[name] = text[text.index("[") + 1:text.index("]")]
-        except (OSError, ValueError):
-            modes[name] = None
-    return {**modes, "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE"),
+    from contextrag.index.hugepages import kernel_modes, wanted
+    return {**kernel_modes(), "NUMPY_MADVISE_HUGEPAGE": os.environ.get("NUMPY_MADVISE_HUGEPAGE"),
             "index_writes_without_advice": wanted()}
 
 

@@ -37,8 +37,17 @@ def test_advice_followed_only_in_madvise_mode(enabled, followed):
 def test_no_kernel_files_no_switch(monkeypatch):
     monkeypatch.setattr(hp, "_THP", "/nonexistent/transparent_hugepage")
     monkeypatch.delenv("NUMPY_MADVISE_HUGEPAGE", raising=False)
+    assert hp.kernel_modes() == {"enabled": None, "defrag": None}
     assert hp.advice_followed() is False
     assert hp.wanted() is False
+
+
+def test_kernel_modes_read_the_selected_choices(tmp_path, monkeypatch):
+    (tmp_path / "enabled").write_text("always [madvise] never\n")
+    (tmp_path / "defrag").write_text("always defer [defer+madvise] madvise never\n")
+    monkeypatch.setattr(hp, "_THP", str(tmp_path))
+    assert hp.kernel_modes() == {"enabled": "madvise", "defrag": "defer+madvise"}
+    assert hp.advice_followed() is True
 
 
 class Switch:

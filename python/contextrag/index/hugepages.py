@@ -9,8 +9,8 @@ hands back free blocks of that size) the host backs the block anew. Either is a 
 depends on the machine's state, not on the work. An index write makes gigabytes of new arrays at a
 million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) a new
 1 GB array took 2.3-2.6 s with the advice and 0.4-0.5 s without it, with no compaction counted: the
-host's faults; without it a delete at a million chunks spent about 70 % less system time
-(docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
+host's faults; without it a delete at a million chunks in a fresh process spent about 70 % less
+system time (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
 chose them for the same reason, docs/KERNELS.md).
 
 So while an index is updated or saved (:func:`small_pages`), NumPy's advice is off where the kernel
@@ -48,11 +48,17 @@ def _read(name: str) -> str | None:
         return None
 
 
+def kernel_modes() -> dict:
+    """The kernel's transparent huge page modes, ``{"enabled": ..., "defrag": ...}`` (None where the
+    kernel has no such setting)."""
+    return {name: _mode(_read(name) or "") for name in ("enabled", "defrag")}
+
+
 def advice_followed(enabled: str | None = None) -> bool:
     """Whether the kernel's huge pages follow the advice (``transparent_hugepage/enabled`` in
     ``madvise`` mode; the file's text, read from sysfs when not given)."""
-    enabled = _read("enabled") if enabled is None else enabled
-    return enabled is not None and _mode(enabled) == "madvise"
+    mode = kernel_modes()["enabled"] if enabled is None else _mode(enabled)
+    return mode == "madvise"
 
 
 def _setter() -> Callable[[bool], bool] | None:
