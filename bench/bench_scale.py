@@ -10,6 +10,7 @@
                                                    [--step add|delete]   # one of them per process
     python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
+                                    [--weights-n 1000000]               # its lexical weights as at a million chunks
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
 
@@ -225,7 +226,7 @@ def build(args) -> None:
                                             "characters": sum(len(d["text"]) for d in docs)},
            "config": cfg.to_dict(), "embedder": ix.info.get("embedder"), "seconds": round(wall, 2),
            "cpu_seconds": round(cpu, 2), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-           "stages": stages, "disk_bytes": disk_bytes(Path(args.index)), "loadavg_start": la0,
+           "stages": stages, "disk_bytes": disk_bytes(Path(args.index)), "weights_n": args.weights_n, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "items": ix.n_items,
            "attributes": ix.context.n_attributes, "nodes": int(ix.graph.n_nodes),
            "goal": {"seconds": 1800, "peak_rss_bytes": 16 * 10**9}}
@@ -254,12 +255,33 @@ def _opened(args):
     return sampler, st, la0, rag, _questions(args.questions)
 
 
+def weights_as_if(n: int | None) -> None:
+    """The lexical attributes' weights w(a) = log(N/df)/log(N) computed with N = max(n, the chunks)
+    in this process, at build and load alike (an ablation: the weights an index of n chunks gives
+    the same df, without the chunks; docs/SCALING.md)."""
+    if not n:
+        return
+    from contextrag.index.lexical import families, incremental
+    real = families.idf_weight
+
+    def idf_weight(df, n_docs):
+        return real(df, max(int(n_docs), int(n)))
+    families.idf_weight = incremental.idf_weight = idf_weight
+
+
+def _others_top5(ranked: list, gold) -> dict:
+    """Where the top 5's non-gold documents come from: the questions' own corpus or recombined text."""
+    others = [d for d in ranked[:5] if d not in set(gold)]
+    rc = sum(1 for d in others if str(d).startswith("rc:"))
+    return {"hotpotqa": len(others) - rc, "recombined": rc}
+
+
 def query(args) -> None:
     from contextrag.eval.metrics import recall_at_k
     sampler, st, la0, rag, qs = _opened(args)
     with sampler.interval("first_query", st):
         rag.retrieve(qs[0].text, k=10, **args.set)   # the embedder's first use (model load) is counted here
-    lat, rec = [], {2: [], 5: [], 10: []}
+    lat, rec, others = [], {2: [], 5: [], 10: []}, {"hotpotqa": 0, "recombined": 0}
     with sampler.interval("queries", st):
         for q in qs:
             t = time.perf_counter()
@@ -268,6 +290,8 @@ def query(args) -> None:
             ranked = list(dict.fromkeys(h.doc_id for h in hits if h.kind == "chunk"))
             for k in rec:
                 rec[k].append(recall_at_k(ranked, q.gold_ids, k))
+            for src, m in _others_top5(ranked, q.gold_ids).items():
+                others[src] += m
     lat_ms = np.asarray(lat) * 1e3
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
@@ -276,6 +300,7 @@ def query(args) -> None:
                           "p99": round(float(np.percentile(lat_ms, 99)), 2),
                           "max": round(float(lat_ms.max()), 2), "mean": round(float(lat_ms.mean()), 2)},
            "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in rec.items()},
+           "top5_non_gold_documents": others, "weights_n": args.weights_n,
            "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
            "goal": {"load_seconds": 10, "p50_ms": 50, "p99_ms": 200}}
     sampler.stop()
@@ -459,10 +484,15 @@ def main(argv=None) -> int:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="query: a Config query field for every question (retrieve's overrides), e.g. "
                         "w_spread=0 or scoring=exhaustive (repeatable: one score alone is the others at 0)")
+    p.add_argument("--weights-n", type=int, default=None, metavar="N",
+                   help="build, query, baseline: the lexical attributes' weights log(N/df)/log(N) with N at "
+                        "least this (an ablation: a small index weighted as a big one; pass it to the build "
+                        "and to every query of that index)")
     args = p.parse_args(argv)
     if any("=" not in x for x in args.set):
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
     args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
+    weights_as_if(args.weights_n)
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile
         args.index = args.index or tempfile.mkdtemp(prefix="ctxrag-scale-5k-")

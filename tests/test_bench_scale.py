@@ -1,0 +1,57 @@
+"""The scale benchmark's ablation of the lexical weights' N and its count of where the top 5 comes from
+(bench/bench_scale.py)."""
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from shared_data import REPO
+
+
+@pytest.fixture
+def bs(monkeypatch):
+    from contextrag.index.lexical import families, incremental
+    monkeypatch.setattr(families, "idf_weight", families.idf_weight)       # put back after the test
+    monkeypatch.setattr(incremental, "idf_weight", incremental.idf_weight)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    spec = importlib.util.spec_from_file_location("bench_scale", REPO / "bench" / "bench_scale.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod, families, incremental
+
+
+def test_weights_as_if_sets_the_n_of_every_family_builder(bs):
+    mod, families, incremental = bs
+    texts = ["Paris is a city.", "Paris in spring.", "Lyon is a city too.", "Nothing here.", "More text."]
+    before = families.title_family(["Paris", "", "Lyon", "", ""], texts)
+    mod.weights_as_if(1_000_000)
+    assert incremental.idf_weight is families.idf_weight
+    w = families.idf_weight(np.array([1, 5, 1000]), 5000)
+    np.testing.assert_allclose(w, [1.0, math.log(2e5) / math.log(1e6), 0.5], rtol=1e-12)
+    np.testing.assert_allclose(families.idf_weight(np.array([5]), 4_000_000),
+                               [math.log(8e5) / math.log(4e6)], rtol=1e-12)    # a bigger N is kept
+    after = families.title_family(["Paris", "", "Lyon", "", ""], texts)
+    j = after.vocab["paris"]
+    assert after.df[j] == before.df[j] == 2
+    # the mention's degree (chunk 1 names Paris; chunk 0 is its page, degree 1)
+    assert after.incidence[1, j] == pytest.approx(math.log(1e6 / 2) / math.log(1e6), rel=1e-6)
+    assert before.incidence[1, j] == pytest.approx(math.log(5 / 2) / math.log(5), rel=1e-6)
+    assert after.incidence[0, j] == before.incidence[0, j] == 1.0
+
+
+def test_weights_as_if_none_changes_nothing(bs):
+    mod, families, _ = bs
+    real = families.idf_weight
+    mod.weights_as_if(None)
+    assert families.idf_weight is real
+
+
+def test_others_top5_counts_the_non_gold_documents_by_source(bs):
+    mod, _, _ = bs
+    ranked = ["A", "rc:1", "B", "rc:7", "C", "rc:9"]
+    assert mod._others_top5(ranked, ["B", "Z"]) == {"hotpotqa": 2, "recombined": 2}
+    assert mod._others_top5([], ["B"]) == {"hotpotqa": 0, "recombined": 0}
