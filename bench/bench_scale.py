@@ -11,6 +11,7 @@
     python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
+                                    [--weights-which linking|added]     # of its linking attributes, or the others
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
 
@@ -226,7 +227,8 @@ def build(args) -> None:
                                             "characters": sum(len(d["text"]) for d in docs)},
            "config": cfg.to_dict(), "embedder": ix.info.get("embedder"), "seconds": round(wall, 2),
            "cpu_seconds": round(cpu, 2), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-           "stages": stages, "disk_bytes": disk_bytes(Path(args.index)), "weights_n": args.weights_n, "loadavg_start": la0,
+           "stages": stages, "disk_bytes": disk_bytes(Path(args.index)), "weights_n": args.weights_n,
+           "weights_which": args.weights_which, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "items": ix.n_items,
            "attributes": ix.context.n_attributes, "nodes": int(ix.graph.n_nodes),
            "goal": {"seconds": 1800, "peak_rss_bytes": 16 * 10**9}}
@@ -255,17 +257,28 @@ def _opened(args):
     return sampler, st, la0, rag, _questions(args.questions)
 
 
-def weights_as_if(n: int | None) -> None:
+WEIGHTS_WHICH = ("all", "linking", "added")
+
+
+def weights_as_if(n: int | None, which: str = "all") -> None:
     """The lexical attributes' weights w(a) = log(N/df)/log(N) computed with N = max(n, the chunks)
     in this process, at build and load alike (an ablation: the weights an index of n chunks gives
-    the same df, without the chunks; docs/SCALING.md)."""
+    the same df, without the chunks; docs/SCALING.md). ``which``: "all" of them; "linking" only the
+    attributes that link at the index's own N (w > 1/2: their links grow stronger, no link is added);
+    "added" only the others (the links N adds, at their strength there)."""
     if not n:
         return
+    if which not in WEIGHTS_WHICH:
+        raise ValueError(f"which must be one of {WEIGHTS_WHICH}, got {which!r}")
     from contextrag.index.lexical import families, incremental
     real = families.idf_weight
 
     def idf_weight(df, n_docs):
-        return real(df, max(int(n_docs), int(n)))
+        big = real(df, max(int(n_docs), int(n)))
+        if which == "all":
+            return big
+        own = real(df, n_docs)
+        return np.where((own > 0.5) == (which == "linking"), big, own)
     families.idf_weight = incremental.idf_weight = idf_weight
 
 
@@ -300,7 +313,7 @@ def query(args) -> None:
                           "p99": round(float(np.percentile(lat_ms, 99)), 2),
                           "max": round(float(lat_ms.max()), 2), "mean": round(float(lat_ms.mean()), 2)},
            "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in rec.items()},
-           "top5_non_gold_documents": others, "weights_n": args.weights_n,
+           "top5_non_gold_documents": others, "weights_n": args.weights_n, "weights_which": args.weights_which,
            "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
            "goal": {"load_seconds": 10, "p50_ms": 50, "p99_ms": 200}}
     sampler.stop()
@@ -488,11 +501,14 @@ def main(argv=None) -> int:
                    help="build, query, baseline: the lexical attributes' weights log(N/df)/log(N) with N at "
                         "least this (an ablation: a small index weighted as a big one; pass it to the build "
                         "and to every query of that index)")
+    p.add_argument("--weights-which", choices=WEIGHTS_WHICH, default="all",
+                   help="with --weights-n: which weights take N's value: all (default), those of the "
+                        "attributes that link at the index's own size (w > 1/2), or the others")
     args = p.parse_args(argv)
     if any("=" not in x for x in args.set):
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
     args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
-    weights_as_if(args.weights_n)
+    weights_as_if(args.weights_n, args.weights_which)
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile
         args.index = args.index or tempfile.mkdtemp(prefix="ctxrag-scale-5k-")

@@ -55,3 +55,24 @@ def test_others_top5_counts_the_non_gold_documents_by_source(bs):
     ranked = ["A", "rc:1", "B", "rc:7", "C", "rc:9"]
     assert mod._others_top5(ranked, ["B", "Z"]) == {"hotpotqa": 2, "recombined": 2}
     assert mod._others_top5([], ["B"]) == {"hotpotqa": 0, "recombined": 0}
+
+
+@pytest.mark.parametrize("which", ["linking", "added"])
+def test_weights_as_if_one_part_of_the_attributes(bs, which):
+    mod, families, _ = bs
+    real = families.idf_weight
+    df = np.array([5, 1000])                  # at 5,000 chunks: 0.81 links (w > 1/2), 0.19 does not
+    own, big = real(df, 5000), real(df, 1_000_000)
+    mod.weights_as_if(1_000_000, which)
+    got = families.idf_weight(df, 5000)
+    want = [big[0], own[1]] if which == "linking" else [own[0], big[1]]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    assert own[0] > 0.5 >= own[1] and big[0] > own[0] and big[1] > own[1]
+
+
+def test_weights_as_if_names_a_bad_part(bs):
+    mod, families, _ = bs
+    real = families.idf_weight
+    with pytest.raises(ValueError, match="which must be one of"):
+        mod.weights_as_if(1_000_000, "some")
+    assert families.idf_weight is real
