@@ -284,7 +284,8 @@ def weights_as_if(n: int | None, which: str = "all") -> None:
 
 def _others_top5(ranked: list, gold) -> dict:
     """Where the top 5's non-gold documents come from: the questions' own corpus or recombined text."""
-    others = [d for d in ranked[:5] if d not in set(gold)]
+    gold = set(gold)
+    others = [d for d in ranked[:5] if d not in gold]
     rc = sum(1 for d in others if str(d).startswith("rc:"))
     return {"hotpotqa": len(others) - rc, "recombined": rc}
 
