@@ -12,6 +12,7 @@
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
                                     [--weights-which linking|added]     # of its linking attributes, or the others
+    python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522 chunks
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
 
@@ -228,7 +229,7 @@ def build(args) -> None:
            "config": cfg.to_dict(), "embedder": ix.info.get("embedder"), "seconds": round(wall, 2),
            "cpu_seconds": round(cpu, 2), "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
            "stages": stages, "disk_bytes": disk_bytes(Path(args.index)), "weights_n": args.weights_n,
-           "weights_which": args.weights_which, "loadavg_start": la0,
+           "weights_which": args.weights_which, "weights_exact": args.weights_exact, "loadavg_start": la0,
            "loadavg_1min_during": sampler.load_summary(), "items": ix.n_items,
            "attributes": ix.context.n_attributes, "nodes": int(ix.graph.n_nodes),
            "goal": {"seconds": 1800, "peak_rss_bytes": 16 * 10**9}}
@@ -260,12 +261,13 @@ def _opened(args):
 WEIGHTS_WHICH = ("all", "linking", "added")
 
 
-def weights_as_if(n: int | None, which: str = "all") -> None:
+def weights_as_if(n: int | None, which: str = "all", exact: bool = False) -> None:
     """The lexical attributes' weights w(a) = log(N/df)/log(N) computed with N = max(n, the chunks)
     in this process, at build and load alike (an ablation: the weights an index of n chunks gives
     the same df, without the chunks; docs/SCALING.md). ``which``: "all" of them; "linking" only the
     attributes that link at the index's own N (w > 1/2: their links grow stronger, no link is added);
-    "added" only the others (the links N adds, at their strength there)."""
+    "added" only the others (the links N adds, at their strength there). ``exact``: N = n also for a
+    bigger index (a fixed unit in place of log N; w clipped at 0 for df > n)."""
     if not n:
         return
     if which not in WEIGHTS_WHICH:
@@ -274,7 +276,7 @@ def weights_as_if(n: int | None, which: str = "all") -> None:
     real = families.idf_weight
 
     def idf_weight(df, n_docs):
-        big = real(df, max(int(n_docs), int(n)))
+        big = real(df, int(n) if exact else max(int(n_docs), int(n)))
         if which == "all":
             return big
         own = real(df, n_docs)
@@ -315,6 +317,7 @@ def query(args) -> None:
                           "max": round(float(lat_ms.max()), 2), "mean": round(float(lat_ms.mean()), 2)},
            "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in rec.items()},
            "top5_non_gold_documents": others, "weights_n": args.weights_n, "weights_which": args.weights_which,
+           "weights_exact": args.weights_exact,
            "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
            "goal": {"load_seconds": 10, "p50_ms": 50, "p99_ms": 200}}
     sampler.stop()
@@ -505,11 +508,13 @@ def main(argv=None) -> int:
     p.add_argument("--weights-which", choices=WEIGHTS_WHICH, default="all",
                    help="with --weights-n: which weights take N's value: all (default), those of the "
                         "attributes that link at the index's own size (w > 1/2), or the others")
+    p.add_argument("--weights-exact", action="store_true",
+                   help="with --weights-n: N itself also for a bigger index (a fixed unit in place of log N)")
     args = p.parse_args(argv)
     if any("=" not in x for x in args.set):
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
     args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
-    weights_as_if(args.weights_n, args.weights_which)
+    weights_as_if(args.weights_n, args.weights_which, args.weights_exact)
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile
         args.index = args.index or tempfile.mkdtemp(prefix="ctxrag-scale-5k-")

@@ -76,3 +76,13 @@ def test_weights_as_if_names_a_bad_part(bs):
     with pytest.raises(ValueError, match="which must be one of"):
         mod.weights_as_if(1_000_000, "some")
     assert families.idf_weight is real
+
+
+def test_weights_as_if_exact_is_a_fixed_unit_for_any_size(bs):
+    mod, families, _ = bs
+    real = families.idf_weight
+    df = np.array([1, 5, 6000])
+    mod.weights_as_if(5522, exact=True)
+    for n_docs in (1000, 5522, 1_000_000):     # the same weights whatever the index holds
+        np.testing.assert_allclose(families.idf_weight(df, n_docs), real(df, 5522), rtol=1e-12)
+    assert families.idf_weight(df, 1_000_000)[2] == 0.0      # more chunks than the unit: clipped at 0
