@@ -10,14 +10,14 @@ depends on the machine's state, not on the work. An index write makes gigabytes 
 million chunks. On the 2-core AMX Xeon virtual machine (``bench/results/fresh_memory.json``) a new
 1 GB array took 2.3-2.6 s with the advice and 0.4-0.5 s without it, with no compaction counted: the
 host's faults; without it a delete at a million chunks in a fresh process spent about 70 % less
-system time (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the k-means kernels
-chose them for the same reason, docs/KERNELS.md).
+system time (docs/SCALING.md). Ordinary pages cost a steady few microseconds each instead (the
+k-means kernels chose them for the same reason, docs/KERNELS.md).
 
 So while an index is updated or saved (:func:`small_pages`), NumPy's advice is off where the kernel
 follows it, and it is put back as it was afterwards. (A build's stages before its save keep the
 advice: run both ways, they gained nothing measurable, docs/SCALING.md.) Nothing else changes: it
-is a hint about page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for their process,
-and it is left as they set it; so is a kernel whose huge pages are always or never used whatever
+is a hint about page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for
+their process, and it is left as they set it; so is a kernel whose huge pages are always or never used whatever
 the advice, and any system other than Linux.
 """
 from __future__ import annotations
