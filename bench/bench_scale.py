@@ -471,10 +471,15 @@ def update(args) -> None:
 
 
 def _number_or_text(v: str):
-    try:
-        return float(v)
-    except ValueError:
-        return v
+    """A --set value as the Config field wants it: true/false, an int, a float, or the text."""
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(v)
+        except ValueError:
+            pass
+    return v
 
 
 def main(argv=None) -> int:

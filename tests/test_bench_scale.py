@@ -86,3 +86,14 @@ def test_weights_as_if_exact_is_a_fixed_unit_for_any_size(bs):
     for n_docs in (1000, 5522, 1_000_000):     # the same weights whatever the index holds
         np.testing.assert_allclose(families.idf_weight(df, n_docs), real(df, 5522), rtol=1e-12)
     assert families.idf_weight(df, 1_000_000)[2] == 0.0      # more chunks than the unit: clipped at 0
+
+
+def test_set_values_take_the_type_the_config_field_wants(bs):
+    mod, _, _ = bs
+    conv = mod._number_or_text
+    assert conv("1") == 1 and isinstance(conv("1"), int)      # spread_steps=1 (Config wants an int)
+    assert conv("0.5") == 0.5 and conv("0") == 0
+    assert conv("False") is False and conv("true") is True     # spread_entities=False
+    assert conv("exhaustive") == "exhaustive"
+    from contextrag import Config
+    Config(spread_steps=conv("1"), spread_entities=conv("False"), w_spread=conv("0"), scoring=conv("exhaustive"))
