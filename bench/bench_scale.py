@@ -13,6 +13,9 @@
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
                                     [--weights-which linking|added]     # of its linking attributes, or the others
     python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522 chunks
+    python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's index
+                                    [--weights-unit U]                  # w = log(U/df)/log(U): a fixed unit
+                                    [--weights-side question|links]     # on one side of the hops only
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
 
@@ -253,6 +256,9 @@ def _opened(args):
     la0 = os.getloadavg()
     with sampler.interval("load", st):
         rag = ContextRAG.load(args.index, prepare=False)
+    if getattr(args, "weights_from", None) or getattr(args, "weights_unit", None):
+        args.weights_from_chunks = weights_from(rag.index, args.weights_from, args.weights_part,
+                                                args.weights_unit, args.weights_side)
     with sampler.interval("prepare", st):
         rag.prepare()
     return sampler, st, la0, rag, _questions(args.questions)
@@ -282,6 +288,62 @@ def weights_as_if(n: int | None, which: str = "all", exact: bool = False) -> Non
         own = real(df, n_docs)
         return np.where((own > 0.5) == (which == "linking"), big, own)
     families.idf_weight = incremental.idf_weight = idf_weight
+
+
+WEIGHTS_PARTS = ("both", "df", "n")
+WEIGHTS_SIDES = ("all", "question", "links")
+
+
+def other_statistics(path) -> tuple[int, dict]:
+    """(chunks, {family: {attribute: df}}) of the index at ``path``: what ``reweight`` takes from it."""
+    from contextrag import ContextRAG
+    ix = ContextRAG.load(path, prepare=False).index
+    fams = ix.lexical.families
+    return ix.n_chunks, {name: dict(zip(f.attributes, np.asarray(f.df).tolist())) for name, f in fams.items()}
+
+
+def reweight(ix, n_other: int, df_other: dict, part: str = "both", unit: int | None = None,
+             side: str = "all") -> None:
+    """Give the loaded index ``ix`` the lexical weights w(a) = log(N/df)/log(N) of another index, before
+    its first query (an ablation, docs/SCALING.md): ``part`` "both" takes that index's df (of every
+    attribute it holds; the others keep their own) and its N; "df" the df with ``ix``'s own N; "n" its
+    N with ``ix``'s own df. ``unit``: w(a) = log(unit/df)/log(unit) (clipped at 0) in place of either
+    N, a fixed unit. The incidence follows: every degree is the new w(a), but a title's own page keeps
+    degree 1. ``side``: "all" of it, "question" only the weights the question reads (its activation μ
+    and the residual coverage's), or "links" only the incidence (the chunks' degrees the hops pass
+    through). Nothing else of the index changes."""
+    if part not in WEIGHTS_PARTS:
+        raise ValueError(f"part must be one of {WEIGHTS_PARTS}, got {part!r}")
+    if side not in WEIGHTS_SIDES:
+        raise ValueError(f"side must be one of {WEIGHTS_SIDES}, got {side!r}")
+    if unit is not None and unit < 2:
+        raise ValueError(f"unit must be at least 2 chunks, got {unit!r}")
+    from contextrag.index.lexical.families import idf_weight
+    n = unit or (n_other if part in ("both", "n") else ix.n_chunks)
+    for name, f in ix.lexical.families.items():
+        theirs = df_other.get(name, {})
+        df = np.asarray(f.df, np.float64)
+        if part in ("both", "df"):
+            df = np.array([theirs.get(a, d) for a, d in zip(f.attributes, df)], np.float64)
+        w = idf_weight(df, n).astype(np.float32)
+        if side in ("all", "links"):
+            inc = f.incidence.tocsr().astype(np.float32, copy=True)
+            if name == "title":      # degree 1: the chunks of the titled document itself
+                inc.data = np.where(inc.data == 1.0, np.float32(1.0), w[inc.indices])
+            else:
+                inc.data = w[inc.indices]
+            f.incidence = inc
+        if side in ("all", "question"):
+            f.weight = w
+    ix._spread_prepared = None       # the stored spreading incidence was prepared from the old weights
+
+
+def weights_from(ix, path, part: str, unit: int | None = None, side: str = "all") -> int:
+    """``reweight`` ``ix`` as the index at ``path`` (None: its own statistics, for a ``unit`` alone);
+    returns that index's chunk count (for the record)."""
+    n_other, df_other = other_statistics(path) if path else (ix.n_chunks, {})
+    reweight(ix, n_other, df_other, part, unit, side)
+    return n_other
 
 
 def _others_top5(ranked: list, gold) -> dict:
@@ -318,6 +380,10 @@ def query(args) -> None:
            "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in rec.items()},
            "top5_non_gold_documents": others, "weights_n": args.weights_n, "weights_which": args.weights_which,
            "weights_exact": args.weights_exact,
+           "weights_from": ({"chunks": args.weights_from_chunks, "part": args.weights_part,
+                             "unit": args.weights_unit, "side": args.weights_side}
+                            if getattr(args, "weights_from", None) or getattr(args, "weights_unit", None)
+                            else None),
            "loadavg_start": la0, "loadavg_1min_during": sampler.load_summary(),
            "goal": {"load_seconds": 10, "p50_ms": 50, "p99_ms": 200}}
     sampler.stop()
@@ -515,6 +581,18 @@ def main(argv=None) -> int:
                         "attributes that link at the index's own size (w > 1/2), or the others")
     p.add_argument("--weights-exact", action="store_true",
                    help="with --weights-n: N itself also for a bigger index (a fixed unit in place of log N)")
+    p.add_argument("--weights-from", metavar="DIR", default=None,
+                   help="query, baseline: before the first query, take the lexical weights of the index at DIR "
+                        "(its df of every attribute it holds, and its N; an ablation: this index weighted "
+                        "as that one, nothing else changed)")
+    p.add_argument("--weights-part", choices=WEIGHTS_PARTS, default="both",
+                   help="with --weights-from: take its df and N (default), its df only, or its N only")
+    p.add_argument("--weights-side", choices=WEIGHTS_SIDES, default="all",
+                   help="with --weights-from or --weights-unit: the new weights everywhere (default), on the "
+                        "question's side only (its activation and residual coverage), or in the links only")
+    p.add_argument("--weights-unit", type=int, default=None, metavar="U",
+                   help="query, baseline: before the first query, w(a) = log(U/df)/log(U) (a fixed unit in "
+                        "place of log N), with this index's df or, with --weights-from, that index's")
     args = p.parse_args(argv)
     if any("=" not in x for x in args.set):
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")

@@ -97,3 +97,81 @@ def test_set_values_take_the_type_the_config_field_wants(bs):
     assert conv("exhaustive") == "exhaustive"
     from contextrag import Config
     Config(spread_steps=conv("1"), spread_entities=conv("False"), w_spread=conv("0"), scoring=conv("exhaustive"))
+
+
+class _Lexical:
+    def __init__(self, families):
+        self.families = families
+
+
+class _Index:
+    """What ``reweight`` reads of an index: its chunk count, lexical families and stored spreading."""
+    def __init__(self, families, n_chunks):
+        self.lexical, self.n_chunks, self._spread_prepared = _Lexical(families), n_chunks, ("stored", {})
+
+
+TEXTS = ["Paris is a city on the Seine.", "Paris in spring, by the Seine.", "Lyon is a city too.",
+         "Nothing here.", "More text about Lyon and Paris."]
+TITLES = ["Paris", "", "Lyon", "", ""]
+
+
+def _small_index(families):
+    return _Index({"title": families.title_family(TITLES, TEXTS), "term": families.term_family(TITLES, TEXTS)},
+                  len(TEXTS))
+
+
+@pytest.mark.parametrize("part", ["both", "df", "n"])
+def test_reweight_takes_the_other_index_df_and_n(bs, part):
+    mod, families, _ = bs
+    ix = _small_index(families)
+    title, term = ix.lexical.families["title"], ix.lexical.families["term"]
+    jp, js = title.vocab["paris"], term.vocab["seine"]
+    own_df_p, own_df_s = int(title.df[jp]), int(term.df[js])
+    # the other index: a million chunks, Paris in 200 of them, the Seine in 50; Lyon not there at all
+    mod.reweight(ix, 1_000_000, {"title": {"paris": 200}, "term": {"seine": 50}}, part)
+    n = 1_000_000 if part in ("both", "n") else len(TEXTS)
+    df_p = 200 if part in ("both", "df") else own_df_p
+    df_s = 50 if part in ("both", "df") else own_df_s
+    w_p = max(0.0, math.log(n / df_p) / math.log(n))
+    w_s = max(0.0, math.log(n / df_s) / math.log(n))
+    assert title.weight[jp] == pytest.approx(w_p, rel=1e-6) and term.weight[js] == pytest.approx(w_s, rel=1e-6)
+    jl = title.vocab["lyon"]                               # absent there: its own df, the new N
+    assert title.weight[jl] == pytest.approx(math.log(n / title.df[jl]) / math.log(n), rel=1e-6)
+    I = title.incidence.tocsr()
+    assert I[0, jp] == 1.0                                  # Paris's own page keeps degree 1
+    assert I[1, jp] == pytest.approx(w_p, rel=1e-6)         # a mention: the new weight
+    assert term.incidence.tocsr()[0, js] == pytest.approx(w_s, rel=1e-6)
+    assert ix._spread_prepared is None                      # the stored spreading is not used again
+
+
+def test_reweight_with_a_fixed_unit_and_bad_arguments(bs):
+    mod, families, _ = bs
+    ix = _small_index(families)
+    term = ix.lexical.families["term"]
+    j = term.vocab["city"]
+    mod.reweight(ix, 1_000_000, {"term": {"city": 40}}, "both", unit=100)
+    assert term.weight[j] == pytest.approx(math.log(100 / 40) / math.log(100), rel=1e-6)
+    mod.reweight(ix, 1_000_000, {"term": {"city": 400}}, "both", unit=100)
+    assert term.weight[j] == 0.0 and term.incidence.tocsr()[0, j] == 0.0      # rarer than the unit: 0
+    with pytest.raises(ValueError, match="part must be one of"):
+        mod.reweight(ix, 10, {}, "some")
+    with pytest.raises(ValueError, match="unit must be at least 2"):
+        mod.reweight(ix, 10, {}, "both", unit=1)
+
+
+@pytest.mark.parametrize("side", ["question", "links"])
+def test_reweight_one_side_only(bs, side):
+    mod, families, _ = bs
+    ix = _small_index(families)
+    term = ix.lexical.families["term"]
+    j = term.vocab["seine"]
+    w0, i0 = float(term.weight[j]), float(term.incidence.tocsr()[0, j])
+    mod.reweight(ix, 1_000_000, {"term": {"seine": 50}}, "both", side=side)
+    w = math.log(1e6 / 50) / math.log(1e6)
+    got_w, got_i = float(term.weight[j]), float(term.incidence.tocsr()[0, j])
+    if side == "question":
+        assert got_w == pytest.approx(w, rel=1e-6) and got_i == i0 != pytest.approx(w, rel=1e-3)
+    else:
+        assert got_i == pytest.approx(w, rel=1e-6) and got_w == w0 != pytest.approx(w, rel=1e-3)
+    with pytest.raises(ValueError, match="side must be one of"):
+        mod.reweight(ix, 10, {}, "both", side="seeds")
