@@ -13,6 +13,7 @@
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
                                     [--weights-which linking|added]     # of its linking attributes, or the others
     python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522 chunks
+    python bench/bench_scale.py compare --a 0:KEY --b 1000000:KEY --key NAME    # two query records, question by question
     python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's index
                                     [--weights-unit U]                  # w = log(U/df)/log(U): a fixed unit
                                     [--weights-side question|links]     # on one side of the hops only
@@ -247,6 +248,19 @@ def _questions(n: int | None = None):
     return qs[:n] if n else qs
 
 
+def onnx_spinning() -> None:
+    """Let ONNX Runtime's idle intra-op threads spin between runs again, as its default does (an
+    ablation: the library turns the spinning off, embed/onnx.py)."""
+    import onnxruntime as ort
+    base = ort.SessionOptions
+
+    class Spinning(base):
+        def add_session_config_entry(self, key, value):
+            if key != "session.intra_op.allow_spinning":
+                super().add_session_config_entry(key, value)
+    ort.SessionOptions = Spinning
+
+
 def _opened(args):
     """(sampler, stages, load average at start, the loaded and prepared index, the questions): what a
     query run starts with, the load and the preparation timed."""
@@ -360,6 +374,8 @@ def query(args) -> None:
     with sampler.interval("first_query", st):
         rag.retrieve(qs[0].text, k=10, **args.set)   # the embedder's first use (model load) is counted here
     lat, rec, others = [], {2: [], 5: [], 10: []}, {"hotpotqa": 0, "recombined": 0}
+    found: list = []
+    golds: list = []
     with sampler.interval("queries", st):
         for q in qs:
             t = time.perf_counter()
@@ -370,6 +386,8 @@ def query(args) -> None:
                 rec[k].append(recall_at_k(ranked, q.gold_ids, k))
             for src, m in _others_top5(ranked, q.gold_ids).items():
                 others[src] += m
+            found.append({k: len(set(map(str, q.gold_ids)) & set(ranked[:k])) for k in rec})
+            golds.append(len(set(map(str, q.gold_ids))))
     lat_ms = np.asarray(lat) * 1e3
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,
@@ -378,7 +396,10 @@ def query(args) -> None:
                           "p99": round(float(np.percentile(lat_ms, 99)), 2),
                           "max": round(float(lat_ms.max()), 2), "mean": round(float(lat_ms.mean()), 2)},
            "recall_at": {str(k): round(float(np.mean(v)), 4) for k, v in rec.items()},
-           "top5_non_gold_documents": others, "weights_n": args.weights_n, "weights_which": args.weights_which,
+           "top5_non_gold_documents": others,
+           "per_question": per_question(found, golds),
+           "onnx_spinning": bool(getattr(args, "onnx_spinning", False)),
+           "weights_n": args.weights_n, "weights_which": args.weights_which,
            "weights_exact": args.weights_exact,
            "weights_from": ({"chunks": args.weights_from_chunks, "part": args.weights_part,
                              "unit": args.weights_unit, "side": args.weights_side}
@@ -388,6 +409,55 @@ def query(args) -> None:
            "goal": {"load_seconds": 10, "p50_ms": 50, "p99_ms": 200}}
     sampler.stop()
     update_json(args.chunks, args.key or "query", out)
+
+
+def per_question(found: list, golds: list) -> dict:
+    """Each question's gold documents and those found in the first k, one digit per question in
+    question order (HotpotQA-500: 2 gold each), so two runs can be compared question by question."""
+    if any(g > 9 for g in golds) or any(v > 9 for f in found for v in f.values()):
+        raise ValueError("per_question holds one digit per question: at most 9 gold documents")
+    ks = sorted({k for f in found for k in f})
+    return {"gold": "".join(map(str, golds)),
+            "found_at": {str(k): "".join(str(f[k]) for f in found) for k in ks}}
+
+
+def paired_gap(a: dict, b: dict, resamples: int = 10_000, seed: int = 0) -> dict:
+    """Recall@k of run ``a`` minus run ``b`` over the same questions (``per_question`` records), in
+    points, with a 95 % bootstrap interval over the questions (resampled in pairs) and the questions
+    each run does better on."""
+    if a["gold"] != b["gold"]:
+        raise ValueError("the two runs did not ask the same questions (their gold counts differ)")
+    gold = np.array([int(c) for c in a["gold"]], np.float64)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, gold.size, size=(resamples, gold.size))
+    out = {}
+    for k in sorted(set(a["found_at"]) & set(b["found_at"]), key=int):
+        ra = np.array([int(c) for c in a["found_at"][k]]) / gold
+        rb = np.array([int(c) for c in b["found_at"][k]]) / gold
+        d = ra - rb
+        boot = d[picks].mean(axis=1)
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        out[k] = {"gap_points": round(100 * float(d.mean()), 2),
+                  "ci95_points": [round(100 * float(lo), 2), round(100 * float(hi), 2)],
+                  "questions_a_better": int((d > 0).sum()), "questions_b_better": int((d < 0).sum())}
+    return out
+
+
+def compare(args) -> None:
+    """``--a N:KEY`` minus ``--b N:KEY`` (N: the chunks whose scale JSON holds the record, 0 for the
+    5k index), question by question; written to the second one's JSON under ``--key``."""
+    recs = []
+    for spec in (args.a, args.b):
+        n, _, key = (spec or "").partition(":")
+        if not key or not n.isdigit():
+            raise ValueError(f"--a and --b take CHUNKS:KEY (e.g. 0:query_amx), got {spec!r}")
+        data = json.loads(result_path(int(n)).read_text())
+        if key not in data or "per_question" not in data[key]:
+            raise ValueError(f"{result_path(int(n)).name} holds no record {key!r} with per_question figures")
+        recs.append((int(n), key, data[key]))
+    out = {"a": f"{recs[0][0]}:{recs[0][1]}", "b": f"{recs[1][0]}:{recs[1][1]}",
+           "recall_gap": paired_gap(recs[0][2]["per_question"], recs[1][2]["per_question"])}
+    update_json(recs[1][0], args.key or "compare", out)
 
 
 def _latency(lat: list, cpu: list) -> dict:
@@ -550,7 +620,8 @@ def _number_or_text(v: str):
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("part", choices=("build", "query", "query-compare", "load", "update", "migrate", "baseline"))
+    p.add_argument("part", choices=("build", "query", "query-compare", "load", "update", "migrate", "baseline",
+                                    "compare"))
     p.add_argument("--chunks", type=int, default=100_000)
     p.add_argument("--chunks-per-doc", type=float, default=1.0,
                    help="the recombined documents' chunks per document (measured; sizes the corpus)")
@@ -593,17 +664,26 @@ def main(argv=None) -> int:
     p.add_argument("--weights-unit", type=int, default=None, metavar="U",
                    help="query, baseline: before the first query, w(a) = log(U/df)/log(U) (a fixed unit in "
                         "place of log N), with this index's df or, with --weights-from, that index's")
+    p.add_argument("--onnx-spinning", action="store_true",
+                   help="query: ONNX Runtime's idle threads spin between runs, its own default (an ablation)")
+    p.add_argument("--a", metavar="CHUNKS:KEY", help="compare: the first query record (0: the 5k index's JSON)")
+    p.add_argument("--b", metavar="CHUNKS:KEY", help="compare: the second; the gap is a minus b")
     args = p.parse_args(argv)
     if any("=" not in x for x in args.set):
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
     args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
     weights_as_if(args.weights_n, args.weights_which, args.weights_exact)
+    if args.onnx_spinning:
+        onnx_spinning()
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
         import tempfile
         args.index = args.index or tempfile.mkdtemp(prefix="ctxrag-scale-5k-")
         args.chunks = 0
         build(args)
         query(args)
+        return 0
+    if args.part == "compare":
+        compare(args)
         return 0
     if not args.index:
         p.error("--index is required")

@@ -175,3 +175,36 @@ def test_reweight_one_side_only(bs, side):
         assert got_i == pytest.approx(w, rel=1e-6) and got_w == w0 != pytest.approx(w, rel=1e-3)
     with pytest.raises(ValueError, match="side must be one of"):
         mod.reweight(ix, 10, {}, "both", side="seeds")
+
+
+def test_per_question_and_the_paired_gap(bs):
+    mod, _, _ = bs
+    golds = [2, 2, 2, 2]
+    a = mod.per_question([{2: 2, 5: 2}, {2: 1, 5: 2}, {2: 0, 5: 1}, {2: 2, 5: 2}], golds)
+    b = mod.per_question([{2: 1, 5: 2}, {2: 1, 5: 2}, {2: 0, 5: 0}, {2: 2, 5: 2}], golds)
+    assert a == {"gold": "2222", "found_at": {"2": "2102", "5": "2212"}}
+    gap = mod.paired_gap(a, b, resamples=2000)
+    assert gap["2"]["gap_points"] == 12.5 and gap["5"]["gap_points"] == 12.5      # (0.5 + 0 + 0 + 0) / 4
+    assert gap["2"]["questions_a_better"] == 1 and gap["2"]["questions_b_better"] == 0
+    lo, hi = gap["5"]["ci95_points"]
+    assert 0.0 <= lo <= 12.5 <= hi <= 50.0           # a resample of the one question differing: 50
+    same = mod.paired_gap(a, a, resamples=100)
+    assert same["2"] == {"gap_points": 0.0, "ci95_points": [0.0, 0.0], "questions_a_better": 0,
+                         "questions_b_better": 0}
+    with pytest.raises(ValueError, match="same questions"):
+        mod.paired_gap(a, mod.per_question([{2: 1}] * 3, [2, 2, 2]))
+    with pytest.raises(ValueError, match="one digit per question"):
+        mod.per_question([{2: 10}], [12])
+
+
+def test_onnx_spinning_ablation_keeps_the_other_session_entries(bs, monkeypatch):
+    ort = pytest.importorskip("onnxruntime")
+    mod, _, _ = bs
+    monkeypatch.setattr(ort, "SessionOptions", ort.SessionOptions)      # put back after the test
+    mod.onnx_spinning()
+    opts = ort.SessionOptions()
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    assert opts.get_session_config_entry("session.inter_op.allow_spinning") == "0"
+    with pytest.raises(Exception):                                       # never set: ORT's default (spin)
+        opts.get_session_config_entry("session.intra_op.allow_spinning")
