@@ -238,6 +238,16 @@ def test_auto_embeds_large_batches_on_the_bulk_backend_and_queries_on_onnx(torch
     assert embedding.Embedder(backend="onnx").bulk_backend == "onnx"   # only auto has a bulk choice
 
 
+def test_onnx_session_threads_do_not_spin_between_runs():
+    pytest.importorskip("onnxruntime")
+    from contextrag.embed.embedder import Embedder
+    e = Embedder(backend="onnx")
+    before = e.embed_queries(["who directed it?"])
+    opts = e.model._runner.get_session_options()
+    assert opts.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    np.testing.assert_array_equal(e.embed_queries(["who directed it?"]), before)
+
+
 def test_onnx_tokenizer_offsets_equal_transformers(hotpot_paragraphs):
     """The chunker's tokenizer on the ONNX backend gives transformers' offsets: same chunks."""
     pytest.importorskip("transformers")

@@ -185,6 +185,11 @@ class OnnxEncoder:
         if threads:
             opts.intra_op_num_threads = int(threads)
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Its idle intra-op threads would otherwise spin after every run: a question is embedded once
+        # per query, and the spinning thread then takes a core from the rest of the query (the BM25,
+        # cosine and spreading kernels; docs/EMBEDDING.md). A batch of passages keeps the threads busy
+        # within its run, where the spinning saves little.
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._runner = ort.InferenceSession(str(folder / MODEL_FILE), opts, providers=["CPUExecutionProvider"])
 
     @property
