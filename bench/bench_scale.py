@@ -332,6 +332,8 @@ def reweight(ix, n_other: int, df_other: dict, part: str = "both", unit: int | N
         raise ValueError(f"side must be one of {WEIGHTS_SIDES}, got {side!r}")
     if unit is not None and unit < 2:
         raise ValueError(f"unit must be at least 2 chunks, got {unit!r}")
+    if getattr(ix, "lexical", None) is None:
+        raise ValueError("the index holds no lexical families to reweight")
     from contextrag.index.lexical.families import idf_weight
     n = unit or (n_other if part in ("both", "n") else ix.n_chunks)
     for name, f in ix.lexical.families.items():
