@@ -12,9 +12,9 @@
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
                                     [--weights-which linking|added]     # of its linking attributes, or the others
-    python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522 chunks
-    python bench/bench_scale.py compare --a 0:KEY --b 1000000:KEY --key NAME    # two query records, question by question
-    python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's index
+    python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522
+    python bench/bench_scale.py compare --a 0:KEY --b 1000000:KEY --key NAME   # two query records, per question
+    python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's
                                     [--weights-unit U]                  # w = log(U/df)/log(U): a fixed unit
                                     [--weights-side question|links]     # on one side of the hops only
 
@@ -384,12 +384,14 @@ def query(args) -> None:
             hits = rag.retrieve(q.text, k=10, **args.set)
             lat.append(time.perf_counter() - t)
             ranked = list(dict.fromkeys(h.doc_id for h in hits if h.kind == "chunk"))
+            gold = set(map(str, q.gold_ids))
+            got = {k: recall_at_k(ranked, gold, k) for k in rec}
             for k in rec:
-                rec[k].append(recall_at_k(ranked, q.gold_ids, k))
-            for src, m in _others_top5(ranked, q.gold_ids).items():
+                rec[k].append(got[k])
+            for src, m in _others_top5(ranked, gold).items():
                 others[src] += m
-            found.append({k: len(set(map(str, q.gold_ids)) & set(ranked[:k])) for k in rec})
-            golds.append(len(set(map(str, q.gold_ids))))
+            found.append({k: round(got[k] * len(gold)) for k in rec})
+            golds.append(len(gold))
     lat_ms = np.asarray(lat) * 1e3
     out = {"machine": machine(), "stages": st, "chunks": rag.index.n_chunks, "questions": len(qs),
            "w_spread": rag.index.config.w_spread, "spread_families": rag.index.config.spread_families,

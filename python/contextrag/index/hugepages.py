@@ -17,8 +17,8 @@ So while an index is updated or saved (:func:`small_pages`), NumPy's advice is o
 follows it, and it is put back as it was afterwards. (A build's stages before its save keep the
 advice: run both ways, they gained nothing measurable, docs/SCALING.md.) Nothing else changes: it
 is a hint about page size, not about contents. A user who set ``NUMPY_MADVISE_HUGEPAGE`` chose for
-their process, and it is left as they set it; so is a kernel whose huge pages are always or never used whatever
-the advice, and any system other than Linux.
+their process, and it is left as they set it; so is a kernel whose huge pages are always or never used
+whatever the advice, and any system other than Linux.
 """
 from __future__ import annotations
 
