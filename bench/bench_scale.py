@@ -14,6 +14,7 @@
                                     [--weights-which linking|added]     # of its linking attributes, or the others
     python bench/bench_scale.py build|query ... --weights-n 5522 --weights-exact   # a big index weighted as 5,522
     python bench/bench_scale.py compare --a 0:KEY --b 1000000:KEY --key NAME   # two query records, per question
+    python bench/bench_scale.py facts --index DIR --chunks N --attr term:bovin   # df, weights, the clusters' mix
     python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's
                                     [--weights-unit U]                  # w = log(U/df)/log(U): a fixed unit
                                     [--weights-side question|links]     # on one side of the hops only
@@ -464,6 +465,46 @@ def compare(args) -> None:
     update_json(recs[1][0], args.key or "compare", out)
 
 
+def attribute_facts(ix, names) -> dict:
+    """{"family:attribute": {"df", "weight"} or None where the index lacks it} for the lexical
+    attributes ``names`` (a term as its stem, a title normalised: "term:bovin", "title:nicolas cage")."""
+    fams = ix.lexical.families
+    out = {}
+    for spec in names:
+        fam, sep, attr = spec.partition(":")
+        if not sep or fam not in fams:
+            raise ValueError(f"--attr takes FAMILY:ATTRIBUTE with a family of {sorted(fams)}, got {spec!r}")
+        j = fams[fam].vocab.get(attr)
+        out[spec] = None if j is None else {"df": int(fams[fam].df[j]), "weight": round(float(fams[fam].weight[j]), 4)}
+    return out
+
+
+def cluster_facts(first_codes, doc_ids) -> dict:
+    """How the first RQ level's clusters hold HotpotQA-500's chunks (the documents not recombined,
+    whose ids do not start with "rc:"): the clusters, those holding any, and the questions' chunks'
+    share of such a cluster's chunks (median, 10th and 90th percentile)."""
+    codes = np.asarray(first_codes, np.int64)
+    own = np.fromiter((not str(d).startswith("rc:") for d in doc_ids), bool, count=codes.size)
+    size = np.bincount(codes)
+    held = np.bincount(codes[own], minlength=size.size)
+    k = held > 0
+    share = held[k] / size[k]
+    return {"clusters": int(np.count_nonzero(size)), "holding_hotpotqa": int(k.sum()),
+            "hotpotqa_share": {q: round(float(np.quantile(share, v)), 4) if share.size else None
+                               for q, v in (("p10", 0.1), ("median", 0.5), ("p90", 0.9))}}
+
+
+def facts(args) -> None:
+    """What an index holds that the recall analysis reads: the df and weight of ``--attr`` attributes
+    and the first-level clusters' share of HotpotQA-500's chunks (docs/SCALING.md)."""
+    from contextrag import ContextRAG
+    ix = ContextRAG.load(args.index, prepare=False).index
+    out = {"machine": machine(), "chunks": ix.n_chunks, "embedder": ix.info.get("embedder"),
+           "attributes": attribute_facts(ix, args.attr),
+           "first_level": cluster_facts(np.asarray(ix.codes)[:ix.n_chunks, 0], ix.chunk_doc_ids[:ix.n_chunks])}
+    update_json(args.chunks, args.key or "facts", out)
+
+
 def _latency(lat: list, cpu: list) -> dict:
     lat_ms = np.asarray(lat) * 1e3
     return {"p50": round(float(np.percentile(lat_ms, 50)), 2), "p90": round(float(np.percentile(lat_ms, 90)), 2),
@@ -625,7 +666,7 @@ def _number_or_text(v: str):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("part", choices=("build", "query", "query-compare", "load", "update", "migrate", "baseline",
-                                    "compare"))
+                                    "compare", "facts"))
     p.add_argument("--chunks", type=int, default=100_000)
     p.add_argument("--chunks-per-doc", type=float, default=1.0,
                    help="the recombined documents' chunks per document (measured; sizes the corpus)")
@@ -670,6 +711,8 @@ def main(argv=None) -> int:
                         "place of log N), with this index's df or, with --weights-from, that index's")
     p.add_argument("--onnx-spinning", action="store_true",
                    help="query: ONNX Runtime's idle threads spin between runs, its own default (an ablation)")
+    p.add_argument("--attr", action="append", default=[], metavar="FAMILY:ATTRIBUTE",
+                   help="facts: a lexical attribute whose df and weight to record (repeatable)")
     p.add_argument("--a", metavar="CHUNKS:KEY", help="compare: the first query record (0: the 5k index's JSON)")
     p.add_argument("--b", metavar="CHUNKS:KEY", help="compare: the second; the gap is a minus b")
     args = p.parse_args(argv)
@@ -692,7 +735,7 @@ def main(argv=None) -> int:
     if not args.index:
         p.error("--index is required")
     {"build": build, "query": query, "query-compare": query_compare, "load": load, "update": update,
-     "migrate": migrate}[args.part](args)
+     "migrate": migrate, "facts": facts}[args.part](args)
     return 0
 
 

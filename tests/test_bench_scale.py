@@ -208,3 +208,19 @@ def test_onnx_spinning_ablation_keeps_the_other_session_entries(bs, monkeypatch)
     assert opts.get_session_config_entry("session.inter_op.allow_spinning") == "0"
     with pytest.raises(Exception):                                       # never set: ORT's default (spin)
         opts.get_session_config_entry("session.intra_op.allow_spinning")
+
+
+def test_attribute_and_cluster_facts(bs):
+    mod, families, _ = bs
+    ix = _small_index(families)
+    got = mod.attribute_facts(ix, ["term:seine", "title:paris", "term:absent"])
+    assert got["term:seine"] == {"df": 2, "weight": round(math.log(5 / 2) / math.log(5), 4)}
+    assert got["title:paris"]["df"] == 3 and got["term:absent"] is None
+    with pytest.raises(ValueError, match="FAMILY:ATTRIBUTE"):
+        mod.attribute_facts(ix, ["phrase:x"])
+    # clusters 0 (two own chunks of four), 1 (recombined only), 2 (one own of one)
+    codes = [0, 0, 0, 0, 1, 1, 2]
+    docs = ["a", "b", "rc:1", "rc:2", "rc:3", "rc:4", "c"]
+    f = mod.cluster_facts(codes, docs)
+    assert f["clusters"] == 3 and f["holding_hotpotqa"] == 2
+    assert f["hotpotqa_share"]["median"] == 0.75        # of the shares 0.5 and 1.0
