@@ -8,6 +8,7 @@
     python bench/bench_scale.py query-compare --index DIR --chunks 1000000   # exhaustive vs candidates, same run
     python bench/bench_scale.py update --index DIR --chunks 1000000     # fresh process: add / delete 100 documents
                                                    [--step add|delete]   # one of them per process
+                                                   [--via served]        # as the HTTP server applies them
     python bench/bench_scale.py migrate --index DIR --chunks 1000000    # an index of an earlier format: load, save
     python bench/bench_scale.py baseline                                # HotpotQA-500 alone (the 5k index): recall
                                     [--weights-n 1000000]               # its lexical weights as at a million chunks
@@ -611,15 +612,39 @@ def load(args) -> None:
     update_json(args.chunks, args.key or "load", out)
 
 
+def whole_copy_holder():
+    """The server's writer with a whole deep copy of the served index before each batch, the
+    served object rebuilt around it (an ablation: what the writer once did, in this process only)."""
+    import copy
+
+    from contextrag.server.state import IndexHolder
+
+    class WholeCopyHolder(IndexHolder):
+        def _copy(self):
+            old = self._rag
+            ix = old.index
+            memo = {id(x): x for x in (getattr(ix, "embedder", None), getattr(ix, "ledger", None)) if x is not None}
+            return type(old)(copy.deepcopy(ix, memo), old.path, old.llm)
+    return WholeCopyHolder
+
+
 def update(args) -> None:
     """Add 100 documents (new recombined text, another seed) to the index on disk, then delete them
     (``--step both``, one process), or only add them or only delete them (``--step add`` /
-    ``delete``: one fresh process each, as two ``contextrag`` commands would run)."""
+    ``delete``: one fresh process each, as two ``contextrag`` commands would run). ``--via served``:
+    through the server's writer (``server.state.IndexHolder``: what POST /documents and DELETE
+    /documents do, without the HTTP), after one query, as a served index has answered some."""
     from contextrag import ContextRAG
     sampler = Sampler()
     st: dict = {}
     with sampler.interval("load", st):
         rag = ContextRAG.load(args.index)
+    writer, served = rag, args.via == "served"
+    if served:
+        from contextrag.server.state import IndexHolder
+        WholeCopyHolder = whole_copy_holder()
+        rag.retrieve("Which magazine was started first?", k=5)
+        writer = WholeCopyHolder(rag) if args.served_copy == "whole" else IndexHolder(rag)
     existing = set(rag.index.docs)
     new, _ = recombined(args.docs, seed=10_000 + args.seed, d=data_dir())   # texts drawn anew: not in the index
     new = [{**d, "id": f"upd:{i}"} for i, d in enumerate(new)]
@@ -631,15 +656,23 @@ def update(args) -> None:
     from contextrag.index import store
     la0 = os.getloadavg()
     r = rd = None
-    add_save = add_steps = None
+    add_save = add_steps = first_query = None
     if args.step != "delete":
         with sampler.interval("add", st):
-            r = rag.add(new)
+            r = writer.add(new)
+        rag = writer.rag if served else rag
+        if served:                      # what the first query after a served write waits for
+            t = time.perf_counter()
+            rag.retrieve("Which magazine was started first?", k=5)
+            first_query = round(time.perf_counter() - t, 3)
         add_save, add_steps = rag.index.timings.get("save"), dict(store.LAST_SAVE)
     if args.step != "add":
         with sampler.interval("delete", st):
-            rd = rag.delete([d["id"] for d in new])
-    out = {"machine": machine(), "step": args.step, "documents": len(new),
+            rd = writer.delete([d["id"] for d in new])
+        rag = writer.rag if served else rag
+    out = {"machine": machine(), "step": args.step, "via": args.via, "documents": len(new),
+           "served_copy": args.served_copy if served else None,
+           "first_query_after_add_s": first_query,
            "chunks_added": (r or {}).get("chunks"),
            "add_timings": {k: round(v, 3) for k, v in (r or {}).get("timings", {}).items()},
            "delete_timings": {k: round(v, 3) for k, v in (rd or {}).get("timings", {}).items()},
@@ -677,6 +710,11 @@ def main(argv=None) -> int:
     p.add_argument("--docs", type=int, default=100, help="update: documents to add and delete")
     p.add_argument("--step", choices=("both", "add", "delete"), default="both",
                    help="update: add then delete in one process (default), or one of them")
+    p.add_argument("--via", choices=("library", "served"), default="library",
+                   help="update: ContextRAG.add/delete (default), or the HTTP server's writer")
+    p.add_argument("--served-copy", choices=("write", "whole"), default="write",
+                   help="update --via served: the writer's copy as the library makes it (default), or a "
+                        "whole deep copy of the served index before each batch (an ablation)")
     p.add_argument("--key", help="query, load, update: the JSON key to write (default: the part's name)")
     p.add_argument("--repeats", type=int, default=3, help="load: loads in one process")
     p.add_argument("--build-key", default="build", help="build: the JSON key to write (default 'build')")

@@ -3,8 +3,9 @@
 Readers take the current ContextRAG (one attribute read: the old or the new index, whole). Writes
 from any number of requests go into one queue; a single writer thread takes everything pending,
 applies it to a private copy of the index (consecutive adds as one ``add``, consecutive deletes as
-one ``delete``: one save each), and swaps the copy in. Each request waits for its own outcome: the
-ids it added or deleted, or the error that refused its part of the batch."""
+one ``delete``: one save each; each copies the index as the library's writes do), and swaps the copy
+in, its query state built. Each request waits for its own outcome: the ids it added or deleted, or
+the error that refused its part of the batch."""
 from __future__ import annotations
 
 import copy
@@ -87,12 +88,11 @@ class IndexHolder:
                         j.finish(error=e)
 
     def _copy(self):
-        old = self._rag
-        ix = old.index
-        # shared, not copied: the embedding model (read-only) and the LLM cost ledger (it only adds up
-        # calls made, and holds a lock that cannot be copied)
-        memo = {id(x): x for x in (getattr(ix, "embedder", None), getattr(ix, "ledger", None)) if x is not None}
-        return type(old)(copy.deepcopy(ix, memo), old.path, old.llm)
+        """The served object, not its index: each of its writes copies the index itself
+        (``ContextRAG._write``: the copy shares what an update replaces and never changes in place, so
+        memory-mapped arrays stay mapped), changes and saves the copy, readies it for queries and only
+        then holds it; the served object and its index stay as they are. Its settings carry over."""
+        return copy.copy(self._rag)
 
     def _apply(self, batch: list[_Job]):
         new = self._copy()
