@@ -222,12 +222,15 @@ def _copy_index(ix: Index) -> Index:
 
 
 def _prepare_queries(ix: Index) -> None:
-    """The corpus view and the spreading state of ``ix``'s Config, built once per index object."""
+    """The corpus view, the spreading state of ``ix``'s Config and, where queries score candidates,
+    the RQ cells' inverted file: built once per index object."""
     from .query import spread, view_of
+    from .query.candidates import use_candidates
     view = view_of(ix)
     fams = ix.config.spread_families
     if ix.config.w_spread > 0 and any(w > 0 for w in fams.values()):
         spread.lexical_state(view, fams)
+    use_candidates(view, ix.config)      # builds the inverted file (0.1 s at a million chunks)
 
 
 class ContextRAG:
@@ -315,10 +318,15 @@ class ContextRAG:
 
     def prepare(self) -> "ContextRAG":
         """Build now what the first query would otherwise build: the query modules, the corpus view
-        (item kinds and documents, the concept nodes' extents, the router) and the spreading state of
-        the index's ``Config`` (its stored lexical families prepared for ``ops.spread_hop``). Each is
-        built once per index object and reused by every query; returns self."""
+        (item kinds and documents, the concept nodes' extents, the router), the spreading state of
+        the index's ``Config`` (its stored lexical families prepared for ``ops.spread_hop``), the RQ
+        cells' inverted file where queries score candidates, and the static embedder's model when it
+        is cached (an ONNX model loads in the background from :meth:`load`). Each is built once per
+        index object and reused by every query; returns self."""
         _prepare_queries(self.index)
+        load_model = getattr(self.index.embedder, "load_if_cached", None)
+        if callable(load_model):
+            load_model()
         self._queried = True     # later writes prepare the index they swap in
         return self
 

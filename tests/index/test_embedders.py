@@ -486,3 +486,32 @@ def test_preload_loads_the_cached_export_in_the_background(tmp_path, monkeypatch
     monkeypatch.setenv("CONTEXTRAG_CACHE_DIR", str(tmp_path / "empty-cache"))
     e2 = Embedder(backend="onnx")
     assert e2.preload() is None and not e2.loaded      # it would need an export: never in the background
+
+
+def test_load_if_cached_loads_only_a_cached_static_model(monkeypatch, tmp_path):
+    from contextrag.embed import embedder as E
+    from contextrag.embed import static
+    loads = []
+    monkeypatch.setattr(E.Embedder, "load", lambda self: loads.append(self.backend) or setattr(self, "_model", object()))
+    monkeypatch.setattr(static, "cached_static", lambda source: None)
+    assert E.Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is False and loads == []
+    monkeypatch.setattr(static, "cached_static", lambda source: tmp_path)
+    assert E.Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is True and loads == ["static"]
+    assert E.Embedder("all-MiniLM-L6-v2", backend="onnx").load_if_cached() is False and loads == ["static"]
+
+
+def test_prepare_loads_the_cached_static_model(base, monkeypatch, tmp_path):
+    """ContextRAG.prepare (and so load) readies a cached static model: the first query loads none."""
+    from contextrag import ContextRAG
+    from contextrag.embed import embedder as E
+    from contextrag.embed import static
+    monkeypatch.setattr(E.Embedder, "load", lambda self: setattr(self, "_model", object()))
+    rag = ContextRAG(base.index)
+    fresh = E.Embedder("all-MiniLM-L6-v2", backend="static")
+    monkeypatch.setattr(base.index, "embedder", fresh)
+    monkeypatch.setattr(static, "cached_static", lambda source: None)
+    rag.prepare()
+    assert not fresh.loaded                      # not in the cache: left to the first query (which makes it)
+    monkeypatch.setattr(static, "cached_static", lambda source: tmp_path)
+    rag.prepare()
+    assert fresh.loaded

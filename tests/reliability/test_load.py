@@ -90,3 +90,52 @@ def test_a_write_prepares_the_new_index_before_queries_see_it(tiny, questions, p
     monkeypatch.setattr(spread, "_build_state", lambda *a: calls.append("lexical"))
     assert rag.retrieve(questions[1], k=5)
     assert calls == []
+
+
+def test_prepare_builds_the_inverted_file_where_queries_score_candidates(tiny, tiny_dir, questions, paragraphs,
+                                                                        monkeypatch):
+    import dataclasses
+
+    from contextrag.query import candidates
+    built = []
+    real = candidates.InvertedFile.__init__
+    monkeypatch.setattr(candidates.InvertedFile, "__init__", lambda self, *a: built.append(1) or real(self, *a))
+    assert ContextRAG.load(tiny_dir, embedder=HashEmbedder()).retrieve(questions[2], k=5)
+    assert built == []                           # an index that scores every item builds none
+    rag = ContextRAG.load(tiny, embedder=HashEmbedder(), prepare=False)
+    rag.index.config = dataclasses.replace(rag.index.config, scoring="candidates")
+    rag.prepare()
+    assert built == [1]
+    assert rag.retrieve(questions[0], k=5)
+    assert built == [1]                          # prepared: the first query builds no inverted file
+    rag.add([dict(paragraphs[60], id="warm/ivf")])
+    assert built == [1, 1]                       # the write's new index: built before the swap
+    assert rag.retrieve(questions[1], k=5) and built == [1, 1]
+
+
+def test_the_bench_ablation_leaves_the_inverted_file_and_model_to_the_first_query(tiny, questions, monkeypatch):
+    """bench_scale.py load --lazy-first-query: prepare() as before it readied them."""
+    import dataclasses
+    import importlib.util
+    import sys
+
+    import contextrag.rag as rag_module
+    from contextrag.embed.embedder import Embedder
+    from contextrag.query import candidates
+    from shared_data import REPO
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setattr(rag_module, "_prepare_queries", rag_module._prepare_queries)
+    monkeypatch.setattr(Embedder, "load_if_cached", Embedder.load_if_cached)
+    spec = importlib.util.spec_from_file_location("bench_scale_lazy", REPO / "bench" / "bench_scale.py")
+    bs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bs)
+    bs.lazy_first_query()
+    built = []
+    real = candidates.InvertedFile.__init__
+    monkeypatch.setattr(candidates.InvertedFile, "__init__", lambda self, *a: built.append(1) or real(self, *a))
+    rag = ContextRAG.load(tiny, embedder=HashEmbedder(), prepare=False)
+    rag.index.config = dataclasses.replace(rag.index.config, scoring="candidates")
+    rag.prepare()
+    assert built == []
+    assert rag.retrieve(questions[0], k=5) and built == [1]
+    assert Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is False

@@ -204,6 +204,17 @@ class Embedder:
         t.start()
         return t
 
+    def load_if_cached(self) -> bool:
+        """Load the static model now when it is already in the cache (imports and one small file, no
+        torch; about 0.5 s, most of it model2vec's imports), so that a first query does not; True when
+        the model is loaded after the call. Other backends are left to :meth:`preload` and their first
+        use: an ONNX session builds in a background thread, a torch model is never loaded unasked."""
+        if self._model is None and self.backend == "static":
+            from .static import cached_static
+            if cached_static(self.path) is not None:
+                self.load()
+        return self._model is not None
+
     def _load_torch(self):
         if os.path.isdir(self.path):
             # a local directory needs no hub access; keep transformers from trying

@@ -43,6 +43,12 @@ def ensure_static(source: str) -> Path:
     return ensure_dir(derived_dir(source, "static", FORMAT), lambda d: distil(source, d), MARKER)
 
 
+def cached_static(source: str) -> Path | None:
+    """The static model distilled from ``source`` when it is in the cache, else None."""
+    d = derived_dir(source, "static", FORMAT)
+    return d if (d / MARKER).is_file() else None
+
+
 class StaticEncoder:
     """Mean of distilled token vectors (model2vec's StaticModel), unit rows."""
 
