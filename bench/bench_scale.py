@@ -667,8 +667,8 @@ def update(args) -> None:
     from contextrag import ContextRAG
     sampler = Sampler()
     st: dict = {}
-    with sampler.interval("load", st):
-        rag = ContextRAG.load(args.index)
+    with sampler.interval("load", st):      # as `contextrag add` and `delete` load: nothing prepared
+        rag = ContextRAG.load(args.index, prepare=args.prepared_load or args.via == "served")
     writer, served = rag, args.via == "served"
     if served:
         from contextrag.server.state import IndexHolder
@@ -701,6 +701,7 @@ def update(args) -> None:
             rd = writer.delete([d["id"] for d in new])
         rag = writer.rag if served else rag
     out = {"machine": machine(), "step": args.step, "via": args.via, "documents": len(new),
+           "prepared_load": bool(args.prepared_load or served),
            "served_copy": args.served_copy if served else None,
            "first_query_after_add_s": first_query,
            "chunks_added": (r or {}).get("chunks"),
@@ -742,6 +743,9 @@ def main(argv=None) -> int:
                    help="update: add then delete in one process (default), or one of them")
     p.add_argument("--via", choices=("library", "served"), default="library",
                    help="update: ContextRAG.add/delete (default), or the HTTP server's writer")
+    p.add_argument("--prepared-load", action="store_true",
+                   help="update: load the index with its query stage prepared, as the command line once "
+                        "did before a write (an ablation; --via served always does, a server answers queries)")
     p.add_argument("--served-copy", choices=("write", "whole"), default="write",
                    help="update --via served: the writer's copy as the library makes it (default), or a "
                         "whole deep copy of the served index before each batch (an ablation)")

@@ -320,9 +320,10 @@ class ContextRAG:
         """Build now what the first query would otherwise build: the query modules, the corpus view
         (item kinds and documents, the concept nodes' extents, the router), the spreading state of
         the index's ``Config`` (its stored lexical families prepared for ``ops.spread_hop``), the RQ
-        cells' inverted file where queries score candidates, and the static embedder's model when it
-        is cached (an ONNX model loads in the background from :meth:`load`). Each is built once per
-        index object and reused by every query; returns self."""
+        cells' inverted file where queries score candidates, and the embedder's model when it loads
+        without torch from the cache (a static model, an ONNX export: :meth:`load` starts the ONNX
+        one in the background, which this waits for). Each is built once per index object and reused
+        by every query; returns self."""
         _prepare_queries(self.index)
         load_model = getattr(self.index.embedder, "load_if_cached", None)
         if callable(load_model):

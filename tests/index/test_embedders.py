@@ -497,7 +497,14 @@ def test_load_if_cached_loads_only_a_cached_static_model(monkeypatch, tmp_path):
     assert E.Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is False and loads == []
     monkeypatch.setattr(static, "cached_static", lambda source: tmp_path)
     assert E.Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is True and loads == ["static"]
+    from contextrag.embed import onnx
+    monkeypatch.setattr(onnx, "cached_export", lambda source, variant: None)
     assert E.Embedder("all-MiniLM-L6-v2", backend="onnx").load_if_cached() is False and loads == ["static"]
+    monkeypatch.setattr(onnx, "cached_export", lambda source, variant: tmp_path)
+    assert E.Embedder("all-MiniLM-L6-v2", backend="onnx-int8").load_if_cached() is True
+    assert loads == ["static", "onnx-int8"]
+    assert E.Embedder("all-MiniLM-L6-v2", backend="torch").load_if_cached() is False    # never unasked
+    assert loads == ["static", "onnx-int8"]
 
 
 def test_prepare_loads_the_cached_static_model(base, monkeypatch, tmp_path):

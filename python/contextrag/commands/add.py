@@ -28,7 +28,7 @@ def add_arguments(p):
 def run(args) -> int:
     from contextrag import ContextRAG
     from contextrag.rag import file_roots, source_root
-    rag = ContextRAG.load(args.index)
+    rag = ContextRAG.load(args.index, prepare=False)   # writes, no queries
     got = ingest(args.paths, args, file_roots=file_roots(rag.index) if args.root is None else ())
     root = args.root if args.root is not None else source_root(rag.index)
     there = sorted(d["id"] for d in got.docs if d["id"] in rag.index.docs)

@@ -14,7 +14,7 @@ def add_arguments(p):
 
 def run(args) -> int:
     from contextrag import ContextRAG
-    rag = ContextRAG.load(args.index)
+    rag = ContextRAG.load(args.index, prepare=False)   # writes, no queries
     ids = list(dict.fromkeys(args.ids))
     missing = [d for d in ids if d not in rag.index.docs]
     if missing and not args.missing_ok:

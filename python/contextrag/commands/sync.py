@@ -23,7 +23,7 @@ def _names(ids, n=5):
 
 def run(args) -> int:
     from contextrag import ContextRAG
-    rag = ContextRAG.load(args.index)
+    rag = ContextRAG.load(args.index, prepare=False)   # writes, no queries
     rep = rag.sync_folder(args.folder, strict=args.strict, dry_run=args.dry_run)
     n = len(rep["added"]) + len(rep["changed"]) + len(rep["deleted"])
     rep["changes"] = n

@@ -205,14 +205,19 @@ class Embedder:
         return t
 
     def load_if_cached(self) -> bool:
-        """Load the static model now when it is already in the cache (imports and one small file, no
-        torch; about 0.5 s, most of it model2vec's imports), so that a first query does not; True when
-        the model is loaded after the call. Other backends are left to :meth:`preload` and their first
-        use: an ONNX session builds in a background thread, a torch model is never loaded unasked."""
-        if self._model is None and self.backend == "static":
-            from .static import cached_static
-            if cached_static(self.path) is not None:
-                self.load()
+        """Load the model now when that needs no torch and nothing made: a static model or an ONNX
+        export already in the cache (waiting for the load :meth:`preload` started, if it runs), so
+        that a first query does not; True when the model is loaded after the call. A torch model is
+        never loaded unasked."""
+        if self._model is None and self.backend in ("static", "onnx", "onnx-int8"):
+            if self.backend == "static":
+                from .static import cached_static
+                cached = cached_static(self.path)
+            else:
+                from .onnx import cached_export
+                cached = cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32")
+            if cached is not None:
+                self.load()           # (waits on the model's lock while a preload holds it)
         return self._model is not None
 
     def _load_torch(self):
