@@ -83,8 +83,22 @@ def last_update(index_dir: Path) -> dict:
     return info["updates"][-1]
 
 
-def cli_add(index: Path, repeats: int) -> dict:
-    exe = Path(sys.executable).with_name("contextrag")
+# `contextrag` with the index loaded prepared for queries before the add, as the command once did
+# (an ablation, this process only)
+PREPARED_CLI = """
+import sys
+from contextrag import ContextRAG
+from contextrag.cli import main
+load = ContextRAG.load.__func__
+ContextRAG.load = classmethod(lambda cls, path, **kw: load(cls, path, **{**kw, "prepare": True}))
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def cli_add(index: Path, repeats: int, prepared_load: bool = False) -> dict:
+    exe = [str(Path(sys.executable).with_name("contextrag"))]
+    if prepared_load:
+        exe = [sys.executable, "-c", PREPARED_CLI]
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
@@ -92,8 +106,8 @@ def cli_add(index: Path, repeats: int) -> dict:
         docs.write_text("".join(json.dumps(d) + "\n" for d in new_docs(N_DOCS)))
         # the first add of an index written before the words were stored migrates it: not timed
         shutil.copytree(index, tmp / "base")
-        subprocess.run([str(exe), "add", str(tmp / "base"), str(docs), "-q"], check=True, capture_output=True)
-        subprocess.run([str(exe), "delete", str(tmp / "base")] + [d["id"] for d in new_docs(N_DOCS)] + ["-q"],
+        subprocess.run(exe + ["add", str(tmp / "base"), str(docs), "-q"], check=True, capture_output=True)
+        subprocess.run(exe + ["delete", str(tmp / "base")] + [d["id"] for d in new_docs(N_DOCS)] + ["-q"],
                        check=True, capture_output=True)
         for r in range(repeats):
             work = tmp / f"run{r}"
@@ -101,7 +115,7 @@ def cli_add(index: Path, repeats: int) -> dict:
             load0 = os.getloadavg()[0]
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.perf_counter()
-            subprocess.run([str(exe), "add", str(work), str(docs), "-q"], check=True, capture_output=True)
+            subprocess.run(exe + ["add", str(work), str(docs), "-q"], check=True, capture_output=True)
             wall = time.perf_counter() - t
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
             rec = last_update(work)
@@ -113,7 +127,8 @@ def cli_add(index: Path, repeats: int) -> dict:
         for r in range(repeats):
             work = tmp / f"cpu{r}"
             shutil.copytree(tmp / "base", work)
-            out = subprocess.run([sys.executable, "-c", CPU_PHASES, str(work), json.dumps(new_docs(N_DOCS))],
+            out = subprocess.run([sys.executable, "-c", CPU_PHASES, str(work), json.dumps(new_docs(N_DOCS)),
+                                  "prepared" if prepared_load else "unprepared"],
                                  check=True, capture_output=True, text=True)
             runs_cpu.append(json.loads(out.stdout.strip().splitlines()[-1]))
             shutil.rmtree(work)
@@ -136,7 +151,7 @@ import json, sys, time
 c0 = time.process_time()
 from contextrag import ContextRAG
 c1 = time.process_time()
-rag = ContextRAG.load(sys.argv[1])
+rag = ContextRAG.load(sys.argv[1], prepare=sys.argv[3] == "prepared")   # as the command line loads
 c2 = time.process_time()
 docs = json.loads(sys.argv[2])
 rag.index.embedder.embed_passages(["warm up"])
@@ -252,16 +267,21 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS / "updates.json")
     ap.add_argument("--no-bm25", action="store_true", help="skip the BM25 build comparison")
     ap.add_argument("--merge", action="store_true", help="keep the parts of --out this run does not redo")
+    ap.add_argument("--cli-key", default="cli_add_20_docs", help="the key of the command-line add's record")
+    ap.add_argument("--prepared-load", action="store_true",
+                    help="the command line's add with the index loaded prepared for queries, as it once "
+                         "did (an ablation)")
     a = ap.parse_args()
     res = json.loads(a.out.read_text()) if a.merge and a.out.exists() else {}
     res.update({"machine": {"cpu": cpu(), "loadavg_start": list(os.getloadavg()),
                             "note": "shared 2-core machine, other jobs running: noisy; compare ratios within the run"},
                 "versions": versions()})
     if a.index is not None:
-        res["cli_add_20_docs"] = {"index_chunks": json.loads((a.index / (a.index / "CURRENT").read_text().strip()
-                                                              / "manifest.json").read_text())["counts"]["chunks"],
-                                  **cli_add(a.index, a.repeats)}
-        print(json.dumps(res["cli_add_20_docs"]), flush=True)
+        res[a.cli_key] = {"index_chunks": json.loads((a.index / (a.index / "CURRENT").read_text().strip()
+                                                       / "manifest.json").read_text())["counts"]["chunks"],
+                          "prepared_load": a.prepared_load, "machine": res["machine"], "versions": res["versions"],
+                          **cli_add(a.index, a.repeats, a.prepared_load)}
+        print(json.dumps(res[a.cli_key]), flush=True)
     if not a.no_bm25:
         res["bm25_build"] = bm25_build(a.repeats)
         print(json.dumps(res["bm25_build"]), flush=True)
