@@ -507,6 +507,12 @@ def test_load_if_cached_loads_only_a_cached_static_model(monkeypatch, tmp_path):
     assert loads == ["static", "onnx-int8"]
 
 
+    def broken(self):
+        raise RuntimeError("a corrupt cached model")
+    monkeypatch.setattr(E.Embedder, "load", broken)
+    assert E.Embedder("all-MiniLM-L6-v2", backend="onnx").load_if_cached() is False   # left to the first use
+
+
 def test_prepare_loads_the_cached_static_model(base, monkeypatch, tmp_path):
     """ContextRAG.prepare (and so load) readies a cached static model: the first query loads none."""
     from contextrag import ContextRAG

@@ -208,7 +208,8 @@ class Embedder:
         """Load the model now when that needs no torch and nothing made: a static model or an ONNX
         export already in the cache (waiting for the load :meth:`preload` started, if it runs), so
         that a first query does not; True when the model is loaded after the call. A torch model is
-        never loaded unasked."""
+        never loaded unasked, and a failure is left to the first embedding, which loads again and
+        raises."""
         if self._model is None and self.backend in ("static", "onnx", "onnx-int8"):
             if self.backend == "static":
                 from .static import cached_static
@@ -217,7 +218,10 @@ class Embedder:
                 from .onnx import cached_export
                 cached = cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32")
             if cached is not None:
-                self.load()           # (waits on the model's lock while a preload holds it)
+                try:
+                    self.load()           # (waits on the model's lock while a preload holds it)
+                except Exception:  # noqa: BLE001 - reported by the first embedding's own load
+                    return False
         return self._model is not None
 
     def _load_torch(self):
