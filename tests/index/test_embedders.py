@@ -488,7 +488,7 @@ def test_preload_loads_the_cached_export_in_the_background(tmp_path, monkeypatch
     assert e2.preload() is None and not e2.loaded      # it would need an export: never in the background
 
 
-def test_load_if_cached_loads_only_a_cached_static_model(monkeypatch, tmp_path):
+def test_load_if_cached_loads_only_a_cached_model_without_torch(monkeypatch, tmp_path):
     from contextrag.embed import embedder as E
     from contextrag.embed import static
     loads = []
@@ -505,7 +505,6 @@ def test_load_if_cached_loads_only_a_cached_static_model(monkeypatch, tmp_path):
     assert loads == ["static", "onnx-int8"]
     assert E.Embedder("all-MiniLM-L6-v2", backend="torch").load_if_cached() is False    # never unasked
     assert loads == ["static", "onnx-int8"]
-
 
     def broken(self):
         raise RuntimeError("a corrupt cached model")

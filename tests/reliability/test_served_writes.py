@@ -4,6 +4,8 @@ arrays are not read into memory), the served object's settings carry over, and t
 is ready for queries before any query sees it."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hash_embedder import HashEmbedder
@@ -34,8 +36,12 @@ def test_a_write_copies_the_index_once_and_leaves_the_served_one_alone(served, m
     monkeypatch.setattr(rag_module, "_copy_index", lambda ix: copies.append(ix) or real(ix))
     deep = copy.deepcopy
     whole = []
-    monkeypatch.setattr(copy, "deepcopy", lambda x, memo=None, _nil=[]: (whole.append(type(x).__name__)
-                                                                          if x is old else None) or deep(x, memo))
+
+    def counted(x, memo=None, _nil=None):        # every deep copy, its own recursive calls included
+        if x is old:
+            whole.append(type(x).__name__)
+        return deep(x, memo)
+    monkeypatch.setattr(copy, "deepcopy", counted)
     holder.add(NEW)
     assert copies == [old]                    # one copy, of the served index, by the library's own write
     assert whole == ["Index"]                 # ... which is the one deep copy of it (with its memo)
@@ -53,7 +59,7 @@ def test_the_served_object_keeps_its_settings_across_writes(served):
     holder.add(NEW[:1])
     new = holder.rag
     assert new.lock_timeout == 7.5 and new.path == rag.path and new.llm is rag.llm
-    assert new._snapshot != rag._snapshot and new._snapshot == new.index.info["path"].rsplit("/", 1)[-1]
+    assert new._snapshot != rag._snapshot and new._snapshot == Path(new.index.info["path"]).name
 
 
 def test_the_index_swapped_in_is_ready_before_its_first_query(served, monkeypatch):
