@@ -260,7 +260,7 @@ def test_count_bm25_native_scores_equal_numpy_bit_for_bit(corpus, monkeypatch, d
     bm = from_counts(counts, names, len(corpus[1]))
     assert bm.n_items > bm.n_chunks and bm.v_rows.size      # virtual items hold terms
     idf, (dl, avg) = bm._stats()
-    bm._norm = (bm.doc_len.astype(dl_dtype), avg)
+    bm._stats_got = (idf, (bm.doc_len.astype(dl_dtype), avg))
     queries = _queries(questions)
     fast = [bm.get_scores(t) for t in queries]
     monkeypatch.setattr(_backend, "cpu_native", lambda name: None)
@@ -289,3 +289,34 @@ def test_bm25_accumulate_rejects_bad_arguments():
         C.bm25_accumulate(out, rows, tf, dl.astype(np.float32), 0, 1.0, 1.0, 1.5, 0.75)
     with pytest.raises(TypeError):      # no silent copy of the scores: they are written in place
         C.bm25_accumulate(out.astype(np.float64), rows, tf, dl, 0, 1.0, 1.0, 1.5, 0.75)
+
+
+def test_count_bm25_stats_are_never_read_half_set(corpus):
+    """Concurrent first queries on a new index: a query that reads the BM25 statistics while another
+    is computing them gets them whole (it computes them itself), never the idf without the lengths."""
+    import threading
+
+    from contextrag.index.bm25_index import from_counts
+    counts, names, item_texts, questions = _item_counts(corpus, None)
+    bm = from_counts(counts, names, len(corpus[1]))
+    entered, proceed = threading.Event(), threading.Event()
+    first = {}
+
+    class Held(np.ndarray):              # the first thread waits inside the computation
+        def max(self, *a, **k):
+            if threading.current_thread().name == "first":
+                entered.set()
+                proceed.wait(30)
+            return np.asarray(self).max(*a, **k)
+    bm.doc_len = np.asarray(bm.doc_len).view(Held)
+    t = threading.Thread(target=lambda: first.setdefault("got", bm._stats()), name="first")
+    t.start()
+    assert entered.wait(30)
+    idf, norm = bm._stats()               # meanwhile, on this thread
+    assert norm is not None and idf.shape == (len(names),)
+    proceed.set()
+    t.join(30)
+    idf1, (dl1, avg1) = first["got"]
+    np.testing.assert_array_equal(idf1, idf)
+    assert avg1 == norm[1] and bm._stats() is not None
+    assert bm.get_scores(_queries(questions)[0]).shape == (bm.n_items,)

@@ -189,8 +189,7 @@ class CountBM25:
         if not 0 <= self.n_chunks <= self.doc_len.size:
             raise ValueError(f"BM25: {self.n_chunks} chunks for {self.doc_len.size} items")
         self._vocab = None
-        self._idf = None
-        self._norm = None
+        self._stats_got = None
 
     # -- queries
     @property
@@ -207,15 +206,18 @@ class CountBM25:
         """(idf (T,) float32, the item lengths in the smallest unsigned type that holds them, the mean
         length), as bm25_from_counts computes them. The length norm k1 (1 − b + b dl/avgdl) is
         computed per posting from the gathered length (the same float64 operations): gathering 2-byte
-        lengths rather than 8-byte norms keeps the query's random reads in cache (3× less time at 1M)."""
-        if self._idf is None:
+        lengths rather than 8-byte norms keeps the query's random reads in cache (3× less time at 1M).
+        Computed by the first query and kept whole, in one assignment: concurrent first queries
+        compute them each or read them complete, never half set."""
+        got = self._stats_got
+        if got is None:
             N = self.n_items
             d = (np.diff(self.c_indptr) + np.diff(self.v_indptr)).astype(np.float64)
-            self._idf = np.log(1.0 + (N - d + 0.5) / (d + 0.5)).astype(np.float32)
+            idf = np.log(1.0 + (N - d + 0.5) / (d + 0.5)).astype(np.float32)
             top = int(self.doc_len.max()) if N else 0
             dt = np.uint16 if top < 1 << 16 else np.uint32 if top < 1 << 32 else np.int64
-            self._norm = (self.doc_len.astype(dt), self.doc_len.mean() if N else np.float64(0.0))
-        return self._idf, self._norm
+            got = self._stats_got = (idf, (self.doc_len.astype(dt), self.doc_len.mean() if N else np.float64(0.0)))
+        return got
 
     def postings(self, j: int) -> tuple:
         """(item rows, term frequencies float64) of term ``j``: chunks first, then virtual items."""
