@@ -4,8 +4,10 @@ Tokens are counted with the *embedder's own tokenizer* when one is given (a Hugg
 tokenizer with character offsets), so a chunk of ``Config.chunk_tokens`` tokens fits the embedder's
 window exactly and is never silently truncated at embedding time. Without one (tests, custom
 embedders) a regular-expression tokenizer (words and single punctuation marks) is used. Either way
-the chunk text is an exact slice of the document text (cut at token boundaries, widened to the
-whitespace around them), so nothing is rewritten. See docs/ALGORITHM.md, "Chunking".
+the chunk text is an exact slice of the document text, from its first token's start to its last
+token's end, so nothing is rewritten. A window's edge is a token boundary, which with the model's
+tokenizer may fall inside a word it splits ("embedder's" as "embedder", "'", "s": a window may start
+at "s"). See docs/ALGORITHM.md, "Chunking".
 """
 from __future__ import annotations
 
