@@ -139,3 +139,21 @@ def test_the_bench_ablation_leaves_the_inverted_file_and_model_to_the_first_quer
     assert built == []
     assert rag.retrieve(questions[0], k=5) and built == [1]
     assert Embedder("all-MiniLM-L6-v2", backend="static").load_if_cached() is False
+
+
+def test_the_command_line_writes_prepare_nothing_for_queries(tiny, monkeypatch, capsys):
+    """`contextrag delete` (as `add` and `sync`) loads the index unprepared and writes a new one without
+    building any query state: no view, no spreading state, for either index."""
+    import argparse
+
+    from contextrag.commands import delete
+    from contextrag.query import _view, spread
+
+    def boom(*a, **k):
+        raise AssertionError("a write-only command built query state")
+    monkeypatch.setattr(_view, "_build_view", boom)
+    monkeypatch.setattr(spread, "_build_state", boom)
+    gone = next(iter(ContextRAG.load(tiny, embedder=HashEmbedder(), prepare=False).index.docs))
+    assert delete.run(argparse.Namespace(index=str(tiny), ids=[gone], missing_ok=False, json=True)) == 0
+    assert json.loads(capsys.readouterr().out)["deleted"] == [gone]
+    assert gone not in ContextRAG.load(tiny, embedder=HashEmbedder(), prepare=False).index.docs
