@@ -590,14 +590,7 @@ def lazy_first_query() -> None:
     process only)."""
     import contextrag.rag as rag_module
     from contextrag.embed.embedder import Embedder
-    from contextrag.query import spread, view_of
-
-    def view_and_spreading(ix) -> None:
-        view = view_of(ix)
-        fams = ix.config.spread_families
-        if ix.config.w_spread > 0 and any(w > 0 for w in fams.values()):
-            spread.lexical_state(view, fams)
-    rag_module._prepare_queries = view_and_spreading
+    rag_module._prepare_queries = rag_module._prepare_view
     Embedder.load_if_cached = lambda self: self._model is not None
 
 

@@ -189,10 +189,7 @@ class Embedder:
         model's load is Python imports, which would only take turns with the index's); the first
         embedding waits for it. Returns the thread, or None when nothing was started. A failure is
         left to the first embedding, which loads again and raises."""
-        if self._model is not None or self.backend not in ("onnx", "onnx-int8"):
-            return None
-        from .onnx import cached_export
-        if cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32") is None:
+        if self._model is not None or self.backend not in ("onnx", "onnx-int8") or self._cached() is None:
             return None
 
         def run():
@@ -210,19 +207,23 @@ class Embedder:
         that a first query does not; True when the model is loaded after the call. A torch model is
         never loaded unasked, and a failure is left to the first embedding, which loads again and
         raises."""
-        if self._model is None and self.backend in ("static", "onnx", "onnx-int8"):
-            if self.backend == "static":
-                from .static import cached_static
-                cached = cached_static(self.path)
-            else:
-                from .onnx import cached_export
-                cached = cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32")
-            if cached is not None:
-                try:
-                    self.load()           # (waits on the model's lock while a preload holds it)
-                except Exception:  # noqa: BLE001 - reported by the first embedding's own load
-                    return False
+        if self._model is None and self._cached() is not None:
+            try:
+                self.load()           # (waits on the model's lock while a preload holds it)
+            except Exception:  # noqa: BLE001 - reported by the first embedding's own load
+                return False
         return self._model is not None
+
+    def _cached(self):
+        """The cached folder this backend's model loads from with nothing made and no torch (a static
+        model, an ONNX export), or None: not in the cache, or a torch backend."""
+        if self.backend == "static":
+            from .static import cached_static
+            return cached_static(self.path)
+        if self.backend in ("onnx", "onnx-int8"):
+            from .onnx import cached_export
+            return cached_export(self.path, "int8" if self.backend == "onnx-int8" else "fp32")
+        return None
 
     def _load_torch(self):
         if os.path.isdir(self.path):
