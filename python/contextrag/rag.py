@@ -221,7 +221,7 @@ def _copy_index(ix: Index) -> Index:
     return copy.deepcopy(ix, memo)
 
 
-def _prepare_view(ix: Index):
+def _prepare_view(ix: Index) -> Any:
     """The corpus view and the spreading state of ``ix``'s Config, built once per index object;
     returns the view."""
     from .query import spread, view_of
