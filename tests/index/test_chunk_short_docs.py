@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from contextrag.index.chunking import Chunker, Document
+from contextrag.index.chunking import Chunker, Document, windows
 
 
 class _Offsets:
@@ -25,13 +25,12 @@ class _Offsets:
 
 
 def _reference(ch: Chunker, doc: Document):
-    """Token windows over the non-empty spans (the general path, whatever the length)."""
+    """The windows over the non-empty spans (the general path, whatever the length)."""
     toks = ch.spans(doc.text)
     if not toks:
         return [(0, doc.text.strip(), 0, len(doc.text))]
-    n, step = len(toks), ch.size - ch.overlap
-    return [(p, doc.text[toks[s][0]:toks[min(s + ch.size, n) - 1][1]], toks[s][0], toks[min(s + ch.size, n) - 1][1])
-            for p, s in enumerate(range(0, max(n - ch.overlap, 1), step))]
+    return [(p, doc.text[toks[s][0]:toks[e - 1][1]], toks[s][0], toks[e - 1][1])
+            for p, (s, e) in enumerate(windows(toks, ch.size, ch.overlap))]
 
 
 @pytest.mark.parametrize("text", ["  Alpha beta, Gamma.  ", "one", "   ", "A " * 7, "x y z " * 4, "",

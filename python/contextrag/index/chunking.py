@@ -5,17 +5,20 @@ tokenizer with character offsets), so a chunk of ``Config.chunk_tokens`` tokens 
 window exactly and is never silently truncated at embedding time. Without one (tests, custom
 embedders) a regular-expression tokenizer (words and single punctuation marks) is used. Either way
 the chunk text is an exact slice of the document text, from its first token's start to its last
-token's end, so nothing is rewritten. A window's edge is a token boundary, which with the model's
-tokenizer may fall inside a word it splits ("embedder's" as "embedder", "'", "s": a window may start
-at "s"). See docs/ALGORITHM.md, "Chunking".
+token's end, so nothing is rewritten. A window's edges fall between words: the model's tokenizer
+splits a word into several tokens ("embedder's" as "embedder", "'", "s"), and a window cut at a token
+boundary inside it would start at "s". Each edge moves to the nearest word boundary (whitespace
+between two tokens) inside the window, within the overlap, so the windows still cover every token and
+none is longer than ``size`` tokens (see :func:`windows`). See docs/ALGORITHM.md, "Chunking".
 """
 from __future__ import annotations
 
 import math
-
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+import numpy as np
 
 from .segments import check_segments
 
@@ -174,6 +177,42 @@ def _outer_span(offsets) -> tuple[int, int] | None:
     return int(first[0]), int(last[1])
 
 
+def windows(toks, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[start, end) token indices of the windows over the token spans ``toks`` ((start, end) characters,
+    non-empty, in order): ``size`` tokens advancing by ``size - overlap``, each edge then moved to a
+    word boundary, a token with whitespace before it (or the text's end).
+
+    A window's start moves forward to the first word boundary before the next window's start and
+    within ``overlap`` tokens: the tokens it skips are the previous window's last ones. Its end moves
+    back to the last word boundary that still reaches the next window's start and lies past the
+    previous window's end. Where no boundary lies within those limits (a run of more tokens than the
+    overlap with no whitespace: a URL, text without spaces) the edge stays at the token boundary. So
+    the windows cover every token, none holds more than ``size`` tokens, their count is that of the
+    plain token windows, and each adds a token the one before lacks."""
+    n, step = len(toks), size - overlap
+    starts = list(range(0, max(n - overlap, 1), step))
+    if len(starts) == 1:
+        return [(0, min(size, n))]
+    at = np.asarray(toks, dtype=np.int64)
+    # token i begins a word when something (whitespace) lies between it and token i-1; n: the text's end
+    word = np.flatnonzero(np.concatenate([[True], at[1:, 0] > at[:-1, 1], [True]]))
+    moved = []
+    for k, s in enumerate(starts):
+        limit = min(s + overlap, starts[k + 1] if k + 1 < len(starts) else n)
+        j = int(word[np.searchsorted(word, s)])
+        moved.append(j if j < limit else s)
+    out, last_end = [], 0
+    for k, s in enumerate(moved):
+        e = min(starts[k] + size, n)
+        if e < n:
+            lo = max(moved[k + 1], last_end + 1)
+            j = int(word[np.searchsorted(word, e, side="right") - 1])
+            e = j if j >= lo else e
+        out.append((s, e))
+        last_end = e
+    return out
+
+
 class Chunker:
     """Token windows of ``size`` tokens advancing by ``size - overlap``.
 
@@ -213,11 +252,8 @@ class Chunker:
             toks = _regex_spans(doc.text)
         if not toks:  # text of only whitespace/control characters: keep it whole
             return [Chunk(doc.doc_id, 0, doc.text.strip(), doc.title, 0, len(doc.text))]
-        n, step = len(toks), self.size - self.overlap
-        starts = range(0, max(n - self.overlap, 1), step)
         out = []
-        for pos, s in enumerate(starts):
-            e = min(s + self.size, n)
+        for pos, (s, e) in enumerate(windows(toks, self.size, self.overlap)):
             a, b = toks[s][0], toks[e - 1][1]
             out.append(Chunk(doc.doc_id, pos, doc.text[a:b], doc.title, a, b))
         return out
