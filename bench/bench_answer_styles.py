@@ -27,6 +27,7 @@ exclude embedding; passage embeddings of the index build come from the shared ev
 it holds them (as bench_query.py does).
 
 Usage: python bench/bench_answer_styles.py [--questions N] [--llm-questions N] [--setup-only]
+                                           [--sentences-unstemmed --out FILE]
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import argparse  # noqa: E402
 import json  # noqa: E402
 import platform  # noqa: E402
+import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -56,6 +58,8 @@ SENT_CACHE = INDEX_DIR.parent / "sentence_embeddings.sqlite"
 EMBED_CACHE = Path(os.environ.get("CONTEXTRAG_EMBED_CACHE",
                                   Path.home() / ".cache" / "contextrag" / "eval-indexes" / "embeddings.sqlite"))
 K = 12
+SENTENCES_UNSTEMMED = False      # --sentences-unstemmed: the sentences' BM25 without the index's stemmer
+OUT: Path | None = None          # --out
 
 
 def machine() -> dict:
@@ -63,8 +67,9 @@ def machine() -> dict:
     import transformers
 
     import contextrag
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "contextrag": contextrag.__version__, "torch": torch.__version__,
+            "contextrag": contextrag.__version__, "git_commit": commit, "torch": torch.__version__,
             "transformers": transformers.__version__, "torch_threads": torch.get_num_threads(),
             "cpu": _cpu(), "loadavg_start": list(os.getloadavg()),
             "note": "shared, noisy machine: per-answer seconds are indicative only; the quality figures "
@@ -163,11 +168,12 @@ def styles(rag, qs, qkey="question", akey="answer") -> dict:
     rag.index.embedder.embed_passages(sents)        # one batched pass; the answers read the cache
     embed_s = time.perf_counter() - t
     cfg = rag.index.config
+    stemmer = None if SENTENCES_UNSTEMMED else cfg.stemmer     # the library reads sentences with the index's
     memo = {}
 
     def ex_of(question, hits):
         if question not in memo:
-            memo[question] = X.extract(question, hits, rag.index.embedder, cfg.w_bm25, cfg.w_cos)
+            memo[question] = X.extract(question, hits, rag.index.embedder, cfg.w_bm25, cfg.w_cos, stemmer)
         return memo[question]
 
     def extractive(question, hits):
@@ -181,7 +187,7 @@ def styles(rag, qs, qkey="question", akey="answer") -> dict:
 
     def relevance_only(question, hits):
         cands = X.candidates(hits)
-        s = X.scores(question, [c[1] for c in cands], rag.index.embedder, cfg.w_bm25, cfg.w_cos)
+        s = X.scores(question, [c[1] for c in cands], rag.index.embedder, cfg.w_bm25, cfg.w_cos, stemmer)
         chosen = X.select(cands, s)
         return (" ".join(cands[i][1] for i in chosen) or "unknown"), {"sentences": len(chosen)}
 
@@ -220,7 +226,14 @@ def main():
     ap.add_argument("--questions", type=int, default=500)
     ap.add_argument("--llm-questions", type=int, default=0)
     ap.add_argument("--setup-only", action="store_true", help="build the indexes and the sentence cache, then stop")
+    ap.add_argument("--sentences-unstemmed", action="store_true",
+                    help="ablation: score the sentences' BM25 on unstemmed words, as the library did")
+    ap.add_argument("--out", default=None, help="result file (default: bench/results/answer_styles.json)")
     args = ap.parse_args()
+    global SENTENCES_UNSTEMMED, OUT
+    SENTENCES_UNSTEMMED = args.sentences_unstemmed
+    if args.out:
+        OUT = Path(args.out)
     from contextrag import query
 
     info = machine()
@@ -236,7 +249,8 @@ def main():
     hp, hp_rows = styles(rag, qs)
     out = {"benchmark": "answers written without an LLM, HotpotQA-500 (all questions) and MultiHop-RAG (small); "
                         "same retrieval for every style: query.retrieve k=12, default config",
-           "machine": info, "hotpotqa_500": hp,
+           "machine": info, "sentence_bm25": "unstemmed (ablation)" if SENTENCES_UNSTEMMED else "the index's stemmer",
+           "hotpotqa_500": hp,
            "goals": {"extractive_gold_in_answer_at_most_2_sentences": 60.0, "span_f1": 25.0}}
     save(out)                                   # the HotpotQA figures survive a later time-out
     mq = json.loads((DATA / "multihoprag_small.json").read_text())
@@ -261,8 +275,8 @@ def main():
 
 def save(out: dict) -> None:
     out["machine"]["loadavg_end"] = list(os.getloadavg())
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    p = RESULTS / "answer_styles.json"
+    p = OUT or RESULTS / "answer_styles.json"
+    p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text(json.dumps(out, indent=1, ensure_ascii=False))
     print(f"-> {p}", flush=True)
 

@@ -300,3 +300,40 @@ def test_the_first_sentence_is_on_the_path_from_what_the_question_names(question
     assert any(words in s for s in ex.sentences), ex.sentences
     path = X._on_path(q["question"], hits)
     assert path[ex.citations[0] - 1] and not all(path)      # a distractor passage is off the path
+
+
+class Flat:
+    """The same vector for every text: the cosine ties, so BM25 alone orders the sentences."""
+
+    def embed_queries(self, texts):
+        return np.ones((len(texts), 8))
+
+    embed_passages = embed_queries
+
+
+def test_sentence_bm25_reads_the_index_stemmer():
+    """A question's "score" / "normalised" match a sentence's "scores" / "normalisation" as the index's
+    stemmed BM25 matches them: unstemmed, a short sentence holding only "score" wins."""
+    hits = [hit("Design", "Weight = the node's selection score. The lattice edges run both ways."),
+            hit("Query", "BM25 normalisation divides the scores of every item by their maximum. "
+                         "The other terms are added after.")]
+    q = "How is the BM25 score normalised in the hybrid score?"
+    got = X.extract(q, hits, Flat(), stemmer="english")
+    assert got.sentences[0].startswith("BM25 normalisation divides"), got.sentences
+    plain = X.extract(q, hits, Flat())
+    assert plain.sentences[0].startswith("Weight = the node's selection score"), plain.sentences
+    texts = [t for _, t in X.candidates(hits)]
+    stemmed = X.scores(q, texts, Flat(), 1.0, 0.0, "english")
+    assert stemmed[2] > stemmed[0] and X.scores(q, texts, Flat(), 1.0, 0.0)[2] < 1.0
+
+
+def test_the_answer_reads_sentences_with_the_index_stemmer(monkeypatch):
+    from contextrag import Config
+    from contextrag.query import answering
+
+    seen = []
+    monkeypatch.setattr(X, "extract", lambda *a, **k: seen.append(k.get("stemmer")) or X.Extract())
+    answering._extract(type("Ix", (), {"embedder": Flat()})(), "q?", [hit("A", "a b.")], Config(), "extractive")
+    answering._extract(type("Ix", (), {"embedder": Flat()})(), "q?", [hit("A", "a b.")], Config(stemmer=None),
+                       "extractive")
+    assert seen == [Config().stemmer, None] and seen[0] == "english"

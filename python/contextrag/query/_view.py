@@ -111,18 +111,23 @@ class CorpusView:
 
 # ---------------------------------------------------------------- bm25 fallback (no bm25 in the index)
 class _OwnBM25:
-    """bm25s over the item texts, for index objects that carry none."""
+    """bm25s over the item texts, for index objects that carry none. ``stemmer``: a Snowball language
+    (the index's ``Config.stemmer``): texts and question are then read as stems, as the index's BM25
+    reads them."""
 
-    def __init__(self, texts):
+    def __init__(self, texts, stemmer: str | None = None):
         import bm25s
 
-        self._bm25s = bm25s
-        self.n = len(texts)
+        from ..index.lexical.tokens import bm25_tokenize
+
+        self.n, self.stemmer = len(texts), stemmer
         self.r = bm25s.BM25()
-        self.r.index(bm25s.tokenize(list(texts), stopwords="en", show_progress=False), show_progress=False)
+        self.r.index(bm25_tokenize(list(texts), stemmer=stemmer), show_progress=False)
 
     def __call__(self, question: str) -> np.ndarray:
-        toks = self._bm25s.tokenize([question], stopwords="en", return_ids=False, show_progress=False)[0]
+        from ..index.lexical.tokens import query_tokens
+
+        toks = query_tokens(question, self.stemmer)
         vocab = self.r.vocab_dict
         toks = [t for t in toks if t in vocab]
         if not toks:

@@ -48,9 +48,10 @@ def _embedder(index):
 
 def _extract(index, question, hits, cfg, style="extractive"):
     """(text, citations, support) of a no-LLM style: the sentences, or the span with its sentence."""
+    from ..index.core import index_stemmer
     from .extractive import extract
 
-    ex = extract(question, hits, _embedder(index), w_bm25=cfg.w_bm25, w_cos=cfg.w_cos)
+    ex = extract(question, hits, _embedder(index), w_bm25=cfg.w_bm25, w_cos=cfg.w_cos, stemmer=index_stemmer(cfg))
     if style == "span" and ex.span:
         return ex.span, [ex.span_citation], list(ex.sentences)
     return ex.text, list(ex.citations), list(ex.sentences)

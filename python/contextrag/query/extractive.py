@@ -3,7 +3,8 @@ name, date or number that answers, with its sentence cited).
 
 Relevance of a sentence: every sentence of the answer's hits (query/sentences.py) is scored as eq. 13
 scores a passage, minus the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s)
-over these sentences only and the cosine between the index's embedder's question and sentence
+over these sentences only, on the words the index's BM25 reads (its ``Config.stemmer``'s stems), and
+the cosine between the index's embedder's question and sentence
 embeddings; times its passage's score over the best passage's (:func:`passage_prior`), so a sentence
 counts in proportion to the passage that holds it — a look-alike sentence in a weak passage (a
 glossary line that repeats the question's words) does not beat the passage the retrieval put first.
@@ -107,8 +108,10 @@ def candidates(hits) -> list[tuple[int, str]]:
     return whole or every
 
 
-def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: float) -> np.ndarray:
-    """(len(texts),) eq. 13 without the graph term, over these sentences."""
+def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: float,
+           stemmer: str | None = None) -> np.ndarray:
+    """(len(texts),) eq. 13 without the graph term, over these sentences; BM25 reads the words as the
+    index does (their ``stemmer`` stems: "scores" matches "score", "normalisation" "normalised")."""
     out = np.zeros(len(texts), dtype=np.float64)
     if not texts:
         return out
@@ -116,7 +119,7 @@ def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: floa
         from ._view import _OwnBM25
         from .bm25 import normalise_max
 
-        out += w_bm25 * normalise_max(_OwnBM25(texts)(question)).astype(np.float64)
+        out += w_bm25 * normalise_max(_OwnBM25(texts, stemmer)(question)).astype(np.float64)
     if w_cos:
         q = np.asarray(embedder.embed_queries([question]), dtype=np.float64)
         E = np.asarray(embedder.embed_passages(texts), dtype=np.float64)
@@ -182,14 +185,15 @@ def _linked(a, b) -> bool:
     return bool((tb.strip() and tb in _norm(a.text)) or (ta.strip() and ta in _norm(b.text)))
 
 
-def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0.5) -> Extract:
+def extract(question: str, hits, embedder, w_bm25: float = 0.3, w_cos: float = 0.5,
+            stemmer: str | None = None) -> Extract:
     """The sentences that answer ``question`` from ``hits`` and the span that answers it (the rules in
-    the module docstring)."""
+    the module docstring). ``stemmer``: the index's (``Config.stemmer``), for the sentences' BM25."""
     cands = candidates(hits)
     qt = qtype.question_type(question)
     if not cands:
         return Extract(kind=qt.kind)
-    s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos) * passage_prior(hits, cands)
+    s = scores(question, [t for _, t in cands], embedder, w_bm25, w_cos, stemmer) * passage_prior(hits, cands)
     if qt.options:
         qt = dataclasses.replace(qt, options=tuple(_as_titled(o, hits) for o in qt.options))
     if qt.kind in ("choice", "yesno") and len(qt.options) == 2:
