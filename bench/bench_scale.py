@@ -658,6 +658,11 @@ def update(args) -> None:
     through the server's writer (``server.state.IndexHolder``: what POST /documents and DELETE
     /documents do, without the HTTP), after one query, as a served index has answered some."""
     from contextrag import ContextRAG
+    if args.release_inline:                 # the ablation: the replaced index freed by the writing thread
+        from contextrag import rag as rag_module
+        rag_module.release_later = lambda retired: retired.clear()
+        from contextrag.server import state as state_module
+        state_module.release_later = rag_module.release_later
     sampler = Sampler()
     st: dict = {}
     with sampler.interval("load", st):      # as `contextrag add` and `delete` load: nothing prepared
@@ -694,7 +699,7 @@ def update(args) -> None:
             rd = writer.delete([d["id"] for d in new])
         rag = writer.rag if served else rag
     out = {"machine": machine(), "step": args.step, "via": args.via, "documents": len(new),
-           "prepared_load": bool(args.prepared_load or served),
+           "prepared_load": bool(args.prepared_load or served), "release_inline": bool(args.release_inline),
            "served_copy": args.served_copy if served else None,
            "first_query_after_add_s": first_query,
            "chunks_added": (r or {}).get("chunks"),
@@ -742,6 +747,9 @@ def main(argv=None) -> int:
     p.add_argument("--served-copy", choices=("write", "whole"), default="write",
                    help="update --via served: the writer's copy as the library makes it (default), or a "
                         "whole deep copy of the served index before each batch (an ablation)")
+    p.add_argument("--release-inline", action="store_true",
+                   help="update: free the index a write replaces on the writing thread, as the library did "
+                        "(an ablation; the library frees it on a thread of its own)")
     p.add_argument("--key", help="query, load, update: the JSON key to write (default: the part's name)")
     p.add_argument("--repeats", type=int, default=3, help="load: loads in one process")
     p.add_argument("--lazy-first-query", action="store_true",

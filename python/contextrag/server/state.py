@@ -12,6 +12,8 @@ import copy
 import threading
 import uuid
 
+from ..rag import release_later
+
 
 class NotInIndex(LookupError):
     """A delete named a document the index does not hold."""
@@ -105,12 +107,15 @@ class IndexHolder:
             run = batch[i:j]
             changed |= (self._adds if run[0].kind == "add" else self._deletes)(new, run)
             i = j
+        retired = []
         if changed:
+            retired.append(self._rag)
             self._rag = new
             self.generation += 1
         self.batches += 1
         for job in batch:
             job.done.set()
+        release_later(retired)     # the replaced object, and with it its index once no query reads it
 
     @staticmethod
     def _adds(new, jobs) -> bool:
