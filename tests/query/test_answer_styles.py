@@ -41,6 +41,11 @@ def test_sentence_split_and_trim():
     assert S.split("The hybrid score (eq. 13) adds BM25, e.g. the title. Cosine too.") == [
         "The hybrid score (eq. 13) adds BM25, e.g. the title.", "Cosine too."]
     assert S.trim("It was founded in 1755. and then it gr") == "It was founded in 1755."
+    # a list item's marker is not part of its sentence; a hyphen or number inside a line stays
+    assert S.split("Intro line.\n- BM25 normalisation. Scores are divided.\n* Cosine.\n12. Twelve.\n"
+                   "2) Two.\n• Dot.\n-5 degrees. Well-known - yes.") == [
+        "Intro line.", "BM25 normalisation.", "Scores are divided.", "Cosine.", "Twelve.", "Two.", "Dot.",
+        "-5 degrees.", "Well-known - yes."]
 
 
 def test_markers_naming_no_passage_are_dropped():

@@ -26,11 +26,17 @@ _ABBREV = re.compile(r"(?:^|[\s(\"'“‘])(?:[A-Z]|(?:[A-Z]\.)+[A-Z]|Jr|Sr|Dr|M
                      r"Rev|Prof|Capt|Sgt|Maj|Hon|Rt)$")
 
 
+# a list item's marker at the start of a line ("- ", "* ", "• ", "3. ", "2) "): not part of its sentence
+_BULLET = re.compile(r"\s*(?:[-*•+]|\d{1,3}[.)])\s+(?=\S)")
+
+
 def split(text: str) -> list[str]:
-    """The sentences of ``text``, stripped, in order (pieces without a word character dropped)."""
+    """The sentences of ``text``, stripped, in order (pieces without a word character dropped; a list
+    item's marker left out of its first sentence)."""
     out = []
     for line in (text or "").splitlines():
-        start = 0
+        bullet = _BULLET.match(line)
+        start = bullet.end() if bullet else 0
         for m in _SPLIT.finditer(line):
             if m.group() == "." and m.end() < len(line.rstrip()) and _ABBREV.search(line[start:m.start()]):
                 continue
