@@ -337,3 +337,20 @@ def test_the_answer_reads_sentences_with_the_index_stemmer(monkeypatch):
     answering._extract(type("Ix", (), {"embedder": Flat()})(), "q?", [hit("A", "a b.")], Config(stemmer=None),
                        "extractive")
     assert seen == [Config().stemmer, None] and seen[0] == "english"
+
+
+def test_a_window_that_starts_inside_a_sentence_offers_no_tail_as_a_sentence():
+    """A later window of a document that begins with a lower-case word is the tail of a sentence: it is
+    not quoted as one while whole sentences exist; a document's first window, or one that begins a
+    sentence, is read whole."""
+    from dataclasses import replace
+
+    tail = Hit(id="d#1", doc_id="d", kind="chunk", score=1.0, title="D", span=(812, 1400),
+               text="scores of every item are divided by their maximum. The next sentence is whole.")
+    got = X.candidates([tail])
+    assert [s for _, s in got] == ["The next sentence is whole."]
+    assert [s for _, s in X.candidates([replace(tail, span=(0, 600))])][0].startswith("scores of every")
+    assert [s for _, s in X.candidates([replace(tail, text="Scores of every item. More.")])] == [
+        "Scores of every item.", "More."]
+    only = replace(tail, text="scores of every item are divided by their maximum.")
+    assert [s for _, s in X.candidates([only])] == ["scores of every item are divided by their maximum."]

@@ -101,11 +101,26 @@ class Extract:
 
 def candidates(hits) -> list[tuple[int, str]]:
     """(hit number, sentence) for every whole sentence of the hits, hit numbers 1-based. Pieces that
-    end without a full stop (headings, list items, a sentence cut at the chunk's edge) are used only
-    when the hits hold no whole sentence."""
-    every = [(n, s) for n, h in enumerate(hits, 1) for s in sentences.split(h.text)]
-    whole = [(n, s) for n, s in every if sentences.last_end(s) == len(s)]
+    end without a full stop (headings, list items, a sentence cut at the chunk's end) and the first
+    piece of a chunk whose window began inside a sentence (:func:`_starts_inside_a_sentence`) are
+    used only when the hits hold no whole sentence."""
+    every, whole = [], []
+    for n, h in enumerate(hits, 1):
+        pieces = sentences.split(h.text)
+        cut = _starts_inside_a_sentence(h)
+        for i, s in enumerate(pieces):
+            every.append((n, s))
+            if sentences.last_end(s) == len(s) and not (i == 0 and cut):
+                whole.append((n, s))
     return whole or every
+
+
+def _starts_inside_a_sentence(hit) -> bool:
+    """A chunk that begins after its document's start (a later window) with a lower-case word or a
+    closing mark (",", ")", ...) begins inside a sentence: its first piece is the tail of one."""
+    span = getattr(hit, "span", None)
+    t = (getattr(hit, "text", "") or "").lstrip()
+    return bool(span) and span[0] > 0 and bool(t) and (t[0].islower() or t[0] in ",;:)]}")
 
 
 def scores(question: str, texts: list[str], embedder, w_bm25: float, w_cos: float,
