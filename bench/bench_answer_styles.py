@@ -228,12 +228,13 @@ def main():
     ap.add_argument("--setup-only", action="store_true", help="build the indexes and the sentence cache, then stop")
     ap.add_argument("--sentences-unstemmed", action="store_true",
                     help="ablation: score the sentences' BM25 on unstemmed words, as the library did")
-    ap.add_argument("--out", default=None, help="result file (default: bench/results/answer_styles.json)")
+    ap.add_argument("--out", default=None, help="result file (default: bench/results/answer_styles.json, "
+                                                "with --sentences-unstemmed answer_styles_sentences_unstemmed.json)")
     args = ap.parse_args()
     global SENTENCES_UNSTEMMED, OUT
     SENTENCES_UNSTEMMED = args.sentences_unstemmed
-    if args.out:
-        OUT = Path(args.out)
+    if args.out or args.sentences_unstemmed:
+        OUT = Path(args.out) if args.out else RESULTS / "answer_styles_sentences_unstemmed.json"
     from contextrag import query
 
     info = machine()
