@@ -21,6 +21,7 @@
     python bench/bench_scale.py baseline --weights-from DIR [--weights-part both|df|n]   # weighted as DIR's
                                     [--weights-unit U]                  # w = log(U/df)/log(U): a fixed unit
                                     [--weights-side question|links]     # on one side of the hops only
+    python bench/bench_scale.py query --index DIR --chunks N --weights-local K   # links weighted by rarity in the top K
 
 Each part appends its figures to bench/results/scale_<n>.json (scale_1m.json at a million chunks).
 
@@ -285,6 +286,64 @@ def _opened(args):
 WEIGHTS_WHICH = ("all", "linking", "added")
 
 
+def weights_local(k: int | None) -> None:
+    """Query-local lexical weights in this process (an ablation, docs/SCALING.md "The weights' N"): for
+    each question, every attribute held by some of its K best chunks by eq. 13 (the top K) weighs
+    log(K/df_K)/log(K) in the links, df_K its chunks among them; an attribute none of them holds keeps
+    w(a) = log(N/df)/log(N), and so does the question's own activation μ. Own pages keep degree 1.
+    A weight that text unrelated to the question does not move, asked for in docs/SCALING.md; one
+    question at a time, the incidence's entries rewritten for each (seconds at a million chunks)."""
+    if not k:
+        return
+    import copy as copy_module
+
+    from contextrag.query import spread
+    real = spread._spread_batch
+    cache: dict = {}
+
+    def parts(st):
+        got = cache.get(id(st))
+        if got is None or got[0] is not st:
+            G = st.G
+            ind, tptr = np.asarray(G.indices), np.asarray(G.t_indptr)
+            tcol = np.repeat(np.arange(G.shape[1], dtype=np.int32), np.diff(tptr))
+            td = np.asarray(G.t_data)
+            gw = np.zeros(G.shape[1], np.float32)    # each column's global weight: its largest entry below 1
+            below = td < 1.0
+            np.maximum.at(gw, tcol[below], td[below])
+            gw[(np.diff(tptr) > 0) & (gw == 0)] = 1.0   # only entries of degree 1 (own pages, a term of one chunk)
+            got = (st, np.asarray(G.data) >= 1.0, td >= 1.0, ind, tcol, st.column_max >= 1.0, gw)
+            cache[id(st)] = got
+        return got
+
+    def local(st, base):
+        _, one, t_one, ind, tcol, col_one, gw = parts(st)
+        G, nc = st.G, st.n_chunks
+        kk = min(int(k), nc)
+        top = np.argpartition(-np.nan_to_num(base[:nc], nan=-np.inf, neginf=-1e30), kk - 1)[:kk]
+        ptr = np.asarray(G.indptr)
+        cols = np.concatenate([ind[ptr[r]:ptr[r + 1]] for r in top.tolist()]) if kk else np.zeros(0, np.int64)
+        df = np.bincount(cols, minlength=G.shape[1])
+        w = gw.copy()
+        held = df > 0
+        w[held] = (np.log(kk / df[held]) / np.log(kk)).astype(np.float32)
+        G2 = copy_module.copy(G)
+        G2.data = np.where(one, np.float32(1), w[ind]).astype(G.dtype)
+        G2.t_data = np.where(t_one, np.float32(1), w[tcol]).astype(G.dtype)
+        G2._dev = {}
+        st2 = copy_module.copy(st)
+        st2.G = G2
+        st2._colmax = np.where(col_one, np.float32(1), w).astype(np.float32)
+        return st2
+
+    def batch(st, questions, bases, cfg, mask):
+        out = []
+        for q, b in zip(questions, bases):
+            out += real(local(st, b), [q], [b], cfg, mask)
+        return out
+    spread._spread_batch = batch
+
+
 def weights_as_if(n: int | None, which: str = "all", exact: bool = False) -> None:
     """The lexical attributes' weights w(a) = log(N/df)/log(N) computed with N = max(n, the chunks)
     in this process, at build and load alike (an ablation: the weights an index of n chunks gives
@@ -407,7 +466,7 @@ def query(args) -> None:
            "top5_non_gold_documents": others,
            "per_question": per_question(found, golds),
            "onnx_spinning": bool(getattr(args, "onnx_spinning", False)),
-           "weights_n": args.weights_n, "weights_which": args.weights_which,
+           "weights_n": args.weights_n, "weights_which": args.weights_which, "weights_local": args.weights_local,
            "weights_exact": args.weights_exact,
            "weights_from": ({"chunks": args.weights_from_chunks, "part": args.weights_part,
                              "unit": args.weights_unit, "side": args.weights_side}
@@ -785,6 +844,9 @@ def main(argv=None) -> int:
     p.add_argument("--weights-unit", type=int, default=None, metavar="U",
                    help="query, baseline: before the first query, w(a) = log(U/df)/log(U) (a fixed unit in "
                         "place of log N), with this index's df or, with --weights-from, that index's")
+    p.add_argument("--weights-local", type=int, default=None, metavar="K",
+                   help="query: query-local weights in the links, each attribute's rarity among the question's "
+                        "K best chunks (an ablation)")
     p.add_argument("--onnx-spinning", action="store_true",
                    help="query: ONNX Runtime's idle threads spin between runs, its own default (an ablation)")
     p.add_argument("--attr", action="append", default=[], metavar="FAMILY:ATTRIBUTE",
@@ -796,6 +858,7 @@ def main(argv=None) -> int:
         p.error("--set takes FIELD=VALUE, e.g. --set w_spread=0")
     args.set = {k: _number_or_text(v) for k, v in (x.split("=", 1) for x in args.set)}
     weights_as_if(args.weights_n, args.weights_which, args.weights_exact)
+    weights_local(args.weights_local)
     if args.onnx_spinning:
         onnx_spinning()
     if args.part == "baseline":          # the 5k index: HotpotQA-500's corpus alone, same embedder
