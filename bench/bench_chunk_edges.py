@@ -1,15 +1,13 @@
-"""Chunk edges at sentences, at words and at token boundaries, in one run -> bench/results/chunk_edges.json
+"""Chunk edges between words against edges at token boundaries, in one run -> bench/results/chunk_edges.json
 
     python bench/bench_chunk_edges.py [--no-answers]
 
-The library moves each window's edges to a sentence's start within the overlap, else to a word
-boundary (index/chunking.py, ``windows``). The ablations patch the chunker in this process: "words"
-gives it no sentence starts (word boundaries only), "tokens" replaces ``chunking.windows`` with the
-plain token windows. For each rule, on fresh index caches: the retrieval evaluation of both shared sets
+The library moves each window's edges to word boundaries (index/chunking.py, ``windows``); the
+ablation ("tokens") patches ``chunking.windows`` in this process with the plain token windows, the rule
+before. For each rule, on fresh index caches: the retrieval evaluation of both shared sets
 (``contextrag.eval.run``, the systems of bench/multihop/eval_sets.py, no LLM), the answer styles of
-bench/bench_answer_styles.py (its indexes and outputs in a temporary folder), and in the shared
-corpora how many chunk edges fall inside a word (a character other than whitespace on both sides) and
-how many of the later windows begin at a sentence's start.
+bench/bench_answer_styles.py (its indexes and outputs in a temporary folder), and how many chunk edges
+of the shared corpora fall inside a word (a character other than whitespace on both sides).
 Data from $CONTEXTRAG_DATA (default ../shared/data beside the repository).
 """
 from __future__ import annotations
@@ -31,7 +29,7 @@ SETS = {"hotpotqa_500": ("hotpotqa_500.json", "hotpotqa"), "multihoprag_small": 
 SYSTEMS = ["bm25", "dense", "hybrid", "contextrag", "contextrag_paper"]
 
 
-def plain_windows(toks, size: int, overlap: int, sentences=None):
+def plain_windows(toks, size: int, overlap: int):
     """The token windows without moving their edges: the rule the library's ``windows`` replaced."""
     n, step = len(toks), size - overlap
     return [(s, min(s + size, n)) for s in range(0, max(n - overlap, 1), step)]
@@ -69,20 +67,13 @@ def edges_inside_words(texts) -> dict:
     from contextrag.index.chunking import Document
     cfg = Config()
     ch = make_chunker(cfg, Embedder.from_config(cfg))
-    from contextrag.sentence_bounds import sentence_starts
-    n = cut = later = at_sentence = 0
+    n = cut = 0
     for i, t in enumerate(texts):
-        chunks = ch.split(Document(str(i), t))
-        starts = set(sentence_starts(t)) if len(chunks) > 1 else set()
-        for c in chunks:
+        for c in ch.split(Document(str(i), t)):
             n += 1
             cut += (c.start_char > 0 and not t[c.start_char - 1].isspace()) \
                 + (c.end_char < len(t) and not t[c.end_char].isspace())
-            if c.position:
-                later += 1
-                at_sentence += c.start_char in starts
-    return {"chunks": n, "edges_inside_a_word": cut, "later_windows": later,
-            "later_windows_at_a_sentence_start": at_sentence}
+    return {"chunks": n, "edges_inside_a_word": cut}
 
 
 def retrieval(cache: Path) -> dict:
@@ -118,13 +109,12 @@ def main() -> None:
     ap.add_argument("--no-answers", action="store_true", help="the retrieval evaluation and edge counts only")
     args = ap.parse_args()
     from contextrag.index import chunking
-    library, sentences = chunking.windows, chunking.sentence_tokens
-    record = {"benchmark": "chunk edges: at sentences, else words (the library), against words only and "
-                           "token boundaries (the rules before)", "machine": machine(), "rules": {}}
+    library = chunking.windows
+    record = {"benchmark": "chunk edges: between words (the library) against token boundaries (the rule before)",
+              "machine": machine(), "rules": {}}
     texts = corpora()
-    for rule in ("sentences", "words", "tokens"):
-        chunking.windows = plain_windows if rule == "tokens" else library
-        chunking.sentence_tokens = sentences if rule == "sentences" else (lambda text, toks: None)
+    for rule in ("words", "tokens"):
+        chunking.windows = library if rule == "words" else plain_windows
         with tempfile.TemporaryDirectory(prefix="chunk_edges_") as tmp:
             got = {"edges": {name: edges_inside_words(t) for name, t in texts.items()},
                    "retrieval": retrieval(Path(tmp))}
@@ -132,7 +122,7 @@ def main() -> None:
                 got["answers"] = answers(Path(tmp) / "answers")
         record["rules"][rule] = got
         print(rule, json.dumps(got["retrieval"]), flush=True)
-    chunking.windows, chunking.sentence_tokens = library, sentences
+    chunking.windows = library
     record["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     OUT.write_text(json.dumps(record, indent=1) + "\n")
     print(f"-> {OUT}")

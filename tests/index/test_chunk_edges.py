@@ -1,16 +1,14 @@
-"""Chunk edges fall between sentences where one ends within the overlap, else between words: a window's
-start and end move to such a boundary within the overlap, the windows still cover every token, none is
-longer than ``size``, and their count is that of the plain token windows."""
+"""Chunk edges fall between words: a window's start and end move to the nearest word boundary within the
+overlap, the windows still cover every token, none is longer than ``size``, and their count is that of
+the plain token windows."""
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
 
-from contextrag.index.chunking import Chunker, Document, sentence_tokens, windows
-from contextrag.sentence_bounds import sentence_starts
+from contextrag.index.chunking import Chunker, Document, windows
 from shared_data import data_dir
 
 
@@ -97,47 +95,3 @@ def test_model_tokenizer_chunks_start_and_end_between_words(embedder):
     assert n_chunks > 2 * len(texts)          # long documents: many windows
     assert plain_cuts > 10                    # the token windows cut inside words
     assert cuts == 0
-
-
-@pytest.mark.parametrize("size,overlap", [(5, 1), (7, 3), (8, 2), (10, 8), (200, 40)])
-def test_a_sentence_start_within_the_overlap_is_taken_before_a_word_boundary(size, overlap):
-    rng = np.random.default_rng(size + overlap)
-    for n in list(range(size + 1, 4 * size)) + [700]:
-        toks = _layout(rng, n, 0.3)
-        words = sorted(_boundaries(toks) - {n})
-        sents = sorted({0} | {w for w in words if rng.random() < 0.2})
-        plain, got = _plain(n, size, overlap), windows(toks, size, overlap, sents)
-        assert len(got) == len(plain) and got[0][0] == 0 and got[-1][1] == n
-        for (s0, e0), (s1, e1) in zip(got, got[1:]):
-            assert s0 < s1 <= e0 < e1
-        for k, ((s, e), (ps, pe)) in enumerate(zip(got, plain)):
-            assert ps <= s < e <= pe
-            nxt = plain[k + 1][0] if k + 1 < len(plain) else n
-            in_reach = [j for j in sents if ps <= j < min(ps + overlap, nxt)]
-            if in_reach:
-                assert s == in_reach[0]
-            elif any(ps <= j < min(ps + overlap, nxt) for j in words):
-                assert s in words
-
-
-def test_sentence_tokens_are_the_tokens_that_begin_sentences():
-    text = 'First one. "Second," he said. Third?\n- Fourth item. M. Night is fifth. eq. 13 stays.'
-    spans = [m.span() for m in re.finditer(r"\w+|[^\w\s]", text)]
-    got = [text[spans[i][0]:].split()[0] for i in sentence_tokens(text, spans)]
-    assert got == ["First", '"Second,"', "Third?", "Fourth", "M."]
-
-
-def test_model_tokenizer_chunks_start_at_sentences(embedder):
-    """News articles through MiniLM's tokenizer: a later window starts at a sentence's start where one
-    begins within its overlap, which in prose is nearly always."""
-    tok = embedder.inner.tokenizer
-    corpus = json.loads((data_dir() / "multihoprag_small_corpus.json").read_text())
-    ch = Chunker(200, 40, tok)
-    later = at_sentence = 0
-    for i, d in enumerate(corpus[:40]):
-        text = d["body"]
-        starts = set(sentence_starts(text))
-        for c in ch.split(Document(f"d{i}", text))[1:]:
-            later += 1
-            at_sentence += c.start_char in starts
-    assert later > 100 and at_sentence / later > 0.9, (at_sentence, later)

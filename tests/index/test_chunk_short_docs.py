@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from contextrag.index.chunking import Chunker, Document, sentence_tokens, windows
+from contextrag.index.chunking import Chunker, Document, windows
 
 
 class _Offsets:
@@ -30,7 +30,7 @@ def _reference(ch: Chunker, doc: Document):
     if not toks:
         return [(0, doc.text.strip(), 0, len(doc.text))]
     return [(p, doc.text[toks[s][0]:toks[e - 1][1]], toks[s][0], toks[e - 1][1])
-            for p, (s, e) in enumerate(windows(toks, ch.size, ch.overlap, sentence_tokens(doc.text, toks)))]
+            for p, (s, e) in enumerate(windows(toks, ch.size, ch.overlap))]
 
 
 @pytest.mark.parametrize("text", ["  Alpha beta, Gamma.  ", "one", "   ", "A " * 7, "x y z " * 4, "",

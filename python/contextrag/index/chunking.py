@@ -5,11 +5,11 @@ tokenizer with character offsets), so a chunk of ``Config.chunk_tokens`` tokens 
 window exactly and is never silently truncated at embedding time. Without one (tests, custom
 embedders) a regular-expression tokenizer (words and single punctuation marks) is used. Either way
 the chunk text is an exact slice of the document text, from its first token's start to its last
-token's end, so nothing is rewritten. A window's edges fall between sentences where one ends within
-the overlap, else between words: the model's tokenizer splits a word into several tokens
-("embedder's" as "embedder", "'", "s"), and a window cut at a token boundary inside it would start at
-"s". Each edge moves inside the window, within the overlap, so the windows still cover every token
-and none is longer than ``size`` tokens (see :func:`windows`). See docs/ALGORITHM.md, "Chunking".
+token's end, so nothing is rewritten. A window's edges fall between words: the model's tokenizer
+splits a word into several tokens ("embedder's" as "embedder", "'", "s"), and a window cut at a token
+boundary inside it would start at "s". Each edge moves to the nearest word boundary (whitespace
+between two tokens) inside the window, within the overlap, so the windows still cover every token and
+none is longer than ``size`` tokens (see :func:`windows`). See docs/ALGORITHM.md, "Chunking".
 """
 from __future__ import annotations
 
@@ -177,16 +177,14 @@ def _outer_span(offsets) -> tuple[int, int] | None:
     return int(first[0]), int(last[1])
 
 
-def windows(toks, size: int, overlap: int, sentences=None) -> list[tuple[int, int]]:
+def windows(toks, size: int, overlap: int) -> list[tuple[int, int]]:
     """[start, end) token indices of the windows over the token spans ``toks`` ((start, end) characters,
     non-empty, in order): ``size`` tokens advancing by ``size - overlap``, each edge then moved to a
-    sentence's start where one lies within its limits, else to a word boundary (a token with
-    whitespace before it, or the text's end). ``sentences``: the indices of the tokens that begin a
-    sentence (:func:`sentence_tokens`); None: word boundaries only.
+    word boundary, a token with whitespace before it (or the text's end).
 
-    A window's start moves forward, to the first such boundary before the next window's start and
+    A window's start moves forward to the first word boundary before the next window's start and
     within ``overlap`` tokens: the tokens it skips are the previous window's last ones. Its end moves
-    back to the last such boundary that still reaches the next window's start and lies past the
+    back to the last word boundary that still reaches the next window's start and lies past the
     previous window's end. Where no boundary lies within those limits (a run of more tokens than the
     overlap with no whitespace: a URL, text without spaces) the edge stays at the token boundary. So
     the windows cover every token, none holds more than ``size`` tokens, their count is that of the
@@ -198,43 +196,21 @@ def windows(toks, size: int, overlap: int, sentences=None) -> list[tuple[int, in
     at = np.asarray(toks, dtype=np.int64)
     # token i begins a word when something (whitespace) lies between it and token i-1; n: the text's end
     word = np.flatnonzero(np.concatenate([[True], at[1:, 0] > at[:-1, 1], [True]]))
-    sent = word if sentences is None else np.union1d(np.asarray(sentences, np.int64), [0, n])
     moved = []
     for k, s in enumerate(starts):
         limit = min(s + overlap, starts[k + 1] if k + 1 < len(starts) else n)
-        j = next((j for j in (_first_from(sent, s), _first_from(word, s)) if j < limit), s)
-        moved.append(j)
+        j = int(word[np.searchsorted(word, s)])
+        moved.append(j if j < limit else s)
     out, last_end = [], 0
     for k, s in enumerate(moved):
         e = min(starts[k] + size, n)
         if e < n:
             lo = max(moved[k + 1], last_end + 1)
-            e = next((j for j in (_last_to(sent, e), _last_to(word, e)) if j >= lo), e)
+            j = int(word[np.searchsorted(word, e, side="right") - 1])
+            e = j if j >= lo else e
         out.append((s, e))
         last_end = e
     return out
-
-
-def _first_from(bounds: np.ndarray, i: int) -> int:
-    """The first of the ascending ``bounds`` at or after ``i`` (the last one holds the text's end)."""
-    return int(bounds[min(np.searchsorted(bounds, i), bounds.size - 1)])
-
-
-def _last_to(bounds: np.ndarray, i: int) -> int:
-    """The last of the ascending ``bounds`` at or before ``i`` (the first one is 0)."""
-    return int(bounds[max(np.searchsorted(bounds, i, side="right") - 1, 0)])
-
-
-def sentence_tokens(text: str, toks) -> np.ndarray:
-    """The indices of the tokens (spans ``toks`` of ``text``) that begin a sentence
-    (:func:`contextrag.sentence_bounds.sentence_starts`)."""
-    from ..sentence_bounds import sentence_starts
-    first = np.asarray([a for a, _ in toks], dtype=np.int64)
-    at = np.asarray(sentence_starts(text), dtype=np.int64)
-    i = np.searchsorted(first, at)
-    ok = i < first.size
-    ok[ok] = first[i[ok]] == at[ok]
-    return i[ok]
 
 
 class Chunker:
@@ -276,9 +252,8 @@ class Chunker:
             toks = _regex_spans(doc.text)
         if not toks:  # text of only whitespace/control characters: keep it whole
             return [Chunk(doc.doc_id, 0, doc.text.strip(), doc.title, 0, len(doc.text))]
-        sent = sentence_tokens(doc.text, toks) if len(toks) > self.size else None
         out = []
-        for pos, (s, e) in enumerate(windows(toks, self.size, self.overlap, sent)):
+        for pos, (s, e) in enumerate(windows(toks, self.size, self.overlap)):
             a, b = toks[s][0], toks[e - 1][1]
             out.append(Chunk(doc.doc_id, pos, doc.text[a:b], doc.title, a, b))
         return out
