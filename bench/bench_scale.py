@@ -278,6 +278,9 @@ def _opened(args):
     if getattr(args, "weights_from", None) or getattr(args, "weights_unit", None):
         args.weights_from_chunks = weights_from(rag.index, args.weights_from, args.weights_part,
                                                 args.weights_unit, args.weights_side)
+    if getattr(args, "weights_distinct", False):
+        n_new, df_new, args.weights_distinct_facts = distinct_statistics(rag.index)
+        reweight(rag.index, max(n_new, 2), df_new, "both", None, args.weights_side)
     with sampler.interval("prepare", st):
         rag.prepare()
     return sampler, st, la0, rag, _questions(args.questions)
@@ -369,6 +372,29 @@ def weights_as_if(n: int | None, which: str = "all", exact: bool = False) -> Non
 
 WEIGHTS_PARTS = ("both", "df", "n")
 WEIGHTS_SIDES = ("all", "question", "links")
+
+
+def distinct_statistics(ix) -> tuple[int, dict, dict]:
+    """(chunks, {family: {attribute: df}}, facts) of ``ix`` counted over its chunks of new text only: a
+    chunk every sentence of which an earlier chunk already holds (query/sentences.py splits them) adds
+    nothing to N or to any df. What ``reweight`` takes for ``--weights-distinct``: the statistics of
+    the corpus's distinct text, for a corpus that repeats its sentences (scale_corpus.py recombines
+    ~21,000 of them into a million chunks)."""
+    from contextrag.query.sentences import split
+    seen: set = set()
+    kept = np.zeros(ix.n_chunks, bool)
+    for i, text in enumerate(ix.chunk_texts):
+        new = [h for h in map(hash, split(text)) if h not in seen]
+        if new:
+            kept[i] = True
+            seen.update(new)
+    rows = np.flatnonzero(kept)
+    out = {}
+    for name, f in ix.lexical.families.items():
+        I = f.incidence.tocsr()[:ix.n_chunks]
+        df = np.bincount(I[rows].indices, minlength=I.shape[1])
+        out[name] = dict(zip(f.attributes, df.tolist()))
+    return int(rows.size), out, {"chunks_with_new_text": int(rows.size), "distinct_sentences": len(seen)}
 
 
 def other_statistics(path) -> tuple[int, dict]:
@@ -467,6 +493,7 @@ def query(args) -> None:
            "per_question": per_question(found, golds),
            "onnx_spinning": bool(getattr(args, "onnx_spinning", False)),
            "weights_n": args.weights_n, "weights_which": args.weights_which, "weights_local": args.weights_local,
+           "weights_distinct": getattr(args, "weights_distinct_facts", None),
            "weights_exact": args.weights_exact,
            "weights_from": ({"chunks": args.weights_from_chunks, "part": args.weights_part,
                              "unit": args.weights_unit, "side": args.weights_side}
@@ -844,6 +871,10 @@ def main(argv=None) -> int:
     p.add_argument("--weights-unit", type=int, default=None, metavar="U",
                    help="query, baseline: before the first query, w(a) = log(U/df)/log(U) (a fixed unit in "
                         "place of log N), with this index's df or, with --weights-from, that index's")
+    p.add_argument("--weights-distinct", action="store_true",
+                   help="query, baseline: before the first query, the lexical weights of the corpus's distinct "
+                        "text: N and every df counted over the chunks that hold a sentence no earlier chunk "
+                        "holds (an ablation)")
     p.add_argument("--weights-local", type=int, default=None, metavar="K",
                    help="query: query-local weights in the links, each attribute's rarity among the question's "
                         "K best chunks (an ablation)")
