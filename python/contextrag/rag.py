@@ -189,8 +189,8 @@ def _snapshot_of(index: Index) -> str | None:
 def release_later(retired: list) -> None:
     """Let go of what ``retired`` holds (a replaced index, or the object serving it; the caller keeps
     no other reference) on a thread of its own. Where that was the last reference, freeing the index's
-    arrays (gigabytes at a million chunks: 0.8 s after an add, measured) would otherwise hold up the
-    write that replaced it; an index still read elsewhere (a query in flight, the caller's own
+    arrays (gigabytes at a million chunks; docs/SCALING.md) would otherwise hold up the write that
+    replaced it; an index still read elsewhere (a query in flight, the caller's own
     reference) is freed later by whoever drops it last."""
     if retired:
         import threading

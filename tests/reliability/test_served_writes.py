@@ -108,7 +108,7 @@ def test_the_bench_ablation_copies_the_whole_index(served, monkeypatch):
 @pytest.mark.parametrize("on_disk", [True, False])
 def test_a_write_frees_the_index_it_replaced_off_the_callers_thread(tiny, paragraphs, on_disk):
     """The index a write replaces is freed on a thread of its own (at a million chunks, freeing it
-    held up the write's return by 0.8 s); nothing of it is kept once that thread ends."""
+    held up the write's return); nothing of it is kept once that thread ends."""
     import threading
     import weakref
 
