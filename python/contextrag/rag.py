@@ -192,9 +192,8 @@ def release_later(retired: list) -> None:
     arrays (gigabytes at a million chunks; docs/SCALING.md) would otherwise hold up the write that
     replaced it; an index still read elsewhere (a query in flight, the caller's own
     reference) is freed later by whoever drops it last."""
-    if retired:
-        import threading
-        threading.Thread(target=retired.clear, name="contextrag-release", daemon=True).start()
+    from .query._once import drop_elsewhere
+    drop_elsewhere(retired)
 
 
 def _copy_index(ix: Index) -> Index:

@@ -12,6 +12,7 @@ import pytest
 from contextrag import ContextRAG
 from contextrag.index import columns, prepared, store
 from contextrag.index.store import IndexFormatError
+from threads import wait_for_threads
 
 N_BASE = 160  # = conftest.N_BASE (test modules here are not a package)
 
@@ -338,8 +339,6 @@ def test_stale_views_and_states_are_dropped_on_another_thread(fresh, hotpot_para
         def __del__(self):
             freed.append(threading.current_thread().name)
     _once.drop_elsewhere([Tracked()])
-    for t in threading.enumerate():
-        if t.name == "contextrag-release":
-            t.join(10)
+    wait_for_threads("contextrag-release")
     assert freed == ["contextrag-release"]
     _once.drop_elsewhere([])                 # nothing to drop: no thread

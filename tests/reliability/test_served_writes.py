@@ -12,6 +12,7 @@ from hash_embedder import HashEmbedder
 
 from contextrag import ContextRAG
 from contextrag.server.state import IndexHolder
+from threads import wait_for_threads
 
 NEW = [{"id": "new-a", "title": "Glass River", "text": "The Glass River runs through the old harbour city of Varn."},
        {"id": "new-b", "title": "Varn", "text": "Varn is a harbour city on the Glass River, founded in 1204."}]
@@ -122,17 +123,13 @@ def test_a_write_frees_the_index_it_replaced_off_the_callers_thread(tiny, paragr
     freed = []
     weakref.finalize(rag.index, lambda: freed.append(threading.current_thread().name))
     rag.add([dict(paragraphs[60], id="released/1")])
-    for t in threading.enumerate():
-        if t.name == "contextrag-release":
-            t.join(10)
+    wait_for_threads("contextrag-index-writer", "contextrag-release")
     assert freed == ["contextrag-release"]
     held = rag.index                                   # the caller keeps this one: not freed by a write
     still = []
     weakref.finalize(held, lambda: still.append(True))
     rag.delete(["released/1"])
-    for t in threading.enumerate():
-        if t.name == "contextrag-release":
-            t.join(10)
+    wait_for_threads("contextrag-index-writer", "contextrag-release")
     assert still == [] and "released/1" in held.docs and "released/1" not in rag.index.docs
 
 
@@ -146,7 +143,5 @@ def test_the_servers_writer_frees_the_replaced_index_after_answering(tiny):
     freed = []
     weakref.finalize(holder.rag.index, lambda: freed.append(threading.current_thread().name))
     holder.add(NEW[:1])
-    for t in threading.enumerate():
-        if t.name == "contextrag-release":
-            t.join(10)
+    wait_for_threads("contextrag-index-writer", "contextrag-release")
     assert freed == ["contextrag-release"] and "new-a" in holder.rag.index.docs
