@@ -376,11 +376,11 @@ WEIGHTS_SIDES = ("all", "question", "links")
 
 def distinct_statistics(ix) -> tuple[int, dict, dict]:
     """(chunks, {family: {attribute: df}}, facts) of ``ix`` counted over its chunks of new text only: a
-    chunk every sentence of which an earlier chunk already holds (query/sentences.py splits them) adds
+    chunk every sentence of which an earlier chunk already holds (contextrag/sentences.py splits them) adds
     nothing to N or to any df. What ``reweight`` takes for ``--weights-distinct``: the statistics of
     the corpus's distinct text, for a corpus that repeats its sentences (scale_corpus.py recombines
     ~21,000 of them into a million chunks)."""
-    from contextrag.query.sentences import split
+    from contextrag.sentences import split
     seen: set = set()
     kept = np.zeros(ix.n_chunks, bool)
     for i, text in enumerate(ix.chunk_texts):

@@ -23,10 +23,18 @@ def _same_family(a, b):
     np.testing.assert_array_equal(a.df, b.df[perm] if perm.size else b.df)
 
 
+def _new_text(ix):
+    """The chunks of new text, from the chunk texts (a build's own computation)."""
+    from contextrag.index.distinct import ChunkSentences
+    return ChunkSentences.of_texts(ix.chunk_texts).new_text()
+
+
 def _fresh_families(rag):
-    from contextrag.index.lexical.families import lexical_families
+    """The families a build makes from the index's chunk texts, weights over its distinct text."""
+    from contextrag.index.lexical.families import counted_over, lexical_families
     ix = rag.index
-    return lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families), stemmer=ix.config.stemmer)
+    fams = lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families), stemmer=ix.config.stemmer)
+    return counted_over(fams, _new_text(ix))
 
 
 def test_built_stored_and_loaded(base):
@@ -37,8 +45,12 @@ def test_built_stored_and_loaded(base):
     for name in ("title", "term"):
         _same_family(ref.families[name], ix.lexical.families[name])
         f = ix.lexical.families[name]
-        w = np.log(ix.n_chunks / f.df) / np.log(ix.n_chunks)
+        new = _new_text(ix)
+        assert ix.lexical.distinct == new.sum() < ix.n_chunks     # this corpus repeats some passages
+        df = np.maximum(np.asarray(f.incidence[new].astype(bool).sum(axis=0)).ravel(), 1)
+        w = np.log(new.sum() / df) / np.log(new.sum())
         np.testing.assert_allclose(f.weight, np.clip(w, 0, 1), rtol=1e-6)
+        np.testing.assert_array_equal(f.df, np.asarray(f.incidence.astype(bool).sum(axis=0)).ravel())
         assert f.incidence.shape == (ix.n_chunks, len(f.vocab))
 
 

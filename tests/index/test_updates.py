@@ -22,10 +22,16 @@ def _check_like_a_build(ix, questions):
     from contextrag.index.build import lexical_family_names, title_own_columns
     from contextrag.index.core import bm25_tokenize, bm25_tokenize_ids, index_stemmer
     from contextrag.index.lexical import words as lw
-    from contextrag.index.lexical.families import lexical_families
+    from contextrag.index.distinct import ChunkSentences
+    from contextrag.index.lexical.families import counted_over, lexical_families
     from contextrag.index.lexical.nodes import select_lexical_nodes
     stem = index_stemmer(ix.config)
-    ref = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config), stemmer=stem)
+    sent = ChunkSentences.of_texts(ix.chunk_texts)
+    np.testing.assert_array_equal(ix.chunk_sentences.indptr, sent.indptr)
+    np.testing.assert_array_equal(ix.chunk_sentences.hashes, sent.hashes)
+    ref = counted_over(lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
+                                        stemmer=stem), sent.new_text())
+    assert ix.lexical.distinct == ref.distinct
     assert list(ix.lexical.families) == list(ref.families)
     for name, g in ref.families.items():
         f = ix.lexical.families[name]

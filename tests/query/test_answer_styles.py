@@ -10,7 +10,7 @@ import pytest
 from contextrag import query
 from contextrag.llm.scripted import ScriptedClient
 from contextrag.query import extractive as X
-from contextrag.query import sentences as S
+from contextrag import sentences as S
 
 A = importlib.import_module("contextrag.query.answer")     # the module (query.answer is the function)
 

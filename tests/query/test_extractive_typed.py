@@ -249,7 +249,7 @@ def test_an_alternative_question_is_a_choice_and_options_are_cut_to_titles():
 
 # ---- sentences whole across initials, what two subjects share, the hop the first sentence names
 def test_an_initial_or_a_title_before_a_name_does_not_end_a_sentence():
-    from contextrag.query.sentences import split
+    from contextrag.sentences import split
     text = ("The Visit is a 2015 American found footage horror film written and directed by M. Night Shyamalan. "
             "Interstate 22 follows the U.S. Route 78 corridor. Harry Lillis \"Bing\" Crosby Jr. (May 3, 1903) "
             "was a singer. It ends in the U.S.")

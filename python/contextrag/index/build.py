@@ -353,12 +353,32 @@ def build_lexical(ix: Index, tokens=None, prebuilt=None) -> None:
     ``ix.search_texts()`` (chunks first), reused for the "term" family. ``prebuilt``: families
     already built over these chunks (a ``LexicalContext``), taken as they are."""
     from .lexical.families import lexical_families
-    if prebuilt is not None:
-        ix.lexical = prebuilt
-        return
-    from .core import index_stemmer
-    ix.lexical = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
-                                  tokens=tokens, stemmer=index_stemmer(ix.config))
+    if prebuilt is None:
+        from .core import index_stemmer
+        prebuilt = lexical_families(ix.chunk_titles, ix.chunk_texts, lexical_family_names(ix.config),
+                                    tokens=tokens, stemmer=index_stemmer(ix.config))
+    ix.lexical = distinct_weights(ix, prebuilt)
+
+
+def distinct_weights(ix: Index, fams):
+    """``fams`` (the lexical families of ``ix``'s chunks) with their weights counted over the chunks
+    of new text (index/distinct.py); as they are when ``ix`` has no sentence hashes or they are so
+    counted already."""
+    if fams is None or getattr(fams, "distinct", None) is not None:
+        return fams
+    from .distinct import distinct_rows
+    rows = distinct_rows(ix)
+    if rows is None:
+        return fams
+    from .lexical.families import counted_over
+    return counted_over(fams, rows)
+
+
+def chunk_sentences_of(ix: Index) -> None:
+    """The chunks' sentence hashes (index/distinct.py), once per build."""
+    if getattr(ix, "chunk_sentences", None) is None or ix.chunk_sentences.n_chunks != ix.n_chunks:
+        from .distinct import ChunkSentences
+        ix.chunk_sentences = ChunkSentences.of_texts(ix.chunk_texts)
 
 
 def lexical_nodes_of(ix: Index, families) -> list:
@@ -541,6 +561,8 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
     with stage("summaries"):
         s_items = make_summaries(ix, llm, E)
     fams, l_nodes = lexical, []
+    with stage("sentences"):
+        chunk_sentences_of(ix)
     if wants_lexical_nodes(ix.config):
         # the nodes need the families before the items exist (BM25 indexes the items' texts), so the
         # families come from the chunks' own tokenisation here rather than from BM25's afterwards
@@ -548,6 +570,7 @@ def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> Non
             fams = fams.result() if isinstance(fams, _Job) else fams
             if fams is None:
                 fams = _lexical_of_index(ix)
+            fams = distinct_weights(ix, fams)
         with stage("lexical_nodes"):
             l_nodes = lexical_nodes_of(ix, fams)
     else:
@@ -710,9 +733,8 @@ def _items_bm25_lexical(ix: Index, chunk_E: np.ndarray, s_items: list, t: dict, 
         with _Timer(t, "words"):
             ix.words = _migrated_words(ix, ix.n_chunks)
     if wants_lexical_nodes(ix.config):
-        if fams is None:
-            with _Timer(t, "lexical"):
-                fams = _lexical_of_index(ix)
+        with _Timer(t, "lexical"):
+            fams = distinct_weights(ix, fams if fams is not None else _lexical_of_index(ix))
         with _Timer(t, "lexical_nodes"):
             l_nodes = lexical_nodes_of(ix, fams)
     with _Timer(t, "items"):
@@ -834,6 +856,10 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         from .lexical.incremental import append_chunks
         with _Timer(t, "words"):
             ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
+        with _Timer(t, "sentences"):
+            cs = ix.chunk_sentences      # an index written before they were stored has none (then: every chunk counts)
+            ix.chunk_sentences = cs.appended([c.text for c in chunks]) if cs is not None and cs.n_chunks == n_old \
+                else None
         with _Timer(t, "lexical"):
             fams = _families_after_add(ix, n_old, new_ids, new_off)
         with _Timer(t, "bm25"):        # the new chunks' postings appended; the old chunks' stay (bm25_index.py)
@@ -909,6 +935,9 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         with _Timer(t, "words"):
             W_old = ix.words
             ix.words = keep_chunks(W_old, keep)
+        with _Timer(t, "sentences"):
+            cs = ix.chunk_sentences
+            ix.chunk_sentences = cs.kept(keep) if cs is not None and cs.n_chunks == n_old else None
         with _Timer(t, "lexical"):
             fams = _families_after_delete(ix, W_old, keep)
         return fams

@@ -24,6 +24,8 @@ Retrievable items (N = n + virtual items; items [0, n) are the chunks, in the sa
                      (bm25s.BM25 as loaded from an older snapshot); use bm25_scores()
     words            lexical.words.CorpusWords: every chunk's words and word counts (memory-mapped),
                      from which updates recompute BM25 and the lexical families without old text
+    chunk_sentences  distinct.ChunkSentences: every chunk's sentence hashes; the lexical weights count
+                     the chunks that hold a sentence no earlier chunk holds (index/distinct.py)
 
 Attributes and context (M attributes):
     codebooks        list of float32 (k_ℓ, d) RQ-KMeans codebooks (level ℓ clusters residuals)
@@ -111,6 +113,7 @@ class Index:
     info: dict = field(default_factory=dict)
     lexical: object = None          # index/lexical/families.py LexicalContext: the spreading families (title, term)
     words: object = None            # index/lexical/words.py CorpusWords: the chunks' stored words (updates read no old text)
+    chunk_sentences: object = None  # index/distinct.py ChunkSentences: each chunk's sentence hashes (the distinct text)
     _extents: np.ndarray | None = None
 
     # ---- sizes

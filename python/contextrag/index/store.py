@@ -257,6 +257,9 @@ def _arrays(ix) -> dict:
             a[f"ctx.{i}.state.{k}"] = v
         for k, v in b.rows.items():
             a[f"ctx.{i}.rows.{k}"] = v
+    cs = getattr(ix, "chunk_sentences", None)
+    if cs is not None:                             # the sentence hashes of the distinct text (index/distinct.py)
+        a["chunk_sentences.indptr"], a["chunk_sentences.hashes"] = cs.indptr, cs.hashes
     if getattr(ix, "lexical", None) is not None:   # the spreading families (index/lexical/)
         from .lexical.families import lexical_arrays
         a.update(lexical_arrays(ix.lexical))
@@ -1017,6 +1020,12 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     ix.info["path"] = str(snap)
     if "attr_sums" in a and a["attr_sums"].shape == ix.attr_centroids.shape:   # absent before they were stored
         ix._attr_sums = a["attr_sums"]
+    if "chunk_sentences.indptr" in a:     # absent before they were stored: the weights then count every chunk
+        from .distinct import ChunkSentences
+        cs = ChunkSentences(a["chunk_sentences.indptr"], a["chunk_sentences.hashes"])
+        if cs.n_chunks != ix.n_chunks or int(cs.indptr[-1]) != cs.hashes.size:
+            raise IndexFormatError("chunk_sentences disagree with the chunks (corrupt index)")
+        ix.chunk_sentences = cs
     _load_lexical(ix, a, kv.get("lexical"), m)
     _load_words(ix, snap, m)
     _load_prepared(ix, snap, m)

@@ -15,7 +15,7 @@ Styles (``style=``):
   citing the passage of the sentence that holds it; the extractive sentences are its ``support``.
 
 A reply that stops at the token cap (``finish_reason == "length"``) is ended at its last complete
-sentence (query/sentences.py), so an answer never stops mid-word. ``prompt=`` replaces the user
+sentence (contextrag/sentences.py), so an answer never stops mid-word. ``prompt=`` replaces the user
 message's template (``{question}`` and ``{passages}`` are filled in).
 
 ``Answer.cost`` is this query's LLM cost, read from the client's CostLedger as the difference between
@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import sentences
+from .. import sentences
 
 if TYPE_CHECKING:
     from .hybrid import Hit

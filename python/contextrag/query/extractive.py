@@ -1,7 +1,7 @@
 """The answers written without an LLM: ``extractive`` (the sentence(s) that answer) and ``span`` (the
 name, date or number that answers, with its sentence cited).
 
-Relevance of a sentence: every sentence of the answer's hits (query/sentences.py) is scored as eq. 13
+Relevance of a sentence: every sentence of the answer's hits (contextrag/sentences.py) is scored as eq. 13
 scores a passage, minus the graph term: ``w_bm25 · bm25 / max bm25 + w_cos · cos``, with BM25 (bm25s)
 over these sentences only, on the words the index's BM25 reads (its ``Config.stemmer``'s stems), and
 the cosine between the index's embedder's question and sentence
@@ -65,7 +65,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import qtype, sentences
+from .. import sentences
+from . import qtype
 
 _STOP = set("""a an the of in on at to for from by with and or is are was were be been being do does did
 what which who whom whose when where why how that this these those it its as than then also both same

@@ -349,8 +349,11 @@ def _scaled(M: sp.csr_matrix, w: float) -> sp.csr_matrix:
 
 @dataclass
 class LexicalContext:
-    """The lexical part of the fuzzy formal context: one CSR family per name."""
+    """The lexical part of the fuzzy formal context: one CSR family per name. ``distinct``: the N the
+    weights were counted over when they count the chunks of new text only (:func:`counted_over`),
+    None when they count every chunk."""
     families: dict = field(default_factory=dict)
+    distinct: int | None = None
 
     @classmethod
     def build(cls, titles, texts, families=("title", "phrase")) -> "LexicalContext":
@@ -393,6 +396,31 @@ class LexicalContext:
         if not mats:
             return sp.csr_matrix((1, 0), dtype=np.float32)
         return sp.hstack(mats, format="csr", dtype=np.float32)
+
+
+def counted_over(ctx: LexicalContext, rows: np.ndarray) -> LexicalContext:
+    """``ctx`` with every weight w(a) = log(N/df)/log(N) counted over the chunks ``rows`` (bool, one
+    per chunk) only: N = their number, df(a) = those of them holding a (index/distinct.py: the chunks
+    of new text). Each degree becomes the new w(a); a titled chunk's own degree 1 stays (a degree of
+    1 is either that or w(a) = 1, df <= 1, which the counted df cannot raise). ``Family.df`` stays
+    the count over every chunk (which attributes exist, which link at all)."""
+    rows = np.asarray(rows, bool)
+    n = int(rows.sum())
+    fams = {}
+    for name, f in ctx.families.items():
+        I = f.incidence.tocsr()
+        if I.shape[0] != rows.size:
+            raise ValueError(f"lexical family {name!r} has {I.shape[0]} rows, the mask {rows.size}")
+        held = np.repeat(rows, np.diff(I.indptr))
+        df = np.bincount(np.asarray(I.indices)[held], minlength=I.shape[1])
+        w = idf_weight(df, n).astype(np.float32)
+        data = np.asarray(I.data)
+        data = np.where(data >= 1.0, np.float32(1.0), w[I.indices]).astype(np.float32, copy=False)
+        M = sp.csr_matrix((data, I.indices, I.indptr), shape=I.shape)
+        M.has_sorted_indices = I.has_sorted_indices
+        fams[name] = Family(name=f.name, vocab=f.vocab, df=f.df, weight=w, incidence=M, max_n=f.max_n,
+                            stemmer=f.stemmer)
+    return LexicalContext(fams, distinct=n)
 
 
 # ---- index families: built with the index, stored in its snapshot -----------------------------
@@ -600,7 +628,8 @@ def _utf8(names) -> np.ndarray:
 def lexical_arrays(ctx: LexicalContext) -> dict:
     """The arrays of a lexical context for the snapshot: per family its CSR incidence, document
     frequencies and vocabulary (UTF-8, one attribute per line: normalised attributes hold no newline).
-    The weights w(a) are recomputed from df on load."""
+    The weights w(a) are recomputed from df on load, unless they count the distinct text only
+    (``LexicalContext.distinct``): then they are stored."""
     arrs = {}
     for name, f in ctx.families.items():
         I = f.incidence.tocsr()
@@ -608,6 +637,8 @@ def lexical_arrays(ctx: LexicalContext) -> dict:
         arrs[f"lex.{name}.indices"] = I.indices.astype(np.int32, copy=False)
         arrs[f"lex.{name}.data"] = I.data.astype(np.float32, copy=False)
         arrs[f"lex.{name}.df"] = f.df.astype(np.int64, copy=False)
+        if ctx.distinct is not None:           # weights not from df and the chunk count: stored as they are
+            arrs[f"lex.{name}.weight"] = np.asarray(f.weight, np.float32)
         arrs[f"lex.{name}.vocab"] = _utf8(f.attributes)
     return arrs
 
@@ -616,7 +647,8 @@ def lexical_meta(ctx: LexicalContext) -> dict:
     """The JSON-able description stored beside :func:`lexical_arrays` (read back by :func:`lexical_from_arrays`)."""
     return {"families": [{"name": name, "chunks": int(f.incidence.shape[0]), "attributes": int(f.incidence.shape[1]),
                           "nnz": int(f.incidence.nnz), "max_n": int(f.max_n), "stemmer": f.stemmer,
-                          "linking_attributes": int((f.df >= 2).sum())} for name, f in ctx.families.items()]}
+                          "linking_attributes": int((f.df >= 2).sum())} for name, f in ctx.families.items()],
+            "distinct_chunks": ctx.distinct}
 
 
 def lexical_from_arrays(arrs: dict, meta: dict) -> LexicalContext:
@@ -631,10 +663,13 @@ def lexical_from_arrays(arrs: dict, meta: dict) -> LexicalContext:
         I = sp.csr_matrix((arrs[f"lex.{name}.data"], arrs[f"lex.{name}.indices"], arrs[f"lex.{name}.indptr"]),
                           shape=(n, M))
         df = np.asarray(arrs[f"lex.{name}.df"], np.int64)
-        fams[name] = Family(name=name, vocab=dict(zip(names, range(M))), df=df,
-                            weight=idf_weight(df, n).astype(np.float32), incidence=I, max_n=int(m["max_n"]),
-                            stemmer=m.get("stemmer") or None)
-    return LexicalContext(fams)
+        w = arrs.get(f"lex.{name}.weight")
+        w = idf_weight(df, n).astype(np.float32) if w is None else np.asarray(w, np.float32)
+        if w.shape != (M,):
+            raise ValueError(f"lexical family {name!r}: {w.shape[0]} weights for {M} attributes")
+        fams[name] = Family(name=name, vocab=dict(zip(names, range(M))), df=df, weight=w, incidence=I,
+                            max_n=int(m["max_n"]), stemmer=m.get("stemmer") or None)
+    return LexicalContext(fams, distinct=meta.get("distinct_chunks"))
 
 
 def lexical_stats(ctx: LexicalContext | None) -> list[dict]:

@@ -1,5 +1,6 @@
-"""Sentence boundaries for answers: splitting passages into sentences (the extractive answer) and
-ending a generated answer on a whole sentence (a reply cut by the token cap).
+"""Sentence boundaries: splitting passages into sentences (the extractive answer; the index's
+distinct text, index/distinct.py) and ending a generated answer on a whole sentence (a reply cut by
+the token cap).
 
 A sentence ends at ``.``, ``!`` or ``?`` (closing quotes, brackets and citation markers such as
 ``[2]`` stay with it) followed by whitespace or the end of the text; a line break also ends one. A
