@@ -159,6 +159,29 @@ def test_reweight_with_a_fixed_unit_and_bad_arguments(bs):
         mod.reweight(ix, 10, {}, "both", unit=1)
 
 
+def test_weights_distinct_equal_the_librarys_distinct_text_weights(bs):
+    """``--weights-distinct`` (the ablation that measured them at a million chunks) gives the weights
+    and degrees the library now builds with (index/distinct.py)."""
+    mod, families, _ = bs
+    from contextrag.index.distinct import ChunkSentences
+    from contextrag.index.lexical.families import LexicalContext, counted_over
+    texts = TEXTS + ["Lyon is a city too. Nothing here.", "Paris in spring, by the Seine."]
+    titles = TITLES + ["", "Paris"]
+    ix = _Index({"title": families.title_family(titles, texts), "term": families.term_family(titles, texts)},
+                len(texts))
+    ix.chunk_texts = texts
+    rows = ChunkSentences.of_texts(texts).new_text()
+    assert rows.tolist() == [True] * 5 + [False, False]
+    lib = counted_over(LexicalContext(dict(ix.lexical.families)), rows)
+    n, df, facts = mod.distinct_statistics(ix)
+    assert n == lib.distinct == 5 and facts["chunks_with_new_text"] == 5
+    mod.reweight(ix, max(n, 2), df, "both")
+    for name, f in lib.families.items():
+        g = ix.lexical.families[name]
+        np.testing.assert_array_equal(f.weight, g.weight)
+        np.testing.assert_array_equal(f.incidence.toarray(), g.incidence.toarray())
+
+
 @pytest.mark.parametrize("side", ["question", "links"])
 def test_reweight_one_side_only(bs, side):
     mod, families, _ = bs

@@ -66,9 +66,12 @@ def test_an_add_hashes_only_the_new_text(fresh, hotpot_paragraphs, monkeypatch):
     assert seen == []
 
 
-def test_an_index_without_sentence_hashes_counts_every_chunk(fresh, hotpot_paragraphs):
-    """A snapshot written before the hashes were stored: its weights count every chunk, before and
-    after an update."""
+def test_an_index_without_sentence_hashes_gets_them_on_its_first_update(fresh, hotpot_paragraphs, caplog):
+    """A snapshot written before the hashes were stored loads with the weights it has (every chunk
+    counted); its first update hashes its chunks once (logged) and leaves what a build of the new
+    corpus leaves."""
+    import logging
+
     from contextrag import ContextRAG
     from contextrag.index.lexical.families import idf_weight
     ix = fresh.index
@@ -79,10 +82,23 @@ def test_an_index_without_sentence_hashes_counts_every_chunk(fresh, hotpot_parag
     fresh.save()
     rag = ContextRAG.load(fresh.path, embedder=ix.embedder)
     assert rag.index.chunk_sentences is None and rag.index.lexical.distinct is None
-    rag.add(hotpot_paragraphs[N_BASE:N_BASE + 2])
+    for f in rag.index.lexical.families.values():
+        np.testing.assert_allclose(f.weight, idf_weight(f.df, rag.index.n_chunks), rtol=1e-6)
+    with caplog.at_level(logging.WARNING, logger="contextrag"):
+        rag.add(hotpot_paragraphs[N_BASE:N_BASE + 2])
+    assert "no sentence hashes" in caplog.text
     ix = rag.index
-    assert ix.chunk_sentences is None and ix.lexical.distinct is None
-    for f in ix.lexical.families.values():
-        np.testing.assert_allclose(f.weight, idf_weight(f.df, ix.n_chunks), rtol=1e-6)
-    rag.delete([hotpot_paragraphs[N_BASE]["id"]])
-    assert rag.index.chunk_sentences is None and rag.index.lexical.distinct is None
+    fresh_hashes = ChunkSentences.of_texts(ix.chunk_texts)
+    np.testing.assert_array_equal(ix.chunk_sentences.hashes, fresh_hashes.hashes)
+    assert ix.lexical.distinct == fresh_hashes.new_text().sum() < ix.n_chunks
+    from contextrag.index.lexical.families import counted_over, lexical_families
+    ref = counted_over(lexical_families(ix.chunk_titles, ix.chunk_texts, list(ix.lexical.families),
+                                        stemmer=ix.config.stemmer), fresh_hashes.new_text())
+    for name, f in ref.families.items():
+        g = ix.lexical.families[name]
+        np.testing.assert_array_equal(g.weight, f.weight[[f.vocab[a] for a in g.attributes]])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="contextrag"):
+        rag.delete([hotpot_paragraphs[N_BASE]["id"]])
+    assert "no sentence hashes" not in caplog.text
+    assert ContextRAG.load(fresh.path, embedder=ix.embedder).index.chunk_sentences.n_chunks == rag.index.n_chunks

@@ -764,6 +764,22 @@ def _migrated_words(ix: Index, n: int):
     return W
 
 
+def _migrate_sentences(ix: Index, n: int, t: dict) -> None:
+    """The sentence hashes of the first ``n`` chunks of an index whose snapshot predates them: its
+    chunks' sentences are hashed once (logged), so the update counts the distinct text as a build
+    of the same corpus would; the next save stores them."""
+    cs = getattr(ix, "chunk_sentences", None)
+    if cs is not None and cs.n_chunks == n:
+        return
+    from .distinct import ChunkSentences
+    with _Timer(t, "sentences"):
+        t0 = time.perf_counter()
+        ix.chunk_sentences = ChunkSentences.of_texts(ix.chunk_texts[:n])
+    log.warning("contextrag: this index's snapshot has no sentence hashes (written by an older version); "
+                "hashed its %d chunks' sentences once in %.1f s, so that its lexical weights count its distinct "
+                "text from this change on (stored with it)", n, time.perf_counter() - t0)
+
+
 def _incremental_names(ix: Index) -> list | None:
     """The lexical families an update can keep up to date from the changed chunks alone (title,
     term), or None when the stored ones do not match the configuration (then they are rebuilt)."""
@@ -823,6 +839,7 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
     if ix.words is None or ix.words.n_chunks != n_old:
         with _Timer(t, "words"):
             ix.words = _migrated_words(ix, n_old)
+    _migrate_sentences(ix, n_old, t)
     # the stored rows, then the new ones: gathered when the save writes them (index/deferred.py)
     chunk_E = DeferredRows([(ix.chunk_embeddings, None), (np.asarray(E_new, np.float32), None)])
     for d in docs:
@@ -857,9 +874,7 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
         with _Timer(t, "words"):
             ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
         with _Timer(t, "sentences"):
-            cs = ix.chunk_sentences      # an index written before they were stored has none (then: every chunk counts)
-            ix.chunk_sentences = cs.appended([c.text for c in chunks]) if cs is not None and cs.n_chunks == n_old \
-                else None
+            ix.chunk_sentences = ix.chunk_sentences.appended([c.text for c in chunks])
         with _Timer(t, "lexical"):
             fams = _families_after_add(ix, n_old, new_ids, new_off)
         with _Timer(t, "bm25"):        # the new chunks' postings appended; the old chunks' stay (bm25_index.py)
@@ -900,6 +915,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
     if ix.words is None or ix.words.n_chunks != n_old:
         with _Timer(t, "words"):
             ix.words = _migrated_words(ix, n_old)
+    _migrate_sentences(ix, n_old, t)
     remap = np.full(ix.n_chunks, -1, np.int64)
     remap[keep] = np.arange(len(keep))
     s_items = []
@@ -936,8 +952,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
             W_old = ix.words
             ix.words = keep_chunks(W_old, keep)
         with _Timer(t, "sentences"):
-            cs = ix.chunk_sentences
-            ix.chunk_sentences = cs.kept(keep) if cs is not None and cs.n_chunks == n_old else None
+            ix.chunk_sentences = ix.chunk_sentences.kept(keep)
         with _Timer(t, "lexical"):
             fams = _families_after_delete(ix, W_old, keep)
         return fams
