@@ -1,5 +1,5 @@
-"""An error in the embedder (Ctrl-C included) waits for the lexical families' thread before it
-propagates: a daemon thread still inside native code when the interpreter exits aborts the process
+"""An error in the embedder (Ctrl-C included) waits for the threads beside it (the lexical
+families, the sentence hashes) before it propagates: a daemon thread still inside native code when the interpreter exits aborts the process
 (SIGABRT) instead of letting the CLI exit with 130."""
 from __future__ import annotations
 
@@ -23,14 +23,16 @@ class _Interrupting:
     embed_queries = embed_passages
 
 
-def test_interrupted_embedding_waits_for_the_families_thread(hotpot_paragraphs, monkeypatch):
+@pytest.mark.parametrize("job", ["_lexical_of_chunks", "_sentences_of_chunks"])
+def test_interrupted_embedding_waits_for_the_threads_beside_it(hotpot_paragraphs, monkeypatch, job):
+    """Both the families' thread and the sentence hashes' thread."""
     finished = threading.Event()
 
-    def slow_families(chunks, config):
+    def slow(*args):
         time.sleep(0.5)
         finished.set()
 
-    monkeypatch.setattr(build, "_lexical_of_chunks", slow_families)
+    monkeypatch.setattr(build, job, slow)
     docs = [Document(p["id"], p["text"], p["title"]) for p in hotpot_paragraphs[:3]]
     with pytest.raises(KeyboardInterrupt):
         build.build_index(docs, Config(seed=0), _Interrupting())

@@ -463,12 +463,12 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
     (rebuild and benchmarks). ``progress``: a bar per stage on stderr (see index.progress).
 
     Pipeline: the embedder loads (its own stage: imports, weights, a first-use export), the documents
-    are chunked, then the lexical families, which need no vectors, are built in a thread while the
-    embedder runs (ONNX Runtime and torch release the GIL while they compute)."""
+    are chunked, then the lexical families and the sentence hashes, which need no vectors, are made
+    in threads while the embedder runs (ONNX Runtime and torch release the GIL while they compute)."""
     from .progress import Stages
     timings: dict = {}
     stage = Stages(timings, progress)
-    lexical_job = None
+    lexical_job = sentences_job = None
     if precomputed is None:
         with stage("load"):
             if callable(getattr(embedder, "load", None)):
@@ -486,13 +486,13 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
                 tick(len(block))
         if chunks:
             lexical_job = _start(_lexical_of_chunks, chunks, config)
+            sentences_job = _start(_sentences_of_chunks, chunks)
         try:
             with stage("embed", total=len(chunks), unit="chunk") as tick:
                 E = embed_all(embedder, embed_inputs([c.title for c in chunks], [c.text for c in chunks], config),
                               tick)
         except BaseException:
-            if lexical_job is not None:
-                lexical_job.settle()
+            _settle(lexical_job, sentences_job)
             raise
     else:
         chunks, E = precomputed
@@ -512,12 +512,22 @@ def build_index(docs: list[Document], config, embedder, llm=None, *, precomputed
         ix.info["embedder"] = backend
     try:
         _cluster_and_graph(ix, E, stage)
-        finish_items(ix, llm, E, stage, lexical=lexical_job)
+        finish_items(ix, llm, E, stage, lexical=lexical_job, sentences=sentences_job)
     except BaseException:
-        if lexical_job is not None:
-            lexical_job.settle()
+        _settle(lexical_job, sentences_job)
         raise
     return ix
+
+
+def _sentences_of_chunks(chunks):
+    from .distinct import ChunkSentences
+    return ChunkSentences.of_texts([c.text for c in chunks])
+
+
+def _settle(*jobs) -> None:
+    for job in jobs:
+        if job is not None:
+            job.settle()
 
 
 class _Job:
@@ -552,16 +562,19 @@ def _start(fn, *args) -> _Job:
     return _Job(fn, *args)
 
 
-def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None) -> None:
+def finish_items(ix: Index, llm, E: np.ndarray, stage=None, lexical=None, sentences=None) -> None:
     """Stage 4 and the retrievable items: summaries (when an LLM is given), item table, BM25, and the
     lexical families. ``lexical``: the families already built (by the Ray build's map on the shards),
-    or a ``_Job`` building them from the chunks in a thread beside the embedder."""
+    or a ``_Job`` building them from the chunks in a thread beside the embedder; ``sentences``: a
+    ``_Job`` hashing the chunks' sentences there (else they are hashed here)."""
     from .progress import Stages
     stage = stage or Stages(ix.timings, False)
     with stage("summaries"):
         s_items = make_summaries(ix, llm, E)
     fams, l_nodes = lexical, []
-    with stage("sentences"):
+    with stage("sentences"):                  # a job's wait, when it ran beside the embedder
+        if isinstance(sentences, _Job):
+            ix.chunk_sentences = sentences.result()
         chunk_sentences_of(ix)
     if wants_lexical_nodes(ix.config):
         # the nodes need the families before the items exist (BM25 indexes the items' texts), so the
