@@ -283,7 +283,28 @@ def _opened(args):
         reweight(rag.index, max(n_new, 2), df_new, "both", None, args.weights_side)
     with sampler.interval("prepare", st):
         rag.prepare()
+    if getattr(args, "bm25_distinct", False):
+        args.bm25_distinct_facts = bm25_distinct(rag.index)
     return sampler, st, la0, rag, _questions(args.questions)
+
+
+def bm25_distinct(ix) -> dict:
+    """BM25's idf counted over the chunks of new text, as the lexical weights are (index/distinct.py):
+    N = those chunks and the virtual items, df(t) = those of them holding t (an ablation, in this
+    process; the item lengths and their mean stay). Needs an index with sentence hashes."""
+    from contextrag.index.distinct import distinct_rows
+    rows = distinct_rows(ix)
+    if rows is None:
+        raise ValueError("the index holds no sentence hashes: build it with the current library")
+    bm = ix.bm25
+    idf, lengths = bm._stats()
+    T = len(bm.names)
+    term = np.repeat(np.arange(T, dtype=np.int64), np.diff(bm.c_indptr))
+    d = np.bincount(term[rows[np.asarray(bm.c_rows)]], minlength=T) + np.diff(bm.v_indptr)
+    N = int(rows.sum()) + (bm.n_items - bm.n_chunks)
+    d = d.astype(np.float64)
+    bm._stats_got = (np.log(1.0 + (N - d + 0.5) / (d + 0.5)).astype(np.float32), lengths)
+    return {"n": N, "terms": T}
 
 
 WEIGHTS_WHICH = ("all", "linking", "added")
@@ -494,6 +515,7 @@ def query(args) -> None:
            "onnx_spinning": bool(getattr(args, "onnx_spinning", False)),
            "weights_n": args.weights_n, "weights_which": args.weights_which, "weights_local": args.weights_local,
            "weights_distinct": getattr(args, "weights_distinct_facts", None),
+           "bm25_distinct": getattr(args, "bm25_distinct_facts", None),
            "weights_exact": args.weights_exact,
            "weights_from": ({"chunks": args.weights_from_chunks, "part": args.weights_part,
                              "unit": args.weights_unit, "side": args.weights_side}
@@ -874,7 +896,9 @@ def main(argv=None) -> int:
     p.add_argument("--weights-distinct", action="store_true",
                    help="query, baseline: before the first query, the lexical weights of the corpus's distinct "
                         "text: N and every df counted over the chunks that hold a sentence no earlier chunk "
-                        "holds (an ablation)")
+                        "holds, as the library's builds count them (for an index built before)")
+    p.add_argument("--bm25-distinct", action="store_true",
+                   help="query, baseline: BM25's idf over the chunks of new text too (an ablation)")
     p.add_argument("--weights-local", type=int, default=None, metavar="K",
                    help="query: query-local weights in the links, each attribute's rarity among the question's "
                         "K best chunks (an ablation)")
