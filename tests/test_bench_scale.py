@@ -182,6 +182,32 @@ def test_weights_distinct_equal_the_librarys_distinct_text_weights(bs):
         np.testing.assert_array_equal(f.incidence.toarray(), g.incidence.toarray())
 
 
+def test_bm25_distinct_counts_the_chunks_of_new_text(bs):
+    """``--bm25-distinct``: BM25's idf as bm25s computes it over the chunks of new text alone (and the
+    virtual items), the item lengths unchanged; an index without sentence hashes is refused."""
+    import types
+
+    import scipy.sparse as sp
+
+    from contextrag.index.bm25_index import from_counts
+    from contextrag.index.distinct import ChunkSentences
+    mod, _, _ = bs
+    texts = ["Paris is a city.", "Lyon is a city.", "Paris is a city.", "Paris is a city. Nice too."]
+    # terms: paris, city, lyon, nice; chunk 2 repeats chunk 0; one virtual item holding "city"
+    counts = sp.csr_matrix(np.array([[1, 1, 0, 0], [0, 1, 1, 0], [1, 1, 0, 0], [1, 1, 0, 1], [0, 2, 0, 0]]))
+    bm = from_counts(counts, ["paris", "city", "lyon", "nice"], 4)
+    ix = types.SimpleNamespace(bm25=bm, n_chunks=4, chunk_sentences=ChunkSentences.of_texts(texts))
+    lengths = bm._stats()[1]
+    assert mod.bm25_distinct(ix) == {"n": 4, "terms": 4}
+    idf, got_lengths = bm._stats()
+    N, d = 4, np.array([2.0, 4.0, 1.0, 1.0])          # chunks 0, 1, 3 and the virtual item
+    np.testing.assert_allclose(idf, np.log(1.0 + (N - d + 0.5) / (d + 0.5)), rtol=1e-6)
+    assert got_lengths is lengths
+    ix.chunk_sentences = None
+    with pytest.raises(ValueError, match="no sentence hashes"):
+        mod.bm25_distinct(ix)
+
+
 @pytest.mark.parametrize("side", ["question", "links"])
 def test_reweight_one_side_only(bs, side):
     mod, families, _ = bs
