@@ -771,6 +771,9 @@ def update(args) -> None:
         rag_module.release_later = lambda retired: retired.clear()
         from contextrag.server import state as state_module
         state_module.release_later = rag_module.release_later
+    if args.weights_every_chunk:            # the ablation: the weights not recounted over the distinct text
+        from contextrag.index import build as build_module
+        build_module.distinct_weights = lambda ix, fams: fams
     sampler = Sampler()
     st: dict = {}
     with sampler.interval("load", st):      # as `contextrag add` and `delete` load: nothing prepared
@@ -808,6 +811,7 @@ def update(args) -> None:
         rag = writer.rag if served else rag
     out = {"machine": machine(), "step": args.step, "via": args.via, "documents": len(new),
            "prepared_load": bool(args.prepared_load or served), "release_inline": bool(args.release_inline),
+           "weights_every_chunk": bool(args.weights_every_chunk),
            "served_copy": args.served_copy if served else None,
            "first_query_after_add_s": first_query,
            "chunks_added": (r or {}).get("chunks"),
@@ -897,6 +901,9 @@ def main(argv=None) -> int:
                    help="query, baseline: before the first query, the lexical weights of the corpus's distinct "
                         "text: N and every df counted over the chunks that hold a sentence no earlier chunk "
                         "holds, as the library's builds count them (for an index built before)")
+    p.add_argument("--weights-every-chunk", action="store_true",
+                   help="update: the lexical weights left over every chunk, not recounted over the distinct "
+                        "text (an ablation: what counting them costs an update)")
     p.add_argument("--bm25-distinct", action="store_true",
                    help="query, baseline: BM25's idf over the chunks of new text too (an ablation)")
     p.add_argument("--weights-local", type=int, default=None, metavar="K",

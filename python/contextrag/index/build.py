@@ -888,8 +888,8 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
             ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
         with _Timer(t, "sentences"):
             ix.chunk_sentences = ix.chunk_sentences.appended([c.text for c in chunks])
-        with _Timer(t, "lexical"):
-            fams = _families_after_add(ix, n_old, new_ids, new_off)
+        with _Timer(t, "lexical"):      # the weights counted here too, beside the graph's lane
+            fams = distinct_weights(ix, _families_after_add(ix, n_old, new_ids, new_off))
         with _Timer(t, "bm25"):        # the new chunks' postings appended; the old chunks' stay (bm25_index.py)
             bm = _chunk_bm25(ix, n_old)
             if bm is not None:
@@ -967,7 +967,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         with _Timer(t, "sentences"):
             ix.chunk_sentences = ix.chunk_sentences.kept(keep)
         with _Timer(t, "lexical"):
-            fams = _families_after_delete(ix, W_old, keep)
+            fams = distinct_weights(ix, _families_after_delete(ix, W_old, keep))
         return fams
 
     def bm25_side():                   # the deleted chunks' postings dropped, the rest renumbered
