@@ -397,25 +397,19 @@ WEIGHTS_SIDES = ("all", "question", "links")
 
 def distinct_statistics(ix) -> tuple[int, dict, dict]:
     """(chunks, {family: {attribute: df}}, facts) of ``ix`` counted over its chunks of new text only: a
-    chunk every sentence of which an earlier chunk already holds (contextrag/sentences.py splits them) adds
-    nothing to N or to any df. What ``reweight`` takes for ``--weights-distinct``: the statistics of
-    the corpus's distinct text, for a corpus that repeats its sentences (scale_corpus.py recombines
-    ~21,000 of them into a million chunks)."""
-    from contextrag.sentences import split
-    seen: set = set()
-    kept = np.zeros(ix.n_chunks, bool)
-    for i, text in enumerate(ix.chunk_texts):
-        new = [h for h in map(hash, split(text)) if h not in seen]
-        if new:
-            kept[i] = True
-            seen.update(new)
-    rows = np.flatnonzero(kept)
+    chunk every sentence of which an earlier chunk already holds adds nothing to N or to any df, as the
+    library's builds count them (index/distinct.py, its own sentence hashes). What ``reweight`` takes
+    for ``--weights-distinct``: those statistics for an index built before they were counted so."""
+    from contextrag.index.distinct import ChunkSentences
+    cs = ChunkSentences.of_texts(ix.chunk_texts)
+    rows = np.flatnonzero(cs.new_text())
     out = {}
     for name, f in ix.lexical.families.items():
         I = f.incidence.tocsr()[:ix.n_chunks]
         df = np.bincount(I[rows].indices, minlength=I.shape[1])
         out[name] = dict(zip(f.attributes, df.tolist()))
-    return int(rows.size), out, {"chunks_with_new_text": int(rows.size), "distinct_sentences": len(seen)}
+    return int(rows.size), out, {"chunks_with_new_text": int(rows.size),
+                                 "distinct_sentences": int(np.unique(cs.hashes).size)}
 
 
 def other_statistics(path) -> tuple[int, dict]:

@@ -74,8 +74,8 @@ class ChunkSentences:
 
 
 def distinct_rows(ix) -> np.ndarray | None:
-    """The rows of ``ix``'s chunks of new text, or None for an index without sentence hashes (one
-    written before they were stored: its statistics count every chunk)."""
+    """bool (n,): ``ix``'s chunks of new text; None for an index without sentence hashes (one written
+    before they were stored, until its first update: its statistics count every chunk)."""
     cs = getattr(ix, "chunk_sentences", None)
     if cs is None or cs.n_chunks != ix.n_chunks:
         return None

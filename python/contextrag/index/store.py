@@ -1020,7 +1020,7 @@ def _read_snapshot(snap: Path, m: dict, config, emb):
     ix.info["path"] = str(snap)
     if "attr_sums" in a and a["attr_sums"].shape == ix.attr_centroids.shape:   # absent before they were stored
         ix._attr_sums = a["attr_sums"]
-    if "chunk_sentences.indptr" in a:     # absent before they were stored: the weights then count every chunk
+    if "chunk_sentences.indptr" in a:     # absent before they were stored (the first update hashes them)
         from .distinct import ChunkSentences
         cs = ChunkSentences(a["chunk_sentences.indptr"], a["chunk_sentences.hashes"])
         if cs.n_chunks != ix.n_chunks or int(cs.indptr[-1]) != cs.hashes.size:
