@@ -766,8 +766,8 @@ def update(args) -> None:
         from contextrag.server import state as state_module
         state_module.release_later = rag_module.release_later
     if args.weights_every_chunk:            # the ablation: the weights not recounted over the distinct text
-        from contextrag.index import build as build_module
-        build_module.distinct_weights = lambda ix, fams: fams
+        from contextrag.index import distinct as distinct_module
+        distinct_module.distinct_rows = lambda ix: None
     sampler = Sampler()
     st: dict = {}
     with sampler.interval("load", st):      # as `contextrag add` and `delete` load: nothing prepared

@@ -805,34 +805,36 @@ def _incremental_names(ix: Index) -> list | None:
 
 def _families_after_add(ix: Index, n_old: int, new_ids, new_off):
     from .lexical import incremental as inc
+    from .distinct import distinct_rows
     from .lexical.families import LexicalContext
     names = _incremental_names(ix)
     if names is None:
         return None
-    fams = {}
+    rows, fams = distinct_rows(ix), {}         # the weights count the chunks of new text (index/distinct.py)
     for name in names:
         f = ix.lexical.families[name]
         if name == "title":
-            fams[name], ix.words.title_own = inc.title_after_add(f, ix.words, n_old, ix.chunk_titles[n_old:])
+            fams[name], ix.words.title_own = inc.title_after_add(f, ix.words, n_old, ix.chunk_titles[n_old:], rows)
         else:
-            fams[name] = inc.term_after_add(f, ix.words, n_old, new_ids, new_off)
-    return LexicalContext(fams)
+            fams[name] = inc.term_after_add(f, ix.words, n_old, new_ids, new_off, rows)
+    return LexicalContext(fams, distinct=None if rows is None else int(rows.sum()))
 
 
 def _families_after_delete(ix: Index, W_old, keep: np.ndarray):
     from .lexical import incremental as inc
+    from .distinct import distinct_rows
     from .lexical.families import LexicalContext
     names = _incremental_names(ix)
     if names is None:
         return None
-    fams = {}
+    rows, fams = distinct_rows(ix), {}
     for name in names:
         f = ix.lexical.families[name]
         if name == "title":
-            fams[name], ix.words.title_own = inc.title_after_delete(f, W_old.title_own, keep, W_old.n_chunks)
+            fams[name], ix.words.title_own = inc.title_after_delete(f, W_old.title_own, keep, W_old.n_chunks, rows)
         else:
-            fams[name] = inc.term_after_delete(f, W_old, keep)
-    return LexicalContext(fams)
+            fams[name] = inc.term_after_delete(f, W_old, keep, rows)
+    return LexicalContext(fams, distinct=None if rows is None else int(rows.sum()))
 
 
 def add_docs(ix: Index, docs: list[Document]) -> dict:
@@ -888,8 +890,8 @@ def add_docs(ix: Index, docs: list[Document]) -> dict:
             ix.words, new_ids, new_off = append_chunks(ix.words, [c.title for c in chunks], [c.text for c in chunks])
         with _Timer(t, "sentences"):
             ix.chunk_sentences = ix.chunk_sentences.appended([c.text for c in chunks])
-        with _Timer(t, "lexical"):      # the weights counted here too, beside the graph's lane
-            fams = distinct_weights(ix, _families_after_add(ix, n_old, new_ids, new_off))
+        with _Timer(t, "lexical"):
+            fams = _families_after_add(ix, n_old, new_ids, new_off)
         with _Timer(t, "bm25"):        # the new chunks' postings appended; the old chunks' stay (bm25_index.py)
             bm = _chunk_bm25(ix, n_old)
             if bm is not None:
@@ -967,7 +969,7 @@ def delete_docs(ix: Index, doc_ids) -> dict:
         with _Timer(t, "sentences"):
             ix.chunk_sentences = ix.chunk_sentences.kept(keep)
         with _Timer(t, "lexical"):
-            fams = distinct_weights(ix, _families_after_delete(ix, W_old, keep))
+            fams = _families_after_delete(ix, W_old, keep)
         return fams
 
     def bm25_side():                   # the deleted chunks' postings dropped, the rest renumbered

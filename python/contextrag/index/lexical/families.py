@@ -405,22 +405,29 @@ def counted_over(ctx: LexicalContext, rows: np.ndarray) -> LexicalContext:
     1 is either that or w(a) = 1, df <= 1, which the counted df cannot raise). ``Family.df`` stays
     the count over every chunk (which attributes exist, which link at all)."""
     rows = np.asarray(rows, bool)
-    n = int(rows.sum())
     fams = {}
     for name, f in ctx.families.items():
         I = f.incidence.tocsr()
-        if I.shape[0] != rows.size:
-            raise ValueError(f"lexical family {name!r} has {I.shape[0]} rows, the mask {rows.size}")
-        held = np.repeat(rows, np.diff(I.indptr))
-        df = np.bincount(np.asarray(I.indices)[held], minlength=I.shape[1])
-        w = idf_weight(df, n).astype(np.float32)
-        data = np.asarray(I.data)
-        data = np.where(data >= 1.0, np.float32(1.0), w[I.indices]).astype(np.float32, copy=False)
+        w = counted_weights(I, rows, name)
+        own = np.asarray(I.data) >= 1.0
+        data = w[I.indices]
+        data[own] = 1.0
         M = sp.csr_matrix((data, I.indices, I.indptr), shape=I.shape)
         M.has_sorted_indices = I.has_sorted_indices
         fams[name] = Family(name=f.name, vocab=f.vocab, df=f.df, weight=w, incidence=M, max_n=f.max_n,
                             stemmer=f.stemmer)
-    return LexicalContext(fams, distinct=n)
+    return LexicalContext(fams, distinct=int(rows.sum()))
+
+
+def counted_weights(I: sp.csr_matrix, rows: np.ndarray, name: str = "") -> np.ndarray:
+    """float32 (attributes,): w(a) = log(N/df)/log(N) with N = the chunks ``rows`` (bool, one per row of
+    the incidence pattern ``I``) and df(a) = those of them holding a; ``I``'s values are not read."""
+    rows = np.asarray(rows, bool)
+    if I.shape[0] != rows.size:
+        raise ValueError(f"lexical family {name!r} has {I.shape[0]} rows, the mask {rows.size}")
+    held = np.repeat(rows, np.diff(I.indptr))
+    df = np.bincount(np.asarray(I.indices)[held], minlength=I.shape[1])
+    return idf_weight(df, int(rows.sum())).astype(np.float32)
 
 
 # ---- index families: built with the index, stored in its snapshot -----------------------------

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 
 from ..deferred import DeferredRows
 from ..layout import kept_rows
-from .families import STOPWORDS, TITLE_MAX_TOKENS, Family, idf_weight
+from .families import STOPWORDS, TITLE_MAX_TOKENS, Family, counted_weights, idf_weight
 from .tokens import normalise_title, stem_words
 from .words import CorpusWords, bags, search_texts, title_lengths, tokenize_words, utf8_lines
 
@@ -85,13 +85,14 @@ def keep_chunks(W: CorpusWords, keep: np.ndarray) -> CorpusWords:
 # ---- shared ---------------------------------------------------------------------------------------
 
 def _degrees(name: str, I: sp.csr_matrix, n: int, own: np.ndarray | None, names: list, max_n: int,
-             vocab: dict | None = None, df: np.ndarray | None = None) -> Family:
+             vocab: dict | None = None, df: np.ndarray | None = None, counted: np.ndarray | None = None) -> Family:
     """The family over the incidence pattern ``I`` (rows = chunks, sorted columns per row): df by
-    column counts (``df`` when the caller has them), w(a) from df and N, degree w(a), 1 for a
-    chunk's own title (``own[i]``); ``I``'s values are not read."""
+    column counts (``df`` when the caller has them), w(a) from df and N, or over the rows
+    ``counted`` only (bool, the chunks of new text: index/distinct.py), degree w(a), 1 for a chunk's
+    own title (``own[i]``); ``I``'s values are not read."""
     if df is None:
         df = np.bincount(I.indices, minlength=I.shape[1]).astype(np.int64)
-    w = idf_weight(df, n)
+    w = idf_weight(df, n) if counted is None else counted_weights(I, counted, name)
     data = w.astype(np.float32)[I.indices]
     if own is not None and I.nnz:
         row = np.repeat(np.arange(n, dtype=np.int64), np.diff(I.indptr))
@@ -175,9 +176,9 @@ def _mentions_in(text_words: list, lookup, max_n: int) -> list:
     return out
 
 
-def title_after_add(fam: Family, W: CorpusWords, n_old: int, new_titles) -> tuple:
+def title_after_add(fam: Family, W: CorpusWords, n_old: int, new_titles, counted=None) -> tuple:
     """(the "title" family after chunks with ``new_titles`` were appended to ``W`` (rows n_old ..),
-    own column per chunk)."""
+    own column per chunk). ``counted``: the rows the weights count (:func:`_degrees`)."""
     n = W.n_chunks
     old_names = fam.attributes                       # sorted, as a build makes them
     own_new_names = []
@@ -235,10 +236,10 @@ def title_after_add(fam: Family, W: CorpusWords, n_old: int, new_titles) -> tupl
                      np.concatenate([np.asarray(seq_cols, np.int64)[k_old], np.asarray(cols, np.int64)]), n, M)
     P = (Old + New).tocsr()
     P.sort_indices()
-    return _degrees("title", P, n, own, names, max_n), own.astype(np.int32)
+    return _degrees("title", P, n, own, names, max_n, counted=counted), own.astype(np.int32)
 
 
-def title_after_delete(fam: Family, own: np.ndarray, keep: np.ndarray, n: int) -> tuple:
+def title_after_delete(fam: Family, own: np.ndarray, keep: np.ndarray, n: int, counted=None) -> tuple:
     """(the "title" family of the rows ``keep``, their own columns): a title no kept chunk carries
     leaves with its column."""
     own_k = np.asarray(own, np.int64)[keep]
@@ -250,7 +251,7 @@ def title_after_delete(fam: Family, own: np.ndarray, keep: np.ndarray, n: int) -
     attrs = fam.attributes
     names = [attrs[j] for j in used]
     own_n = np.where(own_k >= 0, remap[np.maximum(own_k, 0)], -1)
-    return _degrees("title", I, keep.size, own_n, names, _max_n(names)), own_n.astype(np.int32)
+    return _degrees("title", I, keep.size, own_n, names, _max_n(names), counted=counted), own_n.astype(np.int32)
 
 
 # ---- the "term" family ---------------------------------------------------------------------------
@@ -266,7 +267,8 @@ def _term_of_words(W: CorpusWords, stemmer: str | None = None) -> tuple:
     return tid, names, ok
 
 
-def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray, new_off: np.ndarray) -> Family:
+def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray, new_off: np.ndarray,
+                   counted=None) -> Family:
     """The "term" family after the chunks of ``new_ids`` (global word ids, flat, ``new_off``) were
     appended to ``W`` at rows n_old ..: new terms get columns in order of first occurrence."""
     n = W.n_chunks
@@ -303,12 +305,12 @@ def term_after_add(fam: Family, W: CorpusWords, n_old: int, new_ids: np.ndarray,
                        np.concatenate([Old.indices, New.indices]).astype(np.int32, copy=False),
                        np.concatenate([np.asarray(Old.indptr, np.int64), Old.indptr[-1] + New.indptr[1:].astype(np.int64)])),
                       shape=(n, len(names)))
-    out = _degrees("term", P, n, None, names, fam.max_n, vocab, df=df)
+    out = _degrees("term", P, n, None, names, fam.max_n, vocab, df=df, counted=counted)
     out.stemmer = fam.stemmer
     return out
 
 
-def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Family:
+def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray, counted=None) -> Family:
     """The "term" family of the rows ``keep`` of ``W_old``, columns in order of first occurrence
     among them (a build's order): only the columns first met in a deleted chunk move."""
     I = fam.incidence.tocsr()
@@ -369,6 +371,6 @@ def term_after_delete(fam: Family, W_old: CorpusWords, keep: np.ndarray) -> Fami
     if np.all(order[1:] > order[:-1]):
         P.has_sorted_indices = True                    # the columns keep their order: rows stay sorted
     P.sort_indices()
-    out = _degrees("term", P, keep.size, None, names, fam.max_n)
+    out = _degrees("term", P, keep.size, None, names, fam.max_n, counted=counted)
     out.stemmer = fam.stemmer
     return out
